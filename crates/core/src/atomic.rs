@@ -1,0 +1,47 @@
+//! Atomic file replacement: a temp file in the same folder, fsync, rename, fsync the folder.
+//!
+//! Readers either see the old content or the new one, never a torn file; leftover temp files
+//! from a crash start with `.tmp` and are ignored by everything that lists folders.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Replaces `path` with `bytes` atomically, creating parent folders. Keeps the permissions of the
+/// file it replaces.
+///
+/// # Errors
+/// Any I/O error of the steps above; the target is untouched when it fails.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        tmp.as_file().set_permissions(meta.permissions())?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_atomic_replaces_content_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/file.txt");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("sub"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec!["file.txt"]);
+    }
+}

@@ -1,0 +1,22 @@
+//! The chat-channel seam: how a session reaches the person or agent on the other side.
+//!
+//! Hosts implement [`ChatChannel`] (Telegram sends messages into the chat, the A2A server turns
+//! sends into task artifacts). A session with a channel gets the `send` tool.
+
+use std::path::Path;
+
+/// Somewhere a session can send texts and files to.
+#[async_trait::async_trait]
+pub trait ChatChannel: Send + Sync {
+    /// Sends a text.
+    ///
+    /// # Errors
+    /// A message for the model saying why it could not be delivered.
+    async fn send_text(&self, text: &str) -> Result<(), String>;
+
+    /// Sends a file, with an optional caption. `path` is absolute and exists.
+    ///
+    /// # Errors
+    /// A message for the model saying why it could not be delivered.
+    async fn send_file(&self, path: &Path, caption: Option<&str>) -> Result<(), String>;
+}

@@ -1,0 +1,30 @@
+//! The Volcanic agent core: sessions that run an LLM agent with tools in a workspace.
+//!
+//! A host (the CLI, the Telegram bot, the A2A server) opens a [`Session`] by scope through a
+//! [`SessionFactory`], prompts it, and follows its [`SessionEvent`]s. Everything a session says
+//! and does is appended to a JSONL journal, so a session can be closed and resumed at will.
+//!
+//! Layout:
+//! - [`message`]: the conversation model (also the journal's message format).
+//! - [`provider`]: the [`Provider`] trait and the Anthropic, OpenAI-compatible and Faux backends.
+//! - [`tool`]: the [`Tool`] trait and the built-in tools (read, write, edit, bash, ls, grep, find, send).
+//! - [`session`]: sessions, the run loop, events, the journal.
+//! - [`workspace`]: PERSONA.md, AGENTS.md / CLAUDE.md and MEMORY.md → the system prompt.
+//! - [`extension`]: extra tools, prompt fragments, listeners and the per-session event bus.
+//! - [`channel`]: the chat-channel seam behind the `send` tool.
+//! - [`redact`] and [`exec`]: secrets kept out of child processes, outputs, errors and journals.
+//!
+//! Invariant: this crate knows nothing of HTTP servers, A2A or Telegram, never reads process
+//! environment variables or config files (hosts pass them in), and never prints.
+
+pub mod atomic;
+pub mod channel;
+pub mod config;
+mod error;
+pub mod exec;
+pub mod message;
+pub mod provider;
+pub mod redact;
+pub mod tool;
+
+pub use error::{Error, Result};

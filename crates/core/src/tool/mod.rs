@@ -1,0 +1,161 @@
+//! The tool seam: the [`Tool`] trait, what a tool gets to work with, and the built-in set.
+//!
+//! A tool never fails the run: whatever goes wrong comes back to the model as an error result.
+//! The run loop redacts every result before the model, the journal or an event sees it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::channel::ChatChannel;
+use crate::config::ToolLimits;
+use crate::exec::ExecEnv;
+use crate::provider::ToolSpec;
+use crate::redact::Redactor;
+
+/// A tool the model can call.
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    /// Name, description and argument schema as offered to the model.
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs one call.
+    ///
+    /// # Errors
+    /// A [`ToolError`] whose message goes back to the model as an error result.
+    ///
+    /// # Cancel safety
+    /// When `ctx.cancel` fires the tool should stop promptly (bash kills its process group); the
+    /// loop waits a short grace period and then drops the future.
+    async fn execute(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// What a tool call gets to work with.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The model's id for this call; also names the spill file.
+    pub call_id: String,
+    /// The session's working folder: relative paths resolve against it.
+    pub cwd: PathBuf,
+    /// Fires when the run is aborted.
+    pub cancel: CancellationToken,
+    pub limits: Arc<ToolLimits>,
+    /// The scrubbed environment for child processes.
+    pub exec: Arc<ExecEnv>,
+    pub redactor: Arc<Redactor>,
+    /// Where full outputs of truncated calls are kept (`<spill_dir>/<call_id>.log`).
+    pub spill_dir: PathBuf,
+    /// The session's chat channel, if it has one.
+    pub channel: Option<Arc<dyn ChatChannel>>,
+    /// Reports partial output while the tool runs (shown as tool update events).
+    pub updates: Arc<dyn Fn(String) + Send + Sync>,
+}
+
+impl ToolContext {
+    /// Resolves a path argument the way every tool does: `@` prefix dropped, `~` expanded to
+    /// `$HOME` of the child environment, relative to the session's cwd.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let path = path.strip_prefix('@').unwrap_or(path);
+        let home = self.exec.vars().find(|(k, _)| *k == "HOME").map(|(_, v)| PathBuf::from(v));
+        let expanded = match (path.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ if path == "~" => home.unwrap_or_else(|| PathBuf::from(path)),
+            _ => PathBuf::from(path),
+        };
+        self.cwd.join(expanded)
+    }
+
+    /// The spill file for this call (the call id made safe as a file name).
+    pub fn spill_path(&self) -> PathBuf {
+        let safe: String = self
+            .call_id
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .take(100)
+            .collect();
+        self.spill_dir.join(format!("{safe}.log"))
+    }
+
+    /// Reports partial output.
+    pub fn update(&self, partial: String) {
+        (self.updates)(partial);
+    }
+}
+
+/// What a tool call returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// Text for the model.
+    pub content: String,
+    pub is_error: bool,
+    /// Structured data for hosts and the journal (exit code, spill path, …); not sent to the model.
+    pub details: Value,
+    pub control: ToolControl,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn text(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+            details: Value::Null,
+            control: ToolControl::Continue,
+        }
+    }
+
+    /// An error result (the run goes on; the model sees the text).
+    pub fn error(content: impl Into<String>) -> Self {
+        ToolOutput { is_error: true, ..ToolOutput::text(content) }
+    }
+
+    /// The same output with structured details.
+    pub fn with_details(self, details: Value) -> Self {
+        ToolOutput { details, ..self }
+    }
+}
+
+/// What the run does after this call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolControl {
+    /// Go on: the model sees the result in its next call.
+    Continue,
+    /// Finish the current batch of tool calls, then settle the run as stopped by this tool with
+    /// this data (the A2A `request_input` tool uses it).
+    EndRun { data: Value },
+}
+
+/// A failed tool call; the message goes back to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError(pub String);
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<std::io::Error> for ToolError {
+    fn from(err: std::io::Error) -> Self {
+        ToolError(err.to_string())
+    }
+}
+
+/// Parses a call's arguments into the tool's parameter struct.
+///
+/// # Errors
+/// A message naming the tool and what is wrong with the arguments.
+pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args)
+        .map_err(|err| ToolError(format!("invalid arguments for {tool}: {err}")))
+}
+
+/// The built-in tools every session has: read, write, edit, bash, ls, grep, find.
+pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
+    vec![]
+}
