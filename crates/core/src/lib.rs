@@ -22,9 +22,19 @@ pub mod channel;
 pub mod config;
 mod error;
 pub mod exec;
+pub mod extension;
 pub mod message;
 pub mod provider;
 pub mod redact;
+pub mod session;
 pub mod tool;
+pub mod workspace;
 
 pub use error::{Error, Result};
+pub use extension::{EventBus, Extension, Registrar};
+pub use provider::Provider;
+pub use session::{
+    EventKind, EventStream, RunHandle, RunOutcome, RunSettled, Session, SessionEvent,
+    SessionFactory, SessionOptions,
+};
+pub use tool::Tool;

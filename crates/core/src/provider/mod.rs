@@ -5,6 +5,8 @@
 //! provider makes exactly one attempt and classifies its failure with a [`ProviderErrorKind`].
 //! Provider error messages must already be redacted by the adapter (an API can echo headers back).
 
+pub mod faux;
+
 use std::fmt;
 use std::time::Duration;
 

@@ -3,6 +3,8 @@
 //! A tool never fails the run: whatever goes wrong comes back to the model as an error result.
 //! The run loop redacts every result before the model, the journal or an event sees it.
 
+mod send;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -15,6 +17,8 @@ use crate::config::ToolLimits;
 use crate::exec::ExecEnv;
 use crate::provider::ToolSpec;
 use crate::redact::Redactor;
+
+pub use send::SendTool;
 
 /// A tool the model can call.
 #[async_trait::async_trait]

@@ -1,0 +1,158 @@
+//! Extensions: how a host adds tools, prompt fragments, listeners and secrets to a session, and
+//! the per-session [`EventBus`] for custom events (the A2A server emits `a2a.inbound` on it).
+//!
+//! Extensions are plain Rust values handed to the factory (host defaults) or to one session
+//! (`SessionOptions::extensions`); nothing is loaded from disk, because the workspace is writable
+//! by the agent and by A2A callers' sessions.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::redact::Secret;
+use crate::session::SessionEvent;
+use crate::tool::Tool;
+
+/// Something that adds behaviour to a session when it is opened.
+pub trait Extension: Send + Sync {
+    /// A short name for logs.
+    fn name(&self) -> &str;
+
+    /// Called once when a session is opened or resumed.
+    fn register(&self, registrar: &mut Registrar);
+}
+
+/// A listener on a session's events. Called in registration order, before subscribers see the
+/// event, on the run's task: it must not block.
+pub type Listener = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
+
+/// What an extension can add to a session.
+pub struct Registrar {
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) fragments: Vec<String>,
+    pub(crate) listeners: Vec<Listener>,
+    pub(crate) secrets: Vec<Secret>,
+    bus: EventBus,
+}
+
+impl Registrar {
+    pub(crate) fn new(bus: EventBus) -> Self {
+        Registrar {
+            tools: Vec::new(),
+            fragments: Vec::new(),
+            listeners: Vec::new(),
+            secrets: Vec::new(),
+            bus,
+        }
+    }
+
+    /// Adds a tool. A tool with the name of an earlier one replaces it.
+    pub fn tool(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.push(tool);
+    }
+
+    /// Adds a section to the end of the system prompt.
+    pub fn prompt_fragment(&mut self, text: impl Into<String>) {
+        self.fragments.push(text.into());
+    }
+
+    /// Adds a listener on every session event.
+    pub fn listener(&mut self, listener: Listener) {
+        self.listeners.push(listener);
+    }
+
+    /// Adds values to redact wherever the session writes (for example caller keys).
+    pub fn secret(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.secrets.push(Secret { name: name.into(), value: value.into() });
+    }
+
+    /// The session's event bus.
+    pub fn bus(&self) -> &EventBus {
+        &self.bus
+    }
+}
+
+/// A custom event on a session's bus.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusEvent {
+    pub topic: String,
+    pub data: Value,
+}
+
+type Handler = Arc<dyn Fn(&BusEvent) + Send + Sync>;
+
+/// A per-session bus for custom events between extensions and the host.
+#[derive(Clone)]
+pub struct EventBus {
+    inner: Arc<BusInner>,
+}
+
+struct BusInner {
+    handlers: Mutex<Vec<(String, Handler)>>,
+    sender: broadcast::Sender<BusEvent>,
+}
+
+/// Events an async bus subscriber may have queued before it lags.
+const BUS_CAPACITY: usize = 256;
+
+impl Default for EventBus {
+    fn default() -> Self {
+        let (sender, _) = broadcast::channel(BUS_CAPACITY);
+        EventBus { inner: Arc::new(BusInner { handlers: Mutex::new(Vec::new()), sender }) }
+    }
+}
+
+impl EventBus {
+    /// Publishes an event: handlers of the topic run first (in order), then async subscribers get it.
+    pub fn emit(&self, topic: &str, data: Value) {
+        let event = BusEvent { topic: topic.to_string(), data };
+        let handlers: Vec<Handler> = self
+            .inner
+            .handlers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(t, _)| t == topic)
+            .map(|(_, h)| h.clone())
+            .collect();
+        for handler in handlers {
+            handler(&event);
+        }
+        // No receiver is fine: nobody listens to this topic asynchronously.
+        let _ = self.inner.sender.send(event);
+    }
+
+    /// Calls `handler` for every event of `topic`.
+    pub fn on(&self, topic: &str, handler: impl Fn(&BusEvent) + Send + Sync + 'static) {
+        self.inner
+            .handlers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((topic.to_string(), Arc::new(handler)));
+    }
+
+    /// An async subscription to every event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<BusEvent> {
+        self.inner.sender.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bus_delivers_to_handlers_and_subscribers() {
+        let bus = EventBus::default();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        bus.on("a2a.inbound", move |e| sink.lock().unwrap().push(e.data.clone()));
+        let mut rx = bus.subscribe();
+        bus.emit("a2a.inbound", serde_json::json!({"hops": 1}));
+        bus.emit("other", serde_json::json!(2));
+        assert_eq!(*seen.lock().unwrap(), vec![serde_json::json!({"hops": 1})]);
+        assert_eq!(rx.recv().await.unwrap().topic, "a2a.inbound");
+        assert_eq!(rx.recv().await.unwrap().topic, "other");
+    }
+}

@@ -1,0 +1,368 @@
+//! The Faux provider: deterministic, offline, scripted by the conversation itself.
+//!
+//! The contract (ARCHITECTURE.md, "The Faux provider"):
+//! - No directive: one answer `echo: <latest user text>`, streamed in a few chunks.
+//! - A line `faux> {"steps": [...]}` in the latest user message scripts the run; each model call
+//!   takes the next step: `{"text", "chunk"?, "delay_ms"?}`, `{"tool", "args"}`,
+//!   `{"calls": [{"tool", "args"}, ...]}`, `{"error"}`, `{"sleep_ms"}` (a wait before the next
+//!   step, within the same call). When the steps run out the answer is `done`.
+//! - A script file (`--faux-script`) gives `{"rules": [{"match": REGEX, "steps": [...]}],
+//!   "default": {"steps": [...]}}` for user messages without a directive.
+//!
+//! The provider keeps no state between calls: the step to take is the number of assistant answers
+//! after the latest user message, so it behaves the same after a resume. Every request is recorded
+//! for tests.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use regex::Regex;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{Delta, DeltaSink, ModelRequest, Provider, ProviderError, ProviderErrorKind};
+use crate::message::{AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, Usage};
+
+/// The prefix of a directive line.
+pub const DIRECTIVE_PREFIX: &str = "faux>";
+
+/// One scripted step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// A text answer in chunks of `chunk` characters (0 = whole), `delay` before each chunk.
+    Text { text: String, chunk: usize, delay: Duration },
+    /// One or more tool calls in one answer.
+    Calls(Vec<(String, Value)>),
+    /// The provider fails with this message.
+    Error(String),
+    /// A wait before the next step.
+    Sleep(Duration),
+}
+
+/// A list of steps.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Steps(pub Vec<Step>);
+
+/// A `--faux-script` file: rules tried in order on the latest user text, then a default.
+#[derive(Debug, Clone, Default)]
+pub struct FauxScript {
+    rules: Vec<(Regex, Steps)>,
+    default: Option<Steps>,
+}
+
+impl FauxScript {
+    /// Parses a script file's JSON.
+    ///
+    /// # Errors
+    /// A message naming the part of the script that is wrong.
+    pub fn parse(json: &str) -> Result<Self, String> {
+        let value: Value =
+            serde_json::from_str(json).map_err(|e| format!("not valid JSON: {e}"))?;
+        let obj = value.as_object().ok_or("the script must be a JSON object")?;
+        let mut script = FauxScript::default();
+        if let Some(rules) = obj.get("rules") {
+            let rules = rules.as_array().ok_or("\"rules\" must be an array")?;
+            for (i, rule) in rules.iter().enumerate() {
+                let pattern = rule
+                    .get("match")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| format!("rules[{i}]: \"match\" must be a string"))?;
+                let regex = Regex::new(pattern).map_err(|e| format!("rules[{i}].match: {e}"))?;
+                let steps = parse_steps(rule).map_err(|e| format!("rules[{i}]: {e}"))?;
+                script.rules.push((regex, steps));
+            }
+        }
+        if let Some(default) = obj.get("default") {
+            script.default = Some(parse_steps(default).map_err(|e| format!("default: {e}"))?);
+        }
+        Ok(script)
+    }
+
+    fn steps_for(&self, text: &str) -> Option<&Steps> {
+        self.rules
+            .iter()
+            .find(|(re, _)| re.is_match(text))
+            .map(|(_, s)| s)
+            .or(self.default.as_ref())
+    }
+}
+
+/// Parses `{"steps": [...]}`.
+///
+/// # Errors
+/// A message naming the step that is wrong.
+pub fn parse_steps(value: &Value) -> Result<Steps, String> {
+    let steps =
+        value.get("steps").and_then(Value::as_array).ok_or("expected {\"steps\": [...]}")?;
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| parse_step(s).map_err(|e| format!("steps[{i}]: {e}")))
+        .collect::<Result<_, _>>()
+        .map(Steps)
+}
+
+fn parse_step(step: &Value) -> Result<Step, String> {
+    let obj = step.as_object().ok_or("a step must be an object")?;
+    let millis = |key: &str| -> Result<Duration, String> {
+        match obj.get(key) {
+            None => Ok(Duration::ZERO),
+            Some(v) => v
+                .as_u64()
+                .map(Duration::from_millis)
+                .ok_or(format!("\"{key}\" must be a whole number")),
+        }
+    };
+    if let Some(text) = obj.get("text") {
+        let text = text.as_str().ok_or("\"text\" must be a string")?.to_string();
+        let chunk = match obj.get("chunk") {
+            None => 0,
+            Some(v) => v.as_u64().ok_or("\"chunk\" must be a whole number")? as usize,
+        };
+        return Ok(Step::Text { text, chunk, delay: millis("delay_ms")? });
+    }
+    if let Some(tool) = obj.get("tool") {
+        return Ok(Step::Calls(vec![parse_call(tool, obj.get("args"))?]));
+    }
+    if let Some(calls) = obj.get("calls") {
+        let calls = calls.as_array().ok_or("\"calls\" must be an array")?;
+        let calls = calls
+            .iter()
+            .map(|c| parse_call(c.get("tool").unwrap_or(&Value::Null), c.get("args")))
+            .collect::<Result<Vec<_>, _>>()?;
+        if calls.is_empty() {
+            return Err("\"calls\" must not be empty".into());
+        }
+        return Ok(Step::Calls(calls));
+    }
+    if let Some(error) = obj.get("error") {
+        return Ok(Step::Error(error.as_str().ok_or("\"error\" must be a string")?.to_string()));
+    }
+    if obj.contains_key("sleep_ms") {
+        return Ok(Step::Sleep(millis("sleep_ms")?));
+    }
+    Err("expected one of \"text\", \"tool\", \"calls\", \"error\", \"sleep_ms\"".into())
+}
+
+fn parse_call(tool: &Value, args: Option<&Value>) -> Result<(String, Value), String> {
+    let name = tool.as_str().ok_or("\"tool\" must be a string")?.to_string();
+    let args = args.cloned().unwrap_or_else(|| Value::Object(Default::default()));
+    Ok((name, args))
+}
+
+/// Finds the directive line in a user message.
+///
+/// # Errors
+/// The directive is there but does not parse.
+pub fn directive(text: &str) -> Option<Result<Steps, String>> {
+    let line = text.lines().find_map(|l| l.trim_start().strip_prefix(DIRECTIVE_PREFIX))?;
+    Some(
+        serde_json::from_str::<Value>(line.trim())
+            .map_err(|e| format!("not valid JSON: {e}"))
+            .and_then(|v| parse_steps(&v)),
+    )
+}
+
+/// The deterministic provider.
+#[derive(Default)]
+pub struct FauxProvider {
+    script: FauxScript,
+    requests: Mutex<Vec<ModelRequest>>,
+}
+
+impl FauxProvider {
+    /// A Faux provider with no script file: directives, else echo.
+    pub fn new() -> Self {
+        FauxProvider::default()
+    }
+
+    /// A Faux provider with a `--faux-script`.
+    pub fn with_script(script: FauxScript) -> Self {
+        FauxProvider { script, requests: Mutex::new(Vec::new()) }
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.requests.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// What the next answer to `request` is: the wait before it and the step.
+    fn plan(&self, request: &ModelRequest) -> Result<(Duration, Option<Step>), String> {
+        let user = request.latest_user_text().unwrap_or("");
+        let answered = request
+            .messages
+            .iter()
+            .rev()
+            .take_while(|m| !matches!(m, Message::User { .. }))
+            .filter(|m| matches!(m, Message::Assistant(_)))
+            .count();
+        let steps = match directive(user) {
+            Some(parsed) => parsed.map_err(|e| format!("faux: invalid directive: {e}"))?,
+            None => match self.script.steps_for(user) {
+                Some(steps) => steps.clone(),
+                None => {
+                    if answered > 0 {
+                        return Ok((Duration::ZERO, None));
+                    }
+                    let text = format!("echo: {user}");
+                    let chunk = text.chars().count().div_ceil(3).max(1);
+                    return Ok((
+                        Duration::ZERO,
+                        Some(Step::Text { text, chunk, delay: Duration::ZERO }),
+                    ));
+                }
+            },
+        };
+        let mut wait = Duration::ZERO;
+        let mut index = 0;
+        for step in steps.0 {
+            match step {
+                Step::Sleep(d) => wait += d,
+                other if index == answered => return Ok((wait, Some(other))),
+                _ => {
+                    index += 1;
+                    wait = Duration::ZERO;
+                }
+            }
+        }
+        Ok((wait, None))
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for FauxProvider {
+    fn name(&self) -> &str {
+        "faux"
+    }
+
+    fn default_model(&self) -> &str {
+        "faux"
+    }
+
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        sink: DeltaSink<'_>,
+        _cancel: &CancellationToken,
+    ) -> Result<AssistantMessage, ProviderError> {
+        self.requests.lock().unwrap_or_else(PoisonError::into_inner).push(request.clone());
+        let (wait, step) =
+            self.plan(request).map_err(|e| ProviderError::new(ProviderErrorKind::Other, e))?;
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let step =
+            step.unwrap_or(Step::Text { text: "done".into(), chunk: 0, delay: Duration::ZERO });
+        let input_tokens = estimate_tokens(request);
+        let message = |content: Vec<AssistantBlock>, stop_reason, output: usize| AssistantMessage {
+            content,
+            stop_reason,
+            error: None,
+            usage: Usage {
+                input_tokens,
+                output_tokens: (output / 4).max(1) as u64,
+                ..Usage::default()
+            },
+            provider: "faux".into(),
+            model: request.model.clone(),
+        };
+        match step {
+            Step::Text { text, chunk, delay } => {
+                let chars: Vec<char> = text.chars().collect();
+                let size = if chunk == 0 { chars.len().max(1) } else { chunk };
+                for piece in chars.chunks(size) {
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    sink(Delta::Text(piece.iter().collect()));
+                }
+                let len = text.len();
+                Ok(message(vec![AssistantBlock::Text { text }], StopReason::Stop, len))
+            }
+            Step::Calls(calls) => {
+                let len = calls.iter().map(|(_, a)| a.to_string().len()).sum();
+                let blocks = calls
+                    .into_iter()
+                    .map(|(name, args)| {
+                        let id = format!("faux_{}", uuid::Uuid::now_v7().simple());
+                        AssistantBlock::ToolCall(ToolCall { id, name, args })
+                    })
+                    .collect();
+                Ok(message(blocks, StopReason::ToolUse, len))
+            }
+            Step::Error(text) => Err(ProviderError::new(ProviderErrorKind::Other, text)),
+            Step::Sleep(_) => {
+                Ok(message(vec![AssistantBlock::Text { text: "done".into() }], StopReason::Stop, 4))
+            }
+        }
+    }
+}
+
+/// A rough token count (four characters a token) so usage figures are not all zero.
+fn estimate_tokens(request: &ModelRequest) -> u64 {
+    let chars: usize = request.system.len()
+        + request
+            .messages
+            .iter()
+            .map(|m| match m {
+                Message::User { text } | Message::Note { text } => text.len(),
+                Message::Assistant(a) => a.text().len(),
+                Message::ToolResult(r) => r.content.len(),
+            })
+            .sum::<usize>();
+    (chars / 4) as u64
+}
+
+/// A shared handle, for hosts that want to keep the provider to look at its requests.
+pub type SharedFaux = Arc<FauxProvider>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directive_parses_every_step_kind() {
+        let text = "hello\nfaux> {\"steps\":[{\"text\":\"hi\",\"chunk\":1,\"delay_ms\":5},{\"tool\":\"bash\",\"args\":{\"command\":\"ls\"}},{\"calls\":[{\"tool\":\"read\",\"args\":{\"path\":\"a\"}},{\"tool\":\"ls\"}]},{\"error\":\"boom\"},{\"sleep_ms\":7}]}";
+        let steps = directive(text).unwrap().unwrap();
+        assert_eq!(
+            steps.0,
+            vec![
+                Step::Text { text: "hi".into(), chunk: 1, delay: Duration::from_millis(5) },
+                Step::Calls(vec![("bash".into(), serde_json::json!({"command": "ls"}))]),
+                Step::Calls(vec![
+                    ("read".into(), serde_json::json!({"path": "a"})),
+                    ("ls".into(), serde_json::json!({}))
+                ]),
+                Step::Error("boom".into()),
+                Step::Sleep(Duration::from_millis(7)),
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_directive_names_the_step() {
+        let err = directive("faux> {\"steps\":[{\"nope\":1}]}").unwrap().unwrap_err();
+        assert!(err.starts_with("steps[0]: expected one of"), "{err}");
+        assert!(directive("no directive here").is_none());
+    }
+
+    #[test]
+    fn script_rules_match_in_order_then_default() {
+        let script = FauxScript::parse(
+            r#"{"rules":[{"match":"^weather","steps":[{"text":"sunny"}]},{"match":"weather","steps":[{"text":"second"}]}],"default":{"steps":[{"text":"fallback"}]}}"#,
+        )
+        .unwrap();
+        let first = |t: &str| match &script.steps_for(t).unwrap().0[0] {
+            Step::Text { text, .. } => text.clone(),
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(first("weather today"), "sunny");
+        assert_eq!(first("the weather"), "second");
+        assert_eq!(first("anything"), "fallback");
+        assert!(
+            FauxScript::parse(r#"{"rules":[{"match":"(","steps":[]}]}"#)
+                .unwrap_err()
+                .starts_with("rules[0].match")
+        );
+    }
+}

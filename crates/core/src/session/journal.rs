@@ -1,0 +1,305 @@
+//! The session journal: one append-only JSONL file per scope, and how it is loaded after a crash.
+//!
+//! Layout: `<state dir>/sessions/<scope>/session.jsonl`, a `session.lock` beside it (an advisory
+//! lock: one writer per scope across processes) and `spill/` for full outputs of truncated tools.
+//!
+//! Each line is `{"seq":N,"type":…}`: a `session` header first, then `run_start`, `message` and
+//! `run_end` entries. Every string is passed through the redactor's known secret values before it
+//! is written. An entry is written before the matching event is emitted.
+//!
+//! Loading survives a crash: a torn last line is cut off, malformed lines are skipped and counted,
+//! tool calls without a result get an error result, and a run without an end is closed as
+//! interrupted with a note for the model. Repairs are appended, so the file stays self-describing.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Message, ToolResult};
+use crate::redact::Redactor;
+use crate::{Error, Result};
+
+/// Journal format version written in the header.
+const FORMAT_VERSION: u32 = 1;
+
+/// The note appended when a run was cut off by a crash or restart.
+pub const INTERRUPTED_NOTE: &str = "The previous run was interrupted (the process stopped). \
+Tools may have partially run; check the current state before repeating anything.";
+
+/// The note appended when a run was aborted.
+pub const ABORTED_NOTE: &str = "The previous run was aborted by the user. Tools may have \
+partially run; check the current state before repeating anything.";
+
+/// The result given to a tool call whose result never made it to the journal.
+pub const DANGLING_TOOL_RESULT: &str =
+    "tool execution was interrupted (process restarted); it may have partially run";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Line {
+    seq: u64,
+    #[serde(flatten)]
+    entry: Entry,
+}
+
+/// One journal entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Entry {
+    Session { v: u32, id: String, scope: String, created_at: String, cwd: String },
+    RunStart { run_id: String, ts: String },
+    Message { run_id: String, ts: String, message: Message },
+    RunEnd { run_id: String, ts: String, outcome: RunEnd },
+}
+
+/// How a run ended, as the journal records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum RunEnd {
+    Completed,
+    StoppedByTool {
+        tool: String,
+    },
+    Aborted,
+    Failed {
+        error: String,
+    },
+    MaxTurns,
+    /// Closed on load: the process stopped during the run.
+    Interrupted,
+}
+
+/// What loading found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LoadReport {
+    /// Bytes of a torn last line cut off.
+    pub truncated_bytes: u64,
+    /// Lines that did not parse and were skipped.
+    pub skipped_lines: usize,
+    /// Tool calls that got a synthetic error result.
+    pub repaired_tool_calls: usize,
+    /// Whether an unfinished run was closed as interrupted.
+    pub repaired_run: bool,
+}
+
+/// An open journal: the append handle and the lock.
+pub(crate) struct Journal {
+    dir: PathBuf,
+    path: PathBuf,
+    file: File,
+    /// Held for the lifetime of the journal; the advisory lock goes with it.
+    _lock: File,
+    next_seq: u64,
+}
+
+/// A loaded journal with the conversation it holds.
+pub(crate) struct Loaded {
+    pub journal: Journal,
+    pub session_id: String,
+    pub messages: Vec<Message>,
+    pub report: LoadReport,
+}
+
+pub(crate) fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl Journal {
+    /// Opens (creating or loading and repairing) the journal in `dir`.
+    pub(crate) fn open(dir: &Path, scope: &str, cwd: &Path, redactor: &Redactor) -> Result<Loaded> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let lock_path = dir.join("session.lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, e))?;
+        if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            return Err(Error::ScopeInUse { scope: scope.to_string() });
+        }
+        let path = dir.join("session.jsonl");
+        let (lines, mut report) =
+            if path.exists() { read_lines(&path)? } else { (Vec::new(), LoadReport::default()) };
+
+        let header = lines.first().and_then(|line| match &line.entry {
+            Entry::Session { id, .. } => Some(id.clone()),
+            Entry::RunStart { .. } | Entry::Message { .. } | Entry::RunEnd { .. } => None,
+        });
+        let (lines, session_id) = match header {
+            Some(id) => (lines, id),
+            None => {
+                if path.exists() && std::fs::metadata(&path).map(|m| m.len() > 0).unwrap_or(false) {
+                    let aside =
+                        dir.join(format!("session.jsonl.corrupt-{}", now().replace(':', "-")));
+                    tracing::warn!(file = %path.display(), "session journal has no valid header, starting a new one");
+                    std::fs::rename(&path, &aside).map_err(|e| Error::io(&path, e))?;
+                }
+                (Vec::new(), uuid::Uuid::now_v7().to_string())
+            }
+        };
+
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        let next_seq = lines.iter().map(|l| l.seq).max().map_or(0, |s| s + 1);
+        let mut journal = Journal { dir: dir.to_path_buf(), path, file, _lock: lock, next_seq };
+
+        if lines.is_empty() {
+            journal.append(
+                &Entry::Session {
+                    v: FORMAT_VERSION,
+                    id: session_id.clone(),
+                    scope: scope.to_string(),
+                    created_at: now(),
+                    cwd: cwd.display().to_string(),
+                },
+                redactor,
+            )?;
+            journal.sync()?;
+        }
+
+        let mut messages = Vec::new();
+        let mut pending_calls: Vec<(String, String)> = Vec::new();
+        let mut open_run: Option<String> = None;
+        for line in lines {
+            match line.entry {
+                Entry::Session { .. } => {}
+                Entry::RunStart { run_id, .. } => open_run = Some(run_id),
+                Entry::RunEnd { .. } => open_run = None,
+                Entry::Message { message, .. } => {
+                    match &message {
+                        Message::Assistant(assistant) => {
+                            pending_calls.extend(
+                                assistant.tool_calls().map(|c| (c.id.clone(), c.name.clone())),
+                            );
+                        }
+                        Message::ToolResult(result) => {
+                            pending_calls.retain(|(id, _)| *id != result.call_id);
+                        }
+                        Message::User { .. } | Message::Note { .. } => {}
+                    }
+                    messages.push(message);
+                }
+            }
+        }
+
+        let run_id = open_run.clone().unwrap_or_default();
+        let mut seen = HashSet::new();
+        for (call_id, tool) in pending_calls {
+            if !seen.insert(call_id.clone()) {
+                continue;
+            }
+            let message = Message::ToolResult(ToolResult {
+                call_id,
+                tool,
+                content: DANGLING_TOOL_RESULT.to_string(),
+                is_error: true,
+                details: serde_json::Value::Null,
+            });
+            journal.append(
+                &Entry::Message { run_id: run_id.clone(), ts: now(), message: message.clone() },
+                redactor,
+            )?;
+            messages.push(message);
+            report.repaired_tool_calls += 1;
+        }
+        if let Some(run_id) = open_run {
+            journal.append(
+                &Entry::RunEnd { run_id: run_id.clone(), ts: now(), outcome: RunEnd::Interrupted },
+                redactor,
+            )?;
+            let note = Message::Note { text: INTERRUPTED_NOTE.to_string() };
+            journal
+                .append(&Entry::Message { run_id, ts: now(), message: note.clone() }, redactor)?;
+            messages.push(note);
+            report.repaired_run = true;
+        }
+        if report.repaired_run || report.repaired_tool_calls > 0 {
+            journal.sync()?;
+        }
+        if report != LoadReport::default() {
+            tracing::warn!(
+                scope,
+                truncated_bytes = report.truncated_bytes,
+                skipped_lines = report.skipped_lines,
+                repaired_tool_calls = report.repaired_tool_calls,
+                repaired_run = report.repaired_run,
+                "session journal repaired on load"
+            );
+        }
+        Ok(Loaded { journal, session_id, messages, report })
+    }
+
+    /// Appends one entry as one line (one `write` on an append handle).
+    pub(crate) fn append(&mut self, entry: &Entry, redactor: &Redactor) -> Result<()> {
+        let line = Line { seq: self.next_seq, entry: entry.clone() };
+        let mut value = serde_json::to_value(&line)
+            .map_err(|e| Error::io(&self.path, std::io::Error::other(e)))?;
+        redactor.redact_json_values(&mut value);
+        let mut bytes = value.to_string().into_bytes();
+        bytes.push(b'\n');
+        self.file.write_all(&bytes).map_err(|e| Error::io(&self.path, e))?;
+        self.next_seq += 1;
+        Ok(())
+    }
+
+    /// The scope's folder.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Makes everything appended so far durable.
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+/// Reads every parseable line, cutting a torn tail first.
+fn read_lines(path: &Path) -> Result<(Vec<Line>, LoadReport)> {
+    let mut report = LoadReport::default();
+    let mut file =
+        OpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io(path, e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let keep = last_newline_end(&mut file, len).map_err(|e| Error::io(path, e))?;
+    if keep < len {
+        file.set_len(keep).map_err(|e| Error::io(path, e))?;
+        file.sync_data().map_err(|e| Error::io(path, e))?;
+        report.truncated_bytes = len - keep;
+    }
+    file.seek(SeekFrom::Start(0)).map_err(|e| Error::io(path, e))?;
+    let mut lines = Vec::new();
+    for raw in BufReader::new(file).split(b'\n') {
+        let raw = raw.map_err(|e| Error::io(path, e))?;
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Line>(&raw) {
+            Ok(line) => lines.push(line),
+            Err(_) => report.skipped_lines += 1,
+        }
+    }
+    Ok((lines, report))
+}
+
+/// The length of the file up to and including its last `\n`.
+fn last_newline_end(file: &mut File, len: u64) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut end = len;
+    let mut buf = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(pos) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + pos as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}

@@ -1,0 +1,435 @@
+//! Sessions: open or resume a conversation by scope, prompt it, follow and abort its runs.
+//!
+//! A [`SessionFactory`] holds what every session of a host shares (provider, limits, the scrubbed
+//! environment, host extensions, the shutdown token). [`SessionFactory::open`] loads or creates the
+//! scope's journal and returns a [`Session`]; [`Session::prompt`] starts one run on its own task
+//! and returns a [`RunHandle`]. A prompt while a run is active is refused with [`Error::Busy`].
+
+mod event;
+mod fanout;
+mod journal;
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::channel::ChatChannel;
+use crate::config::AgentConfig;
+use crate::exec::ExecEnv;
+use crate::extension::{EventBus, Extension, Listener, Registrar};
+use crate::message::Message;
+use crate::provider::Provider;
+use crate::redact::{Redactor, Secret};
+use crate::tool::{SendTool, Tool, builtin_tools};
+use crate::{Error, Result};
+
+pub use event::{EventKind, Role, RunOutcome, RunSettled, SessionEvent};
+pub use fanout::{EventStream, SUBSCRIBER_CAPACITY};
+pub use journal::{ABORTED_NOTE, DANGLING_TOOL_RESULT, INTERRUPTED_NOTE, LoadReport};
+
+use journal::Journal;
+
+/// Longest a scope may be.
+const MAX_SCOPE_LEN: usize = 160;
+
+/// Checks a scope: 1-160 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot.
+pub fn is_valid_scope(scope: &str) -> bool {
+    !scope.is_empty()
+        && scope.len() <= MAX_SCOPE_LEN
+        && !scope.starts_with('.')
+        && scope.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Opens sessions; one per host.
+pub struct SessionFactory {
+    shared: Arc<Shared>,
+}
+
+/// What every session of a factory shares.
+pub(crate) struct Shared {
+    pub provider: Arc<dyn Provider>,
+    pub config: AgentConfig,
+    pub limits: Arc<crate::config::ToolLimits>,
+    pub state_dir: PathBuf,
+    pub exec: Arc<ExecEnv>,
+    pub secrets: Vec<Secret>,
+    pub extensions: Vec<Arc<dyn Extension>>,
+    pub shutdown: CancellationToken,
+}
+
+/// Builds a [`SessionFactory`].
+pub struct SessionFactoryBuilder {
+    provider: Arc<dyn Provider>,
+    state_dir: PathBuf,
+    config: AgentConfig,
+    exec: ExecEnv,
+    secrets: Vec<Secret>,
+    extensions: Vec<Arc<dyn Extension>>,
+    shutdown: CancellationToken,
+}
+
+impl SessionFactoryBuilder {
+    /// Limits and knobs of the agent loop (default: [`AgentConfig::default`]).
+    pub fn config(mut self, config: AgentConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The environment child processes start from; the secrets taken out of it are redacted
+    /// everywhere. Default: empty.
+    pub fn exec_env(mut self, exec: ExecEnv) -> Self {
+        self.exec = exec;
+        self
+    }
+
+    /// More values to redact (provider keys from a config file, bot tokens, …).
+    pub fn secret(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.secrets.push(Secret { name: name.into(), value: value.into() });
+        self
+    }
+
+    /// An extension every session of this factory gets.
+    pub fn extension(mut self, extension: Arc<dyn Extension>) -> Self {
+        self.extensions.push(extension);
+        self
+    }
+
+    /// The host's stop signal: cancelling it aborts every run.
+    pub fn shutdown(mut self, token: CancellationToken) -> Self {
+        self.shutdown = token;
+        self
+    }
+
+    pub fn build(self) -> SessionFactory {
+        let mut secrets = self.secrets;
+        secrets.extend(self.exec.removed().iter().cloned());
+        let limits = Arc::new(self.config.tools.clone());
+        SessionFactory {
+            shared: Arc::new(Shared {
+                provider: self.provider,
+                config: self.config,
+                limits,
+                state_dir: self.state_dir,
+                exec: Arc::new(self.exec),
+                secrets,
+                extensions: self.extensions,
+                shutdown: self.shutdown,
+            }),
+        }
+    }
+}
+
+/// How to open one session.
+pub struct SessionOptions {
+    /// The session's name: its journal lives in `<state dir>/sessions/<scope>/`.
+    pub scope: String,
+    /// The working folder (the workspace): tools run here and its files shape the system prompt.
+    pub cwd: PathBuf,
+    /// Where `send` delivers; without one the session has no `send` tool.
+    pub channel: Option<Arc<dyn ChatChannel>>,
+    /// Extensions for this session only, after the factory's.
+    pub extensions: Vec<Arc<dyn Extension>>,
+}
+
+impl SessionOptions {
+    pub fn new(scope: impl Into<String>, cwd: impl Into<PathBuf>) -> Self {
+        SessionOptions {
+            scope: scope.into(),
+            cwd: cwd.into(),
+            channel: None,
+            extensions: Vec::new(),
+        }
+    }
+}
+
+impl SessionFactory {
+    /// A builder over a provider and a state folder (journals go to `<state_dir>/sessions/`).
+    pub fn builder(
+        provider: Arc<dyn Provider>,
+        state_dir: impl Into<PathBuf>,
+    ) -> SessionFactoryBuilder {
+        SessionFactoryBuilder {
+            provider,
+            state_dir: state_dir.into(),
+            config: AgentConfig::default(),
+            exec: ExecEnv::default(),
+            secrets: Vec::new(),
+            extensions: Vec::new(),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// The folder holding a scope's journal.
+    pub fn session_dir(&self, scope: &str) -> PathBuf {
+        self.shared.state_dir.join("sessions").join(scope)
+    }
+
+    /// Opens the scope's session, resuming its journal if there is one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidScope`], [`Error::ScopeInUse`] when another open session (in any process)
+    /// holds the scope, [`Error::Io`] when the journal cannot be read or created.
+    pub async fn open(&self, options: SessionOptions) -> Result<Session> {
+        if !is_valid_scope(&options.scope) {
+            return Err(Error::InvalidScope { scope: options.scope });
+        }
+        let bus = EventBus::default();
+        let mut registrar = Registrar::new(bus.clone());
+        for extension in self.shared.extensions.iter().chain(&options.extensions) {
+            extension.register(&mut registrar);
+        }
+        let mut secrets = self.shared.secrets.clone();
+        secrets.extend(registrar.secrets);
+        let redactor = Arc::new(Redactor::new(secrets));
+
+        let mut tools: Vec<Arc<dyn Tool>> = builtin_tools();
+        if options.channel.is_some() {
+            tools.push(Arc::new(SendTool));
+        }
+        for tool in registrar.tools {
+            let name = tool.spec().name;
+            tools.retain(|t| t.spec().name != name);
+            tools.push(tool);
+        }
+
+        let dir = self.session_dir(&options.scope);
+        let scope = options.scope.clone();
+        let cwd = options.cwd.clone();
+        let journal_redactor = redactor.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            Journal::open(&dir, &scope, &cwd, &journal_redactor)
+        })
+        .await
+        .map_err(|e| Error::io(self.session_dir(&options.scope), std::io::Error::other(e)))??;
+
+        tracing::info!(scope = %options.scope, messages = loaded.messages.len(), "session opened");
+        Ok(Session {
+            inner: Arc::new(Inner {
+                id: loaded.session_id.into(),
+                scope: options.scope,
+                cwd: options.cwd,
+                spill_dir: self.session_dir_for_spill(&loaded.journal),
+                shared: self.shared.clone(),
+                tools,
+                fragments: registrar.fragments,
+                listeners: registrar.listeners,
+                channel: options.channel,
+                redactor,
+                bus,
+                hub: fanout::Hub::default(),
+                seq: AtomicU64::new(0),
+                state: Mutex::new(State {
+                    messages: loaded.messages,
+                    journal: Some(loaded.journal),
+                    running: None,
+                }),
+                load_report: loaded.report,
+            }),
+        })
+    }
+
+    fn session_dir_for_spill(&self, journal: &Journal) -> PathBuf {
+        journal.dir().join("spill")
+    }
+}
+
+/// An open session. Cheap to clone; all clones are the same session.
+#[derive(Clone)]
+pub struct Session {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub id: Arc<str>,
+    pub scope: String,
+    pub cwd: PathBuf,
+    pub spill_dir: PathBuf,
+    pub shared: Arc<Shared>,
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub fragments: Vec<String>,
+    pub listeners: Vec<Listener>,
+    pub channel: Option<Arc<dyn ChatChannel>>,
+    pub redactor: Arc<Redactor>,
+    pub bus: EventBus,
+    pub hub: fanout::Hub,
+    pub seq: AtomicU64,
+    pub state: Mutex<State>,
+    pub load_report: LoadReport,
+}
+
+pub(crate) struct State {
+    pub messages: Vec<Message>,
+    /// `None` once the session is closed.
+    pub journal: Option<Journal>,
+    pub running: Option<Running>,
+}
+
+pub(crate) struct Running {
+    pub run_id: Arc<str>,
+    pub cancel: CancellationToken,
+    pub settled: watch::Receiver<Option<RunSettled>>,
+}
+
+impl Inner {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stamps and delivers an event: listeners first, then subscribers.
+    pub(crate) fn emit(&self, run_id: &Arc<str>, kind: EventKind) {
+        let event = Arc::new(SessionEvent {
+            session_id: self.id.clone(),
+            run_id: run_id.clone(),
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            kind,
+        });
+        for listener in &self.listeners {
+            listener(&event);
+        }
+        self.hub.publish(event);
+    }
+}
+
+impl Session {
+    /// The session id (stable across resumes: it is the journal's).
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The scope this session was opened with.
+    pub fn scope(&self) -> &str {
+        &self.inner.scope
+    }
+
+    /// The working folder.
+    pub fn cwd(&self) -> &Path {
+        &self.inner.cwd
+    }
+
+    /// What loading the journal found and repaired.
+    pub fn load_report(&self) -> &LoadReport {
+        &self.inner.load_report
+    }
+
+    /// The conversation so far, including failed and aborted answers.
+    pub fn messages(&self) -> Vec<Message> {
+        self.inner.state().messages.clone()
+    }
+
+    /// Names of the tools the model is offered.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.inner.tools.iter().map(|t| t.spec().name).collect()
+    }
+
+    /// The session's custom event bus.
+    pub fn bus(&self) -> &EventBus {
+        &self.inner.bus
+    }
+
+    /// Follows every event of this session from now on.
+    pub fn subscribe(&self) -> EventStream {
+        self.inner.hub.subscribe()
+    }
+
+    /// Whether a run is active.
+    pub fn is_running(&self) -> bool {
+        self.inner.state().running.is_some()
+    }
+
+    /// The id of the active run, if any.
+    pub fn running_run_id(&self) -> Option<String> {
+        self.inner.state().running.as_ref().map(|r| r.run_id.to_string())
+    }
+
+    /// Starts a run with this user message.
+    ///
+    /// # Errors
+    /// [`Error::Busy`] while a run is active, [`Error::Closed`] after [`Session::close`].
+    pub fn prompt(&self, text: impl Into<String>) -> Result<RunHandle> {
+        run::start(&self.inner, text.into())
+    }
+
+    /// Aborts the active run, if any: the model call is dropped and running tools are killed
+    /// (bash kills its whole process group). Returns whether a run was active; the run settles
+    /// as aborted shortly after (wait with [`RunHandle::settled`] or [`Session::wait_idle`]).
+    pub fn abort(&self) -> bool {
+        match &self.inner.state().running {
+            Some(running) => {
+                running.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Waits until no run is active.
+    pub async fn wait_idle(&self) {
+        let receiver = self.inner.state().running.as_ref().map(|r| r.settled.clone());
+        if let Some(mut receiver) = receiver {
+            // An error means the run task is gone, which also means it is over.
+            let _ = receiver.wait_for(Option::is_some).await;
+        }
+    }
+
+    /// Closes the session: flushes the journal, releases the scope, ends every event stream.
+    ///
+    /// # Errors
+    /// [`Error::Busy`] while a run is active; [`Error::Io`] if the final sync fails.
+    pub fn close(&self) -> Result<()> {
+        let journal = {
+            let mut state = self.inner.state();
+            if state.running.is_some() {
+                return Err(Error::Busy { scope: self.inner.scope.clone() });
+            }
+            state.journal.take()
+        };
+        self.inner.hub.close();
+        if let Some(journal) = journal {
+            journal.sync()?;
+            tracing::info!(scope = %self.inner.scope, "session closed");
+        }
+        Ok(())
+    }
+}
+
+/// A started run: its id, its events and its outcome.
+pub struct RunHandle {
+    run_id: Arc<str>,
+    events: EventStream,
+    settled: watch::Receiver<Option<RunSettled>>,
+}
+
+impl RunHandle {
+    /// The run's id (also on every event of the run).
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The run's events from `RunStart` to `Settled` (the stream ends after `Settled`).
+    pub fn events(&mut self) -> &mut EventStream {
+        &mut self.events
+    }
+
+    /// Waits for the run to settle.
+    pub async fn settled(mut self) -> RunSettled {
+        let settled = match self.settled.wait_for(Option::is_some).await {
+            Ok(value) => value.clone(),
+            Err(_) => None,
+        };
+        settled.or_else(|| self.settled.borrow().clone()).unwrap_or_else(lost_run)
+    }
+}
+
+/// What a run that vanished without settling reports (its task panicked past every guard).
+fn lost_run() -> RunSettled {
+    RunSettled {
+        outcome: RunOutcome::Failed { error: "the run failed unexpectedly".into() },
+        final_text: String::new(),
+        usage: Default::default(),
+        turns: 0,
+    }
+}

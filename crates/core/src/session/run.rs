@@ -1,0 +1,508 @@
+//! The run loop: model call → tool calls → results → next model call, until the model answers
+//! without tools, a tool ends the run, the turn limit is hit, the run is aborted, or it fails.
+//!
+//! Invariants: exactly one `RunStart` and one `Settled` per run (a panic anywhere in the loop is
+//! caught and settles as failed); every message is appended to the journal before its
+//! `MessageEnd` / `ToolEnd` is emitted; the session is marked idle before `Settled` is emitted, so
+//! a listener may prompt again right away. Tool calls of one answer run one after the other, in
+//! the order the model made them.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::journal::{self, ABORTED_NOTE, Entry, RunEnd};
+use super::{EventKind, Inner, Role, RunHandle, RunOutcome, RunSettled, Running};
+use crate::message::{
+    AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResult, Usage,
+};
+use crate::provider::{Delta, ModelRequest, ToolSpec};
+use crate::tool::{ToolContext, ToolControl, ToolOutput};
+use crate::{Error, Result};
+
+/// How long a tool may take to wind down after an abort before it is dropped.
+const ABORT_GRACE: Duration = Duration::from_secs(3);
+
+/// What the model said when a run fails for a reason that is not the provider's.
+const UNEXPECTED: &str = "the run failed unexpectedly";
+
+pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
+    let run_id: Arc<str> = format!("run_{}", uuid::Uuid::now_v7().simple()).into();
+    let cancel = inner.shared.shutdown.child_token();
+    let (sender, receiver) = watch::channel(None);
+    {
+        let mut state = inner.state();
+        if state.journal.is_none() {
+            return Err(Error::Closed { scope: inner.scope.clone() });
+        }
+        if state.running.is_some() {
+            return Err(Error::Busy { scope: inner.scope.clone() });
+        }
+        state.running = Some(Running {
+            run_id: run_id.clone(),
+            cancel: cancel.clone(),
+            settled: receiver.clone(),
+        });
+    }
+    let events = inner.hub.subscribe().for_run(run_id.clone());
+    let task_inner = inner.clone();
+    let task_run_id = run_id.clone();
+    tokio::spawn(async move {
+        let mut run = Run::new(&task_inner, task_run_id.clone(), cancel);
+        let settled = match AssertUnwindSafe(run.execute(text)).catch_unwind().await {
+            Ok(settled) => settled,
+            Err(_) => {
+                tracing::error!(scope = %task_inner.scope, run_id = %task_run_id, "run panicked");
+                run.settle(RunOutcome::Failed { error: UNEXPECTED.into() })
+            }
+        };
+        task_inner.state().running = None;
+        task_inner.emit(&task_run_id, EventKind::Settled(settled.clone()));
+        // No receiver left means nobody waits for this run; the event above was still emitted.
+        let _ = sender.send(Some(settled));
+    });
+    Ok(RunHandle { run_id, events, settled: receiver })
+}
+
+/// One run's working state.
+struct Run<'a> {
+    inner: &'a Arc<Inner>,
+    run_id: Arc<str>,
+    cancel: CancellationToken,
+    turns: u32,
+    usage: Usage,
+    message_index: u32,
+    final_text: String,
+}
+
+/// How a model call ended.
+enum Answer {
+    Ok(AssistantMessage),
+    Aborted,
+    Failed(String),
+}
+
+impl<'a> Run<'a> {
+    fn new(inner: &'a Arc<Inner>, run_id: Arc<str>, cancel: CancellationToken) -> Self {
+        Run {
+            inner,
+            run_id,
+            cancel,
+            turns: 0,
+            usage: Usage::default(),
+            message_index: 0,
+            final_text: String::new(),
+        }
+    }
+
+    async fn execute(&mut self, text: String) -> RunSettled {
+        let outcome = match self.run_loop(text).await {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                tracing::error!(scope = %self.inner.scope, error = %self.inner.redactor.redact(&err.to_string()), "run failed on the session journal");
+                RunOutcome::Failed { error: UNEXPECTED.into() }
+            }
+        };
+        if outcome == RunOutcome::Aborted
+            && let Err(err) = self.record(Message::Note { text: ABORTED_NOTE.into() })
+        {
+            tracing::error!(scope = %self.inner.scope, error = %err, "cannot journal the abort note");
+        }
+        self.settle(outcome)
+    }
+
+    /// Journals the end of the run and builds the settled value.
+    fn settle(&mut self, outcome: RunOutcome) -> RunSettled {
+        let end = match &outcome {
+            RunOutcome::Completed => RunEnd::Completed,
+            RunOutcome::StoppedByTool { tool, .. } => RunEnd::StoppedByTool { tool: tool.clone() },
+            RunOutcome::Aborted => RunEnd::Aborted,
+            RunOutcome::Failed { error } => RunEnd::Failed { error: error.clone() },
+            RunOutcome::MaxTurns => RunEnd::MaxTurns,
+        };
+        let entry =
+            Entry::RunEnd { run_id: self.run_id.to_string(), ts: journal::now(), outcome: end };
+        let written = self.append(&entry).and_then(|()| self.sync());
+        if let Err(err) = written {
+            tracing::error!(scope = %self.inner.scope, error = %err, "cannot journal the end of a run");
+        }
+        RunSettled {
+            outcome,
+            final_text: std::mem::take(&mut self.final_text),
+            usage: self.usage,
+            turns: self.turns,
+        }
+    }
+
+    async fn run_loop(&mut self, text: String) -> Result<RunOutcome> {
+        self.append(&Entry::RunStart { run_id: self.run_id.to_string(), ts: journal::now() })?;
+        self.emit(EventKind::RunStart);
+        self.record(Message::user(text))?;
+
+        let specs: Vec<ToolSpec> = self.inner.tools.iter().map(|t| t.spec()).collect();
+        let config = &self.inner.shared.config;
+        let system = crate::workspace::system_prompt(
+            &self.inner.cwd,
+            &config.context,
+            &specs,
+            &self.inner.fragments,
+            chrono::Local::now(),
+        );
+        let model = config
+            .model
+            .clone()
+            .unwrap_or_else(|| self.inner.shared.provider.default_model().to_string());
+
+        loop {
+            if self.turns >= config.max_turns {
+                return Ok(RunOutcome::MaxTurns);
+            }
+            self.turns += 1;
+            self.emit(EventKind::TurnStart { turn: self.turns });
+            let request = ModelRequest {
+                model: model.clone(),
+                system: system.clone(),
+                messages: model_view(&self.inner.state().messages),
+                tools: specs.clone(),
+                max_output_tokens: config.max_output_tokens,
+            };
+            let answer = match self.call_model(&request).await? {
+                Answer::Ok(answer) => answer,
+                Answer::Aborted => return Ok(RunOutcome::Aborted),
+                Answer::Failed(error) => return Ok(RunOutcome::Failed { error }),
+            };
+            let calls: Vec<ToolCall> = answer.tool_calls().cloned().collect();
+            if calls.is_empty() {
+                return Ok(RunOutcome::Completed);
+            }
+            let mut stop = None;
+            for call in calls {
+                let output = self.call_tool(&call).await;
+                if let (ToolControl::EndRun { data }, None) = (&output.control, &stop) {
+                    stop = Some(RunOutcome::StoppedByTool {
+                        tool: call.name.clone(),
+                        call_id: call.id.clone(),
+                        data: data.clone(),
+                    });
+                }
+                let result = ToolResult {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    content: output.content,
+                    is_error: output.is_error,
+                    details: output.details,
+                };
+                self.record(Message::ToolResult(result.clone()))?;
+                self.emit(EventKind::ToolEnd { call_id: call.id, name: call.name, result });
+            }
+            if self.cancel.is_cancelled() {
+                return Ok(RunOutcome::Aborted);
+            }
+            if let Some(stop) = stop {
+                return Ok(stop);
+            }
+        }
+    }
+
+    /// One model call with retries. Every attempt is journaled as an assistant message.
+    async fn call_model(&mut self, request: &ModelRequest) -> Result<Answer> {
+        let retry = self.inner.shared.config.retry.clone();
+        let provider = self.inner.shared.provider.clone();
+        let mut attempt = 0;
+        loop {
+            self.message_index += 1;
+            let index = self.message_index;
+            self.emit(EventKind::MessageStart { index, role: Role::Assistant });
+            let partial = Mutex::new(String::new());
+            let result = {
+                let sink = |delta: Delta| match delta {
+                    Delta::Text(text) => {
+                        partial.lock().unwrap_or_else(PoisonError::into_inner).push_str(&text);
+                        self.emit(EventKind::TextDelta { index, text });
+                    }
+                    Delta::Thinking(text) => self.emit(EventKind::ThinkingDelta { index, text }),
+                };
+                tokio::select! {
+                    result = provider.complete(request, &sink, &self.cancel) => Some(result),
+                    () = self.cancel.cancelled() => None,
+                }
+            };
+            let partial = partial.into_inner().unwrap_or_else(PoisonError::into_inner);
+            let stopped = |stop_reason, error| AssistantMessage {
+                content: if partial.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![AssistantBlock::Text { text: partial.clone() }]
+                },
+                stop_reason,
+                error,
+                usage: Usage::default(),
+                provider: provider.name().to_string(),
+                model: request.model.clone(),
+            };
+            match result {
+                Some(Ok(mut answer)) => {
+                    if answer.provider.is_empty() {
+                        answer.provider = provider.name().to_string();
+                    }
+                    self.usage.add(&answer.usage);
+                    self.final_text = answer.text();
+                    self.record_assistant(index, answer.clone())?;
+                    return Ok(Answer::Ok(answer));
+                }
+                None => {
+                    self.final_text = partial.clone();
+                    self.record_assistant(index, stopped(StopReason::Aborted, None))?;
+                    return Ok(Answer::Aborted);
+                }
+                Some(Err(err)) => {
+                    let message = self.inner.redactor.redact(&err.message).into_owned();
+                    self.record_assistant(
+                        index,
+                        stopped(StopReason::Error, Some(message.clone())),
+                    )?;
+                    if !err.kind.is_retryable() || attempt >= retry.max_retries {
+                        return Ok(Answer::Failed(message));
+                    }
+                    attempt += 1;
+                    let delay = retry.delay(attempt, err.retry_after);
+                    tracing::warn!(scope = %self.inner.scope, attempt, delay_ms = delay.as_millis() as u64, error = %message, "model call failed, retrying");
+                    self.emit(EventKind::Retry {
+                        attempt,
+                        max: retry.max_retries,
+                        delay,
+                        error: message,
+                    });
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = self.cancel.cancelled() => return Ok(Answer::Aborted),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs one tool call; every failure becomes an error result.
+    async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput {
+        if self.cancel.is_cancelled() {
+            return ToolOutput::error("not executed: run aborted");
+        }
+        self.emit(EventKind::ToolStart {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            args: call.args.clone(),
+        });
+        let Some(tool) = self.inner.tools.iter().find(|t| t.spec().name == call.name).cloned()
+        else {
+            let names: Vec<String> = self.inner.tools.iter().map(|t| t.spec().name).collect();
+            return ToolOutput::error(format!(
+                "unknown tool {:?}; available tools: {}",
+                call.name,
+                names.join(", ")
+            ));
+        };
+        let updates = {
+            let inner = self.inner.clone();
+            let run_id = self.run_id.clone();
+            let (call_id, name) = (call.id.clone(), call.name.clone());
+            Arc::new(move |partial: String| {
+                let partial = inner.redactor.redact(&partial).into_owned();
+                inner.emit(
+                    &run_id,
+                    EventKind::ToolUpdate { call_id: call_id.clone(), name: name.clone(), partial },
+                );
+            })
+        };
+        let ctx = ToolContext {
+            call_id: call.id.clone(),
+            cwd: self.inner.cwd.clone(),
+            cancel: self.cancel.clone(),
+            limits: self.inner.shared.limits.clone(),
+            exec: self.inner.shared.exec.clone(),
+            redactor: self.inner.redactor.clone(),
+            spill_dir: self.inner.spill_dir.clone(),
+            channel: self.inner.channel.clone(),
+            updates,
+        };
+        let execution = AssertUnwindSafe(tool.execute(call.args.clone(), ctx)).catch_unwind();
+        tokio::pin!(execution);
+        let finished = tokio::select! {
+            result = &mut execution => Some(result),
+            () = self.cancel.cancelled() => tokio::time::timeout(ABORT_GRACE, &mut execution).await.ok(),
+        };
+        let mut output = match finished {
+            Some(Ok(Ok(output))) => output,
+            Some(Ok(Err(err))) => ToolOutput::error(err.0),
+            Some(Err(_)) => {
+                tracing::error!(tool = %call.name, "tool panicked");
+                ToolOutput::error(format!("the {} tool failed unexpectedly", call.name))
+            }
+            None => ToolOutput::error("aborted"),
+        };
+        output.content = self.inner.redactor.redact(&output.content).into_owned();
+        self.inner.redactor.redact_json_values(&mut output.details);
+        output
+    }
+
+    fn record_assistant(&mut self, index: u32, answer: AssistantMessage) -> Result<()> {
+        let message = Arc::new(Message::Assistant(answer));
+        self.persist((*message).clone())?;
+        self.emit(EventKind::MessageEnd { index, message });
+        Ok(())
+    }
+
+    /// Journals a non-assistant message and emits its start and end.
+    fn record(&mut self, message: Message) -> Result<()> {
+        self.message_index += 1;
+        let index = self.message_index;
+        let role = Role::of(&message);
+        self.persist(message.clone())?;
+        self.emit(EventKind::MessageStart { index, role });
+        self.emit(EventKind::MessageEnd { index, message: Arc::new(message) });
+        Ok(())
+    }
+
+    fn persist(&self, message: Message) -> Result<()> {
+        let entry = Entry::Message {
+            run_id: self.run_id.to_string(),
+            ts: journal::now(),
+            message: message.clone(),
+        };
+        let mut state = self.inner.state();
+        let journal = state
+            .journal
+            .as_mut()
+            .ok_or_else(|| Error::Closed { scope: self.inner.scope.clone() })?;
+        journal.append(&entry, &self.inner.redactor)?;
+        state.messages.push(message);
+        Ok(())
+    }
+
+    fn append(&self, entry: &Entry) -> Result<()> {
+        let mut state = self.inner.state();
+        let journal = state
+            .journal
+            .as_mut()
+            .ok_or_else(|| Error::Closed { scope: self.inner.scope.clone() })?;
+        journal.append(entry, &self.inner.redactor)
+    }
+
+    fn sync(&self) -> Result<()> {
+        let state = self.inner.state();
+        match &state.journal {
+            Some(journal) => journal.sync(),
+            None => Ok(()),
+        }
+    }
+
+    fn emit(&self, kind: EventKind) {
+        self.inner.emit(&self.run_id, kind);
+    }
+}
+
+/// The conversation as the model sees it: failed and aborted answers left out, every tool call
+/// answered exactly once, and no result without its call.
+pub(crate) fn model_view(messages: &[Message]) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut open: Vec<(String, String)> = Vec::new();
+    let close_open = |out: &mut Vec<Message>, open: &mut Vec<(String, String)>| {
+        for (call_id, tool) in open.drain(..) {
+            out.push(Message::ToolResult(ToolResult {
+                call_id,
+                tool,
+                content: "no result was recorded for this call".into(),
+                is_error: true,
+                details: Value::Null,
+            }));
+        }
+    };
+    for message in messages {
+        match message {
+            Message::Assistant(answer) if !answer.is_replayable() => {}
+            Message::Assistant(answer) => {
+                close_open(&mut out, &mut open);
+                open = answer.tool_calls().map(|c| (c.id.clone(), c.name.clone())).collect();
+                out.push(message.clone());
+            }
+            Message::ToolResult(result) => {
+                if let Some(pos) = open.iter().position(|(id, _)| *id == result.call_id) {
+                    open.remove(pos);
+                    out.push(message.clone());
+                }
+            }
+            Message::User { .. } | Message::Note { .. } => {
+                close_open(&mut out, &mut open);
+                out.push(message.clone());
+            }
+        }
+    }
+    close_open(&mut out, &mut open);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assistant(stop_reason: StopReason, calls: &[&str]) -> Message {
+        Message::Assistant(AssistantMessage {
+            content: calls
+                .iter()
+                .map(|id| {
+                    AssistantBlock::ToolCall(ToolCall {
+                        id: (*id).into(),
+                        name: "bash".into(),
+                        args: Value::Null,
+                    })
+                })
+                .collect(),
+            stop_reason,
+            ..AssistantMessage::default()
+        })
+    }
+
+    fn result(id: &str) -> Message {
+        Message::ToolResult(ToolResult {
+            call_id: id.into(),
+            tool: "bash".into(),
+            content: "ok".into(),
+            is_error: false,
+            details: Value::Null,
+        })
+    }
+
+    #[test]
+    fn model_view_drops_failed_answers_and_pairs_calls() {
+        let messages = vec![
+            Message::user("hi"),
+            assistant(StopReason::Error, &[]),
+            assistant(StopReason::ToolUse, &["a", "b"]),
+            result("a"),
+            result("zzz"),
+            Message::user("next"),
+        ];
+        let view = model_view(&messages);
+        let missing = Message::ToolResult(ToolResult {
+            call_id: "b".into(),
+            tool: "bash".into(),
+            content: "no result was recorded for this call".into(),
+            is_error: true,
+            details: Value::Null,
+        });
+        assert_eq!(
+            view,
+            vec![
+                Message::user("hi"),
+                assistant(StopReason::ToolUse, &["a", "b"]),
+                result("a"),
+                missing,
+                Message::user("next")
+            ]
+        );
+    }
+}
