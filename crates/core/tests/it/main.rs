@@ -1,0 +1,5 @@
+//! Integration tests of volcanic-core, built as one binary.
+
+mod journal;
+mod session;
+mod support;
