@@ -1,1 +1,75 @@
-fn main() {}
+//! The `volcanic` binary: parses arguments, sets up logging, wires the libraries, and turns errors
+//! into exit codes in one place (0 ok, 1 the run failed, 2 bad usage or configuration,
+//! 130 interrupted). It decides nothing itself.
+
+mod cmd;
+mod config;
+mod logging;
+mod provider;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A personal-assistant runtime whose assistants other agents can reach over A2A.
+#[derive(Parser)]
+#[command(name = "volcanic", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Talk to the assistant of a workspace from the terminal.
+    Chat(cmd::chat::ChatArgs),
+}
+
+/// A failure with the exit code it should produce.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    /// Bad usage or configuration (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Failure { code: 2, message: message.into() }
+    }
+}
+
+impl From<config::ConfigError> for Failure {
+    fn from(err: config::ConfigError) -> Self {
+        Failure::usage(format!("bad configuration: {}", err.0))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            report(&format!("cannot start the async runtime: {err}"));
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Chat(args) => cmd::chat::run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            report(&failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+#[allow(clippy::print_stderr)]
+fn report(message: &str) {
+    eprintln!("volcanic: {message}");
+}

@@ -206,6 +206,7 @@ impl SessionFactory {
         .await
         .map_err(|e| Error::io(self.session_dir(&options.scope), std::io::Error::other(e)))??;
 
+        let specs = tools.iter().map(|t| t.spec()).collect();
         tracing::info!(scope = %options.scope, messages = loaded.messages.len(), "session opened");
         Ok(Session {
             inner: Arc::new(Inner {
@@ -215,6 +216,7 @@ impl SessionFactory {
                 spill_dir: self.session_dir_for_spill(&loaded.journal),
                 shared: self.shared.clone(),
                 tools,
+                specs,
                 fragments: registrar.fragments,
                 listeners: registrar.listeners,
                 channel: options.channel,
@@ -250,6 +252,8 @@ pub(crate) struct Inner {
     pub spill_dir: PathBuf,
     pub shared: Arc<Shared>,
     pub tools: Vec<Arc<dyn Tool>>,
+    /// The tools' specs, in the same order (computed once).
+    pub specs: Vec<crate::provider::ToolSpec>,
     pub fragments: Vec<String>,
     pub listeners: Vec<Listener>,
     pub channel: Option<Arc<dyn ChatChannel>>,
@@ -322,7 +326,7 @@ impl Session {
 
     /// Names of the tools the model is offered.
     pub fn tool_names(&self) -> Vec<String> {
-        self.inner.tools.iter().map(|t| t.spec().name).collect()
+        self.inner.specs.iter().map(|s| s.name.clone()).collect()
     }
 
     /// The session's custom event bus.

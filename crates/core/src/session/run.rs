@@ -63,8 +63,7 @@ pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
         };
         task_inner.state().running = None;
         task_inner.emit(&task_run_id, EventKind::Settled(settled.clone()));
-        // No receiver left means nobody waits for this run; the event above was still emitted.
-        let _ = sender.send(Some(settled));
+        sender.send_replace(Some(settled));
     });
     Ok(RunHandle { run_id, events, settled: receiver })
 }
@@ -144,7 +143,7 @@ impl<'a> Run<'a> {
         self.emit(EventKind::RunStart);
         self.record(Message::user(text))?;
 
-        let specs: Vec<ToolSpec> = self.inner.tools.iter().map(|t| t.spec()).collect();
+        let specs: Vec<ToolSpec> = self.inner.specs.clone();
         let config = &self.inner.shared.config;
         let system = crate::workspace::system_prompt(
             &self.inner.cwd,

@@ -445,3 +445,61 @@ async fn message_starts_report_roles() {
         .collect();
     assert_eq!(roles, vec![Role::User, Role::Assistant]);
 }
+
+/// A channel that records what was sent.
+#[derive(Default)]
+struct RecordingChannel {
+    sent: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl volcanic_core::channel::ChatChannel for RecordingChannel {
+    async fn send_text(&self, text: &str) -> Result<(), String> {
+        self.sent.lock().unwrap().push(format!("text:{text}"));
+        Ok(())
+    }
+
+    async fn send_file(&self, path: &std::path::Path, caption: Option<&str>) -> Result<(), String> {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        self.sent.lock().unwrap().push(format!("file:{name}:{}", caption.unwrap_or("")));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn send_tool_exists_only_with_a_channel_and_delivers() {
+    let dirs = Dirs::new();
+    std::fs::write(dirs.ws().join("report.txt"), "data").unwrap();
+    let factory = factory(&dirs, faux());
+    let plain = open(&factory, &dirs, "no-channel").await;
+    assert!(!plain.tool_names().contains(&"send".to_string()));
+
+    let channel = Arc::new(RecordingChannel::default());
+    let options = SessionOptions {
+        channel: Some(channel.clone()),
+        ..SessionOptions::new("channel", dirs.ws())
+    };
+    let session = factory.open(options).await.unwrap();
+    assert!(session.tool_names().contains(&"send".to_string()));
+    let prompt = directive(json!([
+        {"calls": [
+            {"tool": "send", "args": {"text": "hello owner"}},
+            {"tool": "send", "args": {"path": "report.txt", "text": "the report"}},
+            {"tool": "send", "args": {"path": "missing.txt"}}
+        ]},
+        {"text": "sent"}
+    ]));
+    let (events, _) = collect(session.prompt(prompt).unwrap()).await;
+    assert_eq!(
+        *channel.sent.lock().unwrap(),
+        vec!["text:hello owner", "file:report.txt:the report"]
+    );
+    let errors: Vec<bool> = events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::ToolEnd { result, .. } => Some(result.is_error),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors, vec![false, false, true]);
+}

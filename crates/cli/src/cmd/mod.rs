@@ -1,0 +1,75 @@
+//! One module per subcommand, plus the wiring they share.
+
+pub mod chat;
+
+use std::path::{Path, PathBuf};
+
+use volcanic_core::SessionFactory;
+use volcanic_core::exec::ExecEnv;
+use volcanic_core::provider::Provider;
+
+use crate::Failure;
+use crate::config::Settings;
+
+/// The process environment, read once.
+pub fn host_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// The workspace folder: the given one (must exist) or the current folder.
+pub fn workspace(dir: Option<&Path>) -> Result<PathBuf, Failure> {
+    let dir = match dir {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| Failure::usage(format!("cannot read the current folder: {e}")))?,
+    };
+    if !dir.is_dir() {
+        return Err(Failure::usage(format!("--workspace {}: not a folder", dir.display())));
+    }
+    dir.canonicalize().map_err(|e| Failure::usage(format!("--workspace {}: {e}", dir.display())))
+}
+
+/// The state folder: flag, then `Agent__StateDir`, then `$XDG_STATE_HOME/volcanic`, then
+/// `~/.local/state/volcanic`.
+pub fn state_dir(
+    flag: Option<&Path>,
+    settings: &Settings,
+    env: &[(String, String)],
+) -> Result<PathBuf, Failure> {
+    let var = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let dir = flag
+        .map(Path::to_path_buf)
+        .or_else(|| settings.agent.state_dir.clone())
+        .or_else(|| {
+            var("XDG_STATE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(|v| PathBuf::from(v).join("volcanic"))
+        })
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".local/state/volcanic")))
+        .ok_or_else(|| {
+            Failure::usage("cannot pick a state folder: pass --state-dir or set HOME")
+        })?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::usage(format!("state folder {}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+/// The session factory every command uses.
+pub fn factory(
+    provider: std::sync::Arc<dyn Provider>,
+    provider_secrets: Vec<(String, String)>,
+    state_dir: &Path,
+    settings: &Settings,
+    env: &[(String, String)],
+) -> SessionFactory {
+    let exec = ExecEnv::from_host(env.iter().cloned(), &settings.agent.allow_env);
+    let mut builder = SessionFactory::builder(provider, state_dir)
+        .config(settings.agent.to_core(settings.provider.model.clone()))
+        .exec_env(exec);
+    for (name, value) in provider_secrets {
+        builder = builder.secret(name, value);
+    }
+    builder.build()
+}

@@ -1,0 +1,316 @@
+//! Configuration: a TOML file overridden by environment variables with .NET-style names
+//! (`Provider__Kind`, `Agent__MaxTurns`, `A2A__MaxHops`), turned into typed settings.
+//!
+//! This is the only place that reads configuration; libraries receive the typed structs.
+//! Every key is documented in docs/configuration.md.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use serde::{Deserialize, Deserializer};
+use volcanic_core::config::AgentConfig;
+
+/// Sections whose environment variables we read (matched case-insensitively).
+const ENV_SECTIONS: &[&str] = &["provider", "agent", "a2a", "telegram"];
+
+/// Everything the binary can be configured with.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    pub provider: ProviderSettings,
+    pub agent: AgentSettings,
+}
+
+/// Which model backend to use. Keys come from `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` only.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ProviderSettings {
+    /// `anthropic`, `openai` or `faux`; unset = inferred from which API key is set.
+    pub kind: Option<ProviderKind>,
+    /// Model id; unset = the provider's default.
+    pub model: Option<String>,
+    /// API base URL (for OpenAI-compatible servers: `http://localhost:11434/v1` for Ollama).
+    pub base_url: Option<String>,
+}
+
+/// A model backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Anthropic,
+    Openai,
+    Faux,
+}
+
+/// Agent loop limits (`[agent]`, `Agent__*`); defaults live in `volcanic_core::config`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct AgentSettings {
+    /// Where session journals are kept; unset = `$XDG_STATE_HOME/volcanic` or `~/.local/state/volcanic`.
+    pub state_dir: Option<PathBuf>,
+    pub max_turns: Option<u32>,
+    pub max_output_tokens: Option<u32>,
+    pub max_retries: Option<u32>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub bash_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub bash_max_timeout: Option<Duration>,
+    pub max_output_bytes: Option<usize>,
+    pub max_output_lines: Option<usize>,
+    /// Environment variables re-admitted for child processes although their names look secret
+    /// (a list in the file, comma-separated in `Agent__AllowEnv`).
+    #[serde(deserialize_with = "string_list")]
+    pub allow_env: Vec<String>,
+}
+
+impl AgentSettings {
+    /// The core's config with these overrides applied.
+    pub fn to_core(&self, model: Option<String>) -> AgentConfig {
+        let mut config = AgentConfig { model, ..AgentConfig::default() };
+        if let Some(v) = self.max_turns {
+            config.max_turns = v;
+        }
+        if let Some(v) = self.max_output_tokens {
+            config.max_output_tokens = v;
+        }
+        if let Some(v) = self.max_retries {
+            config.retry.max_retries = v;
+        }
+        if let Some(v) = self.bash_timeout {
+            config.tools.bash_default_timeout = v;
+        }
+        if let Some(v) = self.bash_max_timeout {
+            config.tools.bash_max_timeout = v;
+        }
+        if let Some(v) = self.max_output_bytes {
+            config.tools.max_output_bytes = v;
+        }
+        if let Some(v) = self.max_output_lines {
+            config.tools.max_output_lines = v;
+        }
+        config
+    }
+}
+
+/// Bad configuration: the message names the key and the problem.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// Loads settings from `file` (or `volcanic.toml` in `workspace` if present) and the environment.
+///
+/// # Errors
+/// A missing explicit file, bad TOML or a value of the wrong type, naming the key.
+pub fn load(
+    file: Option<&Path>,
+    workspace: &Path,
+    env: &[(String, String)],
+) -> Result<Settings, ConfigError> {
+    let mut figment = Figment::new();
+    match file {
+        Some(path) => {
+            if !path.is_file() {
+                return Err(ConfigError(format!("--config {}: no such file", path.display())));
+            }
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        None => {
+            let default = workspace.join("volcanic.toml");
+            if default.is_file() {
+                figment = figment.merge(Toml::file_exact(default));
+            }
+        }
+    }
+    for (name, value) in env {
+        if let Some(key) = env_key(name) {
+            figment = figment.merge(Serialized::default(&key, parse_env_value(value)));
+        }
+    }
+    figment.extract::<Settings>().map_err(|err| ConfigError(describe(err)))
+}
+
+/// `Agent__MaxTurns` → `agent.max_turns`; `None` for variables that are not ours.
+fn env_key(name: &str) -> Option<String> {
+    let mut parts = name.split("__");
+    let section = parts.next()?.to_ascii_lowercase();
+    if !ENV_SECTIONS.contains(&section.as_str()) {
+        return None;
+    }
+    let rest: Vec<String> = parts.map(to_snake).collect();
+    if rest.is_empty() || rest.iter().any(String::is_empty) {
+        return None;
+    }
+    Some(format!("{section}.{}", rest.join(".")))
+}
+
+/// `MaxHops` → `max_hops`, `A2A` → `a2a`, `BaseUrl` → `base_url`.
+fn to_snake(part: &str) -> String {
+    let mut out = String::with_capacity(part.len() + 4);
+    let mut prev_lower = false;
+    for c in part.chars() {
+        if c.is_ascii_uppercase() && prev_lower {
+            out.push('_');
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit() && prev_lower;
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// Env values are strings; numbers and booleans are recognised so typed fields accept them.
+fn parse_env_value(value: &str) -> figment::value::Value {
+    use figment::value::Value;
+    if let Ok(n) = value.parse::<u64>() {
+        return Value::from(n);
+    }
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Value::from(true),
+        "false" => Value::from(false),
+        _ => Value::from(value.to_string()),
+    }
+}
+
+fn describe(err: figment::Error) -> String {
+    let key = err.path.join(".");
+    let problem = err.kind.to_string();
+    if key.is_empty() { problem } else { format!("{key}: {problem}") }
+}
+
+/// Parses `00:30:00`, `30m`, `90s`, `2h`, `1h30m` or a number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let bad = || format!("expected a duration like 00:30:00, 30m or 90s, got {text:?}");
+    if text.contains(':') {
+        let parts: Vec<&str> = text.split(':').collect();
+        if parts.len() != 3 {
+            return Err(bad());
+        }
+        let mut secs = 0u64;
+        for part in parts {
+            let n: u64 = part.parse().map_err(|_| bad())?;
+            secs = secs.checked_mul(60).and_then(|s| s.checked_add(n)).ok_or_else(bad)?;
+        }
+        return Ok(Duration::from_secs(secs));
+    }
+    if let Ok(n) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(n));
+    }
+    let mut total = 0u64;
+    let mut number = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        number.clear();
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        total = total.checked_add(n.checked_mul(unit).ok_or_else(bad)?).ok_or_else(bad)?;
+    }
+    if !number.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
+fn string_list<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        List(Vec<String>),
+        Text(String),
+    }
+    Ok(match Raw::deserialize(de)? {
+        Raw::List(list) => list,
+        Raw::Text(text) => {
+            text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+        }
+    })
+}
+
+fn opt_duration<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Duration>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Secs(u64),
+        Text(String),
+    }
+    match Option::<Raw>::deserialize(de)? {
+        None => Ok(None),
+        Some(Raw::Secs(n)) => Ok(Some(Duration::from_secs(n))),
+        Some(Raw::Text(t)) => parse_duration(&t).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn env_names_map_to_snake_keys() {
+        assert_eq!(env_key("Provider__BaseUrl").as_deref(), Some("provider.base_url"));
+        assert_eq!(env_key("A2A__MaxHops").as_deref(), Some("a2a.max_hops"));
+        assert_eq!(env_key("A2A__Card__Name").as_deref(), Some("a2a.card.name"));
+        assert_eq!(
+            env_key("Telegram__AllowedUserIds").as_deref(),
+            Some("telegram.allowed_user_ids")
+        );
+        assert_eq!(env_key("PATH"), None);
+        assert_eq!(env_key("Other__Thing"), None);
+    }
+
+    #[test]
+    fn env_overrides_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("volcanic.toml"),
+            "[provider]\nkind = \"anthropic\"\nmodel = \"m1\"\n[agent]\nmax_turns = 5\n",
+        )
+        .unwrap();
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("Provider__Kind", "faux"),
+                ("Agent__BashTimeout", "2m"),
+                ("Agent__AllowEnv", "GH_TOKEN, NPM_TOKEN"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(settings.agent.allow_env, vec!["GH_TOKEN", "NPM_TOKEN"]);
+        assert_eq!(settings.provider.kind, Some(ProviderKind::Faux));
+        assert_eq!(settings.provider.model.as_deref(), Some("m1"));
+        assert_eq!(settings.agent.max_turns, Some(5));
+        assert_eq!(settings.agent.bash_timeout, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = load(None, dir.path(), &env(&[("Agent__MaxTurns", "three")])).unwrap_err();
+        assert!(err.0.starts_with("agent.max_turns:"), "{}", err.0);
+        let err = load(None, dir.path(), &env(&[("Provider__Kind", "gemini")])).unwrap_err();
+        assert!(err.0.starts_with("provider.kind:"), "{}", err.0);
+    }
+
+    #[test]
+    fn durations_parse_in_every_form() {
+        assert_eq!(parse_duration("00:30:00"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5x").is_err());
+    }
+}

@@ -1,0 +1,3 @@
+//! Tests of the `volcanic` binary, run as a real child process.
+
+mod chat;
