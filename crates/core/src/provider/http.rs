@@ -335,10 +335,10 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         text.trim().parse::<f64>().ok().filter(|secs| secs.is_finite() && *secs >= 0.0)
     };
     if let Some(ms) = header("retry-after-ms").and_then(seconds) {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Duration::try_from_secs_f64(ms / 1000.0).ok();
     }
     if let Some(secs) = header("retry-after").and_then(seconds) {
-        return Some(Duration::from_secs_f64(secs));
+        return Duration::try_from_secs_f64(secs).ok();
     }
     let openai = ["x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"]
         .into_iter()
@@ -376,7 +376,7 @@ fn parse_go_duration(text: &str) -> Option<Duration> {
         total += number * scale;
         rest = &rest[unit_end..];
     }
-    total.is_finite().then(|| Duration::from_secs_f64(total))
+    Duration::try_from_secs_f64(total).ok()
 }
 
 /// The time from now until an RFC 3339 timestamp (zero when it has passed).
@@ -501,6 +501,7 @@ mod tests {
                 Some(Duration::ZERO),
             ),
             (headers(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]), None),
+            (headers(&[("retry-after", "1e300")]), None),
             (headers(&[]), None),
         ];
         for (map, want) in cases {
@@ -516,6 +517,7 @@ mod tests {
             ("", None),
             ("5x", None),
             ("12", None),
+            ("99999999999999999999999h", None),
         ];
         for (text, want) in cases {
             assert_eq!(parse_go_duration(text), want, "text {text:?}");
