@@ -15,6 +15,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::message::{AssistantMessage, Message};
 
+pub mod anthropic;
+mod http;
+pub mod openai;
+
+pub use anthropic::{AnthropicConfig, AnthropicProvider};
+pub use openai::{MaxTokensField, OpenAiConfig, OpenAiProvider};
+
 /// What the model is asked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {

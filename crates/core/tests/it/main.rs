@@ -1,5 +1,10 @@
-//! Integration tests of volcanic-core, built as one binary.
+//! Integration tests of `volcanic-core`, built as one binary.
+
+// clippy.toml allows these inside `#[test]` functions only; shared helpers panic the same way.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod journal;
+mod providers;
+mod retry;
 mod session;
 mod support;
