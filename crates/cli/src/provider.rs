@@ -90,7 +90,7 @@ pub fn build(
                     "Provider__Kind is openai but neither OPENAI_API_KEY nor Provider__BaseUrl is set",
                 ));
             }
-            let mut config = OpenAiConfig::new(key.clone());
+            let mut config = OpenAiConfig { api_key: key.clone(), ..OpenAiConfig::default() };
             if let Some(url) = &settings.base_url {
                 config.base_url = url.clone();
             }

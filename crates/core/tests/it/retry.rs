@@ -13,11 +13,23 @@ const KEY: &str = "sk-ant-test-key-0123456789abcdef";
 
 fn sse_answer(text: &str) -> String {
     let events = [
-        ("message_start", serde_json::json!({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":null,"usage":{"input_tokens":12,"output_tokens":1}}})),
-        ("content_block_start", serde_json::json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})),
-        ("content_block_delta", serde_json::json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":text}})),
+        (
+            "message_start",
+            serde_json::json!({"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":null,"usage":{"input_tokens":12,"output_tokens":1}}}),
+        ),
+        (
+            "content_block_start",
+            serde_json::json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+        ),
+        (
+            "content_block_delta",
+            serde_json::json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":text}}),
+        ),
         ("content_block_stop", serde_json::json!({"type":"content_block_stop","index":0})),
-        ("message_delta", serde_json::json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}})),
+        (
+            "message_delta",
+            serde_json::json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}),
+        ),
         ("message_stop", serde_json::json!({"type":"message_stop"})),
     ];
     events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect()
@@ -45,7 +57,11 @@ async fn rate_limited_twice_then_success_retries_with_events() {
         .await;
     Mock::given(method("POST"))
         .and(path("/v1/messages"))
-        .respond_with(ResponseTemplate::new(200).insert_header("content-type", "text/event-stream").set_body_string(sse_answer("finally")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(sse_answer("finally")),
+        )
         .expect(1)
         .mount(&server)
         .await;
@@ -107,7 +123,9 @@ async fn unauthorized_fails_at_once_without_the_key() {
     assert!(!error.contains(KEY), "{error}");
     assert!(error.contains("401"), "{error}");
     assert!(!events.iter().any(|e| matches!(e, EventKind::Retry { .. })));
-    let journal = std::fs::read_to_string(dirs.state.path().join("sessions/unauthorized/session.jsonl")).unwrap();
+    let journal =
+        std::fs::read_to_string(dirs.state.path().join("sessions/unauthorized/session.jsonl"))
+            .unwrap();
     assert!(!journal.contains(KEY));
     server.verify().await;
 }
