@@ -1,3 +1,6 @@
 //! Tests of the `volcanic` binary, run as a real child process.
 
+// clippy.toml allows these inside `#[test]` functions only; shared helpers panic the same way.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod chat;
