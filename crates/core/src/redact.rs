@@ -88,7 +88,7 @@ impl Redactor {
         let mut secrets: Vec<Secret> =
             secrets.into_iter().filter(|s| s.value.len() >= MIN_SECRET_LEN).collect();
         // Longest first so a value that contains another is replaced whole.
-        secrets.sort_by(|a, b| b.value.len().cmp(&a.value.len()));
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
         secrets.dedup_by(|a, b| a.value == b.value);
         let values = if secrets.is_empty() {
             None
