@@ -6,7 +6,10 @@
 //! One file per built-in tool; `output` holds the output cap that bash (and hosts' own tools)
 //! use to keep results small while the full text stays readable in a spill file.
 
+mod edit;
 mod output;
+mod read;
+mod write;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,7 +24,10 @@ use crate::exec::ExecEnv;
 use crate::provider::ToolSpec;
 use crate::redact::Redactor;
 
+pub use edit::EditTool;
 pub use output::{CappedOutput, Keep, cap_output};
+pub use read::ReadTool;
+pub use write::WriteTool;
 
 /// A tool the model can call.
 #[async_trait::async_trait]
