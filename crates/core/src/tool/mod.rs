@@ -6,6 +6,7 @@
 //! One file per built-in tool; `output` holds the output cap that bash (and hosts' own tools)
 //! use to keep results small while the full text stays readable in a spill file.
 
+mod bash;
 mod edit;
 mod output;
 mod read;
@@ -24,6 +25,7 @@ use crate::exec::ExecEnv;
 use crate::provider::ToolSpec;
 use crate::redact::Redactor;
 
+pub use bash::BashTool;
 pub use edit::EditTool;
 pub use output::{CappedOutput, Keep, cap_output};
 pub use read::ReadTool;
