@@ -8,6 +8,9 @@
 
 mod bash;
 mod edit;
+mod find;
+mod grep;
+mod ls;
 mod output;
 mod read;
 mod write;
@@ -27,6 +30,9 @@ use crate::redact::Redactor;
 
 pub use bash::BashTool;
 pub use edit::EditTool;
+pub use find::FindTool;
+pub use grep::GrepTool;
+pub use ls::LsTool;
 pub use output::{CappedOutput, Keep, cap_output};
 pub use read::ReadTool;
 pub use write::WriteTool;
