@@ -13,6 +13,7 @@ mod grep;
 mod ls;
 mod output;
 mod read;
+mod send;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ pub use grep::GrepTool;
 pub use ls::LsTool;
 pub use output::{CappedOutput, Keep, cap_output};
 pub use read::ReadTool;
+pub use send::SendTool;
 pub use write::WriteTool;
 
 /// A tool the model can call.
