@@ -200,8 +200,17 @@ where
 }
 
 /// The built-in tools every session has: read, write, edit, bash, ls, grep, find.
+/// [`SendTool`] is not among them: a session registers it only when it has a chat channel.
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
-    vec![]
+    vec![
+        Arc::new(ReadTool),
+        Arc::new(WriteTool),
+        Arc::new(EditTool),
+        Arc::new(BashTool),
+        Arc::new(LsTool),
+        Arc::new(GrepTool),
+        Arc::new(FindTool),
+    ]
 }
 
 /// A context for unit tests: `cwd` as the working folder, default limits, a fixed `PATH`, `HOME`
@@ -228,6 +237,12 @@ pub(crate) fn test_context(cwd: &Path) -> ToolContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn builtin_tools_have_the_contract_names() {
+        let names: Vec<String> = builtin_tools().iter().map(|t| t.spec().name).collect();
+        assert_eq!(names, vec!["read", "write", "edit", "bash", "ls", "grep", "find"]);
+    }
 
     #[test]
     fn resolve_strips_at_expands_home_and_joins_cwd() {
