@@ -2,10 +2,21 @@
 //!
 //! A tool never fails the run: whatever goes wrong comes back to the model as an error result.
 //! The run loop redacts every result before the model, the journal or an event sees it.
+//!
+//! One file per built-in tool; `output` holds the output cap that bash (and hosts' own tools)
+//! use to keep results small while the full text stays readable in a spill file.
 
+mod bash;
+mod edit;
+mod find;
+mod grep;
+mod ls;
+mod output;
+mod read;
 mod send;
+mod write;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -18,7 +29,15 @@ use crate::exec::ExecEnv;
 use crate::provider::ToolSpec;
 use crate::redact::Redactor;
 
+pub use bash::BashTool;
+pub use edit::EditTool;
+pub use find::FindTool;
+pub use grep::GrepTool;
+pub use ls::LsTool;
+pub use output::{CappedOutput, Keep, cap_output};
+pub use read::ReadTool;
 pub use send::SendTool;
+pub use write::WriteTool;
 
 /// A tool the model can call.
 #[async_trait::async_trait]
@@ -86,6 +105,16 @@ impl ToolContext {
     /// Reports partial output.
     pub fn update(&self, partial: String) {
         (self.updates)(partial);
+    }
+
+    /// A path as tools show it to the model: relative to the cwd when it lies inside it (so it
+    /// can be passed straight back to another tool), absolute otherwise.
+    pub(crate) fn display_path(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.cwd) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
     }
 }
 
@@ -159,7 +188,75 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Too
         .map_err(|err| ToolError(format!("invalid arguments for {tool}: {err}")))
 }
 
+/// Runs blocking file work off the async threads.
+pub(crate) async fn blocking<T, F>(tool: &str, work: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| ToolError(format!("{tool} failed: {err}")))?
+}
+
 /// The built-in tools every session has: read, write, edit, bash, ls, grep, find.
+/// [`SendTool`] is not among them: a session registers it only when it has a chat channel.
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
-    vec![]
+    vec![
+        Arc::new(ReadTool),
+        Arc::new(WriteTool),
+        Arc::new(EditTool),
+        Arc::new(BashTool),
+        Arc::new(LsTool),
+        Arc::new(GrepTool),
+        Arc::new(FindTool),
+    ]
+}
+
+/// A context for unit tests: `cwd` as the working folder, default limits, a fixed `PATH`, `HOME`
+/// set to `cwd`, no secrets, spill files under `cwd/.spill`, no channel and updates dropped.
+#[cfg(test)]
+pub(crate) fn test_context(cwd: &Path) -> ToolContext {
+    let host = [
+        ("PATH".to_string(), "/usr/local/bin:/usr/bin:/bin".to_string()),
+        ("HOME".to_string(), cwd.display().to_string()),
+    ];
+    ToolContext {
+        call_id: "call-1".to_string(),
+        cwd: cwd.to_path_buf(),
+        cancel: CancellationToken::new(),
+        limits: Arc::new(ToolLimits::default()),
+        exec: Arc::new(ExecEnv::from_host(host, &[])),
+        redactor: Arc::new(Redactor::default()),
+        spill_dir: cwd.join(".spill"),
+        channel: None,
+        updates: Arc::new(|_| {}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_tools_have_the_contract_names() {
+        let names: Vec<String> = builtin_tools().iter().map(|t| t.spec().name).collect();
+        assert_eq!(names, vec!["read", "write", "edit", "bash", "ls", "grep", "find"]);
+    }
+
+    #[test]
+    fn resolve_strips_at_expands_home_and_joins_cwd() {
+        let ctx = test_context(Path::new("/work/ws"));
+        assert_eq!(ctx.resolve("@src/a.rs"), PathBuf::from("/work/ws/src/a.rs"));
+        assert_eq!(ctx.resolve("~/notes.md"), PathBuf::from("/work/ws/notes.md"));
+        assert_eq!(ctx.resolve("/etc/hosts"), PathBuf::from("/etc/hosts"));
+    }
+
+    #[test]
+    fn display_path_is_relative_inside_cwd_and_absolute_outside() {
+        let ctx = test_context(Path::new("/work/ws"));
+        assert_eq!(ctx.display_path(Path::new("/work/ws/src/a.rs")), "src/a.rs");
+        assert_eq!(ctx.display_path(Path::new("/etc/hosts")), "/etc/hosts");
+        assert_eq!(ctx.display_path(Path::new("/work/ws/.")), ".");
+    }
 }
