@@ -1,0 +1,95 @@
+//! Who may call: the caller directory seam, the callers.json reader, and key extraction.
+//!
+//! Invariant: caller keys never leave this module except as redaction values; they are never
+//! logged, never in errors, and `Debug` prints them as `[redacted]`.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// An assistant's workspace as the A2A server sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct A2aWorkspace {
+    /// The workspace folder.
+    pub path: PathBuf,
+    /// Prefix of the session scopes of this workspace's callers (`telegram-42`, `serve`).
+    pub scope_prefix: String,
+    /// Who owns the workspace (a Telegram chat id, or a name); used in logs and warnings.
+    pub owner_id: String,
+}
+
+/// How a caller's sessions relate to the owner. Only isolated exists in v1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallerMode {
+    /// A separate conversation in the owner's workspace.
+    Isolated,
+}
+
+impl CallerMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallerMode::Isolated => "isolated",
+        }
+    }
+}
+
+/// A secret key. Compared in constant time; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        ApiKey(key.into())
+    }
+
+    /// The key itself, for redaction and masking only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Constant-time comparison (only the length can leak).
+    pub fn matches(&self, candidate: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        self.0.as_bytes().ct_eq(candidate.as_bytes()).into()
+    }
+
+    /// `…last4`, for listings.
+    pub fn masked(&self) -> String {
+        let chars: Vec<char> = self.0.chars().collect();
+        let tail: String = chars[chars.len().saturating_sub(4)..].iter().collect();
+        format!("…{tail}")
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// `[a-z0-9-]{1,40}`, unique in its callers.json.
+    pub name: String,
+    pub mode: CallerMode,
+    pub workspace: Arc<A2aWorkspace>,
+}
+
+/// One entry of a callers.json.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerEntry {
+    pub name: String,
+    pub key: ApiKey,
+    pub mode: CallerMode,
+    pub note: Option<String>,
+}
+
+/// Where callers come from. Implementations read their files on every call (cheaply).
+pub trait CallerDirectory: Send + Sync {
+    /// Every caller whose key is `key` (more than one = ambiguous, refused).
+    fn find(&self, key: &str) -> Vec<Caller>;
+
+    /// Every entry of a workspace's callers.json (for redaction of keys and for listings).
+    fn entries(&self, workspace: &A2aWorkspace) -> Vec<CallerEntry>;
+}

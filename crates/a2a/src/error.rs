@@ -1,0 +1,234 @@
+//! The one place where failures become wire errors: every [`A2aError`] knows its JSON-RPC code,
+//! its HTTP status, its `google.rpc` status name and its ErrorInfo reason (PROTOCOL.md §7, the
+//! spec-1.0.1 column). Bindings call these methods; they never pick codes themselves.
+
+use serde_json::{Value, json};
+
+/// An error answered to a caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum A2aError {
+    /// -32001: the task does not exist or is not the caller's (the two are indistinguishable).
+    #[error("Task not found")]
+    TaskNotFound { task_id: String },
+    /// -32002: the task is terminal.
+    #[error("Task cannot be canceled: it is already {state}")]
+    TaskNotCancelable { task_id: String, state: String },
+    /// -32003.
+    #[error("Push notifications are not supported")]
+    PushNotSupported,
+    /// -32004, with a reason for the caller.
+    #[error("{0}")]
+    UnsupportedOperation(String),
+    /// -32005.
+    #[error("{0}")]
+    ContentTypeNotSupported(String),
+    /// -32007.
+    #[error("No extended agent card is configured")]
+    ExtendedCardNotConfigured,
+    /// -32009.
+    #[error("A2A version {requested} is not supported; supported versions: 1.0, 0.3")]
+    VersionNotSupported { requested: String },
+    /// -32700.
+    #[error("Invalid JSON payload: {0}")]
+    Parse(String),
+    /// -32600.
+    #[error("Request payload validation error: {0}")]
+    InvalidRequest(String),
+    /// -32601.
+    #[error("Method not found: {0}")]
+    MethodNotFound(String),
+    /// -32602, with what is wrong.
+    #[error("Invalid parameters: {0}")]
+    InvalidParams(String),
+    /// -32603. The detail is logged, never sent.
+    #[error("Internal error")]
+    Internal,
+    /// The request body is over the cap (HTTP 413 on REST, -32600 on JSON-RPC).
+    #[error("Request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+}
+
+impl A2aError {
+    /// The JSON-RPC error code.
+    pub fn code(&self) -> i64 {
+        match self {
+            A2aError::TaskNotFound { .. } => -32001,
+            A2aError::TaskNotCancelable { .. } => -32002,
+            A2aError::PushNotSupported => -32003,
+            A2aError::UnsupportedOperation(_) => -32004,
+            A2aError::ContentTypeNotSupported(_) => -32005,
+            A2aError::ExtendedCardNotConfigured => -32007,
+            A2aError::VersionNotSupported { .. } => -32009,
+            A2aError::Parse(_) => -32700,
+            A2aError::InvalidRequest(_) | A2aError::PayloadTooLarge { .. } => -32600,
+            A2aError::MethodNotFound(_) => -32601,
+            A2aError::InvalidParams(_) => -32602,
+            A2aError::Internal => -32603,
+        }
+    }
+
+    /// The HTTP status on the REST binding.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            A2aError::TaskNotFound { .. } | A2aError::MethodNotFound(_) => 404,
+            A2aError::Internal => 500,
+            A2aError::PayloadTooLarge { .. } => 413,
+            A2aError::TaskNotCancelable { .. }
+            | A2aError::PushNotSupported
+            | A2aError::UnsupportedOperation(_)
+            | A2aError::ContentTypeNotSupported(_)
+            | A2aError::ExtendedCardNotConfigured
+            | A2aError::VersionNotSupported { .. }
+            | A2aError::Parse(_)
+            | A2aError::InvalidRequest(_)
+            | A2aError::InvalidParams(_) => 400,
+        }
+    }
+
+    /// The `google.rpc` status name that goes with the HTTP status.
+    pub fn status_name(&self) -> &'static str {
+        match self {
+            A2aError::TaskNotFound { .. } | A2aError::MethodNotFound(_) => "NOT_FOUND",
+            A2aError::Internal => "INTERNAL",
+            A2aError::PayloadTooLarge { .. } => "RESOURCE_EXHAUSTED",
+            A2aError::TaskNotCancelable { .. }
+            | A2aError::PushNotSupported
+            | A2aError::UnsupportedOperation(_)
+            | A2aError::ExtendedCardNotConfigured
+            | A2aError::VersionNotSupported { .. } => "FAILED_PRECONDITION",
+            A2aError::ContentTypeNotSupported(_)
+            | A2aError::Parse(_)
+            | A2aError::InvalidRequest(_)
+            | A2aError::InvalidParams(_) => "INVALID_ARGUMENT",
+        }
+    }
+
+    /// The ErrorInfo reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            A2aError::TaskNotFound { .. } => "TASK_NOT_FOUND",
+            A2aError::TaskNotCancelable { .. } => "TASK_NOT_CANCELABLE",
+            A2aError::PushNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            A2aError::UnsupportedOperation(_) => "UNSUPPORTED_OPERATION",
+            A2aError::ContentTypeNotSupported(_) => "CONTENT_TYPE_NOT_SUPPORTED",
+            A2aError::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            A2aError::VersionNotSupported { .. } => "VERSION_NOT_SUPPORTED",
+            A2aError::Parse(_) | A2aError::InvalidRequest(_) => "INVALID_REQUEST",
+            A2aError::MethodNotFound(_) => "METHOD_NOT_FOUND",
+            A2aError::InvalidParams(_) => "INVALID_PARAMS",
+            A2aError::Internal => "INTERNAL_ERROR",
+            A2aError::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
+        }
+    }
+
+    /// The `google.rpc.ErrorInfo` detail (also the JSON-RPC `data` array's element).
+    pub fn error_info(&self) -> Value {
+        let mut metadata = serde_json::Map::new();
+        match self {
+            A2aError::TaskNotFound { task_id } | A2aError::TaskNotCancelable { task_id, .. } => {
+                metadata.insert("taskId".into(), Value::String(task_id.clone()));
+            }
+            A2aError::VersionNotSupported { .. } => {
+                metadata.insert("supportedVersions".into(), Value::String("1.0,0.3".into()));
+            }
+            A2aError::PushNotSupported
+            | A2aError::UnsupportedOperation(_)
+            | A2aError::ContentTypeNotSupported(_)
+            | A2aError::ExtendedCardNotConfigured
+            | A2aError::Parse(_)
+            | A2aError::InvalidRequest(_)
+            | A2aError::MethodNotFound(_)
+            | A2aError::InvalidParams(_)
+            | A2aError::Internal
+            | A2aError::PayloadTooLarge { .. } => {}
+        }
+        let mut info = json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": self.reason(),
+            "domain": "a2a-protocol.org",
+        });
+        if !metadata.is_empty() {
+            info["metadata"] = Value::Object(metadata);
+        }
+        info
+    }
+
+    /// The JSON-RPC `error` object.
+    pub fn jsonrpc_error(&self) -> Value {
+        json!({"code": self.code(), "message": self.to_string(), "data": [self.error_info()]})
+    }
+
+    /// The REST error body (`google.rpc.Status` JSON form).
+    pub fn rest_body(&self) -> Value {
+        json!({"error": {
+            "code": self.http_status(),
+            "status": self.status_name(),
+            "message": self.to_string(),
+            "details": [self.error_info()],
+        }})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_maps_to_code_status_and_reason() {
+        let cases = [
+            (A2aError::TaskNotFound { task_id: "t".into() }, -32001, 404, "TASK_NOT_FOUND"),
+            (
+                A2aError::TaskNotCancelable { task_id: "t".into(), state: "completed".into() },
+                -32002,
+                400,
+                "TASK_NOT_CANCELABLE",
+            ),
+            (A2aError::PushNotSupported, -32003, 400, "PUSH_NOTIFICATION_NOT_SUPPORTED"),
+            (A2aError::UnsupportedOperation("x".into()), -32004, 400, "UNSUPPORTED_OPERATION"),
+            (
+                A2aError::ContentTypeNotSupported("x".into()),
+                -32005,
+                400,
+                "CONTENT_TYPE_NOT_SUPPORTED",
+            ),
+            (
+                A2aError::ExtendedCardNotConfigured,
+                -32007,
+                400,
+                "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            ),
+            (
+                A2aError::VersionNotSupported { requested: "2.0".into() },
+                -32009,
+                400,
+                "VERSION_NOT_SUPPORTED",
+            ),
+            (A2aError::Parse("x".into()), -32700, 400, "INVALID_REQUEST"),
+            (A2aError::InvalidRequest("x".into()), -32600, 400, "INVALID_REQUEST"),
+            (A2aError::MethodNotFound("x".into()), -32601, 404, "METHOD_NOT_FOUND"),
+            (A2aError::InvalidParams("x".into()), -32602, 400, "INVALID_PARAMS"),
+            (A2aError::Internal, -32603, 500, "INTERNAL_ERROR"),
+            (A2aError::PayloadTooLarge { limit: 1 }, -32600, 413, "PAYLOAD_TOO_LARGE"),
+        ];
+        for (error, code, status, reason) in cases {
+            assert_eq!(
+                (error.code(), error.http_status(), error.reason()),
+                (code, status, reason),
+                "{error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn task_not_found_bodies_carry_error_info() {
+        let error = A2aError::TaskNotFound { task_id: "t-404".into() };
+        assert_eq!(
+            error.jsonrpc_error(),
+            json!({"code": -32001, "message": "Task not found", "data": [{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "TASK_NOT_FOUND",
+                "domain": "a2a-protocol.org", "metadata": {"taskId": "t-404"}}]})
+        );
+        assert_eq!(error.rest_body()["error"]["status"], "NOT_FOUND");
+        assert_eq!(error.rest_body()["error"]["code"], 404);
+    }
+}

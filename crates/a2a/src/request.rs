@@ -1,0 +1,71 @@
+//! The one internal model of requests and replies. Bindings (JSON-RPC, REST) and versions (1.0,
+//! 0.3) decode into [`Request`] and encode from [`Reply`] / `a2a::StreamResponse`; handler code
+//! never sees which binding or version a call came through.
+
+/// The wire binding of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    JsonRpc,
+    Rest,
+}
+
+/// The protocol version of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V1_0,
+    V0_3,
+}
+
+impl Version {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::V1_0 => "1.0",
+            Version::V0_3 => "0.3",
+        }
+    }
+}
+
+/// A decoded call. Version differences are already normalised: a 0.3 `historyLength: 0` arrives
+/// as `None`, a missing 0.3 `blocking` as `returnImmediately: false`, 0.3 push configs in the
+/// 1.0 flat shape.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    SendMessage(a2a::SendMessageRequest),
+    SendStreamingMessage(a2a::SendMessageRequest),
+    GetTask(a2a::GetTaskRequest),
+    ListTasks(a2a::ListTasksRequest),
+    CancelTask(a2a::CancelTaskRequest),
+    SubscribeToTask(a2a::SubscribeToTaskRequest),
+    CreatePushConfig(a2a::TaskPushNotificationConfig),
+    /// An empty `id` means "the task's first config" (0.3 `get` without a config id).
+    GetPushConfig(a2a::GetTaskPushNotificationConfigRequest),
+    ListPushConfigs(a2a::ListTaskPushNotificationConfigsRequest),
+    DeletePushConfig(a2a::DeleteTaskPushNotificationConfigRequest),
+    GetExtendedAgentCard,
+}
+
+impl Request {
+    /// Whether the answer is an SSE stream.
+    pub fn is_streaming(&self) -> bool {
+        matches!(self, Request::SendStreamingMessage(_) | Request::SubscribeToTask(_))
+    }
+}
+
+/// A non-streaming answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// SendMessage.
+    Send(a2a::SendMessageResponse),
+    /// GetTask, CancelTask.
+    Task(a2a::Task),
+    /// ListTasks.
+    Tasks(a2a::ListTasksResponse),
+    /// Create/GetPushConfig.
+    PushConfig(a2a::TaskPushNotificationConfig),
+    /// ListPushConfigs.
+    PushConfigs(a2a::ListTaskPushNotificationConfigsResponse),
+    /// DeletePushConfig.
+    Deleted,
+    /// GetExtendedAgentCard.
+    Card(Box<a2a::AgentCard>),
+}

@@ -1,0 +1,17 @@
+//! Task files: `<workspace>/.volcanic/a2a/tasks/<taskId>.json`, one per task.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What a task file holds: the SDK task shape plus our envelope fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskFile {
+    #[serde(flatten)]
+    pub task: a2a::Task,
+    /// The name of the caller that owns the task.
+    pub caller: String,
+    /// Push configs registered for the task (kept as written; used by the push sender).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub push_configs: Vec<Value>,
+}
