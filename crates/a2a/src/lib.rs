@@ -2,7 +2,7 @@
 //!
 //! Layout:
 //! - [`request`]: the one internal model of calls and replies.
-//! - `binding/`: JSON-RPC and REST decoding/encoding, SSE framing, 0.3 ⇄ 1.0 conversion.
+//! - [`binding`]: JSON-RPC and REST decoding/encoding, SSE framing, 0.3 ⇄ 1.0 conversion.
 //! - [`error`]: the one mapping of failures to JSON-RPC codes, HTTP statuses and reasons.
 //! - [`auth`]: caller directory, callers.json, key checks.
 //! - `task/`: task files, the index, ListTasks.
@@ -11,6 +11,7 @@
 //! branches on them. This crate knows nothing of Telegram or the CLI.
 
 pub mod auth;
+pub mod binding;
 pub mod config;
 pub mod error;
 pub mod request;

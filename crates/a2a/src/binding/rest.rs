@@ -1,0 +1,292 @@
+//! The HTTP+JSON (REST) binding, 1.0 only (PROTOCOL.md §6, §8.2): routes relative to the
+//! interface URL (`/a2a/v1`), query parameters, bodies, and the `google.rpc.Status` error shape.
+//!
+//! 0.3 REST (§10.6) is not implemented, so a request asking for 0.3 is refused and one without
+//! `A2A-Version` is read as 1.0 (our choice in §8.2).
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::{params, task_state_name, url, wire_json};
+use crate::error::A2aError;
+use crate::request::{Reply, Request, Version};
+
+/// Checks the `A2A-Version` of a REST call, from
+/// [`requested_version`](super::requested_version): absent or 1.0 is fine.
+///
+/// # Errors
+///
+/// [`A2aError::VersionNotSupported`] for 0.3, which this binding does not speak.
+pub fn check_version(requested: Option<Version>) -> Result<(), A2aError> {
+    match requested {
+        None | Some(Version::V1_0) => Ok(()),
+        Some(Version::V0_3) => {
+            Err(A2aError::VersionNotSupported { requested: "0.3 over HTTP+JSON".into() })
+        }
+    }
+}
+
+/// Decodes a REST call. `method` is the HTTP verb, `path` is relative to the interface URL
+/// (`/tasks/abc:cancel`), `query` is the raw query string without `?`.
+///
+/// The last path segment is split at its last `:` to find an action (§6.1), before
+/// percent-decoding, so ids may contain `:` and `%2F`.
+///
+/// # Errors
+///
+/// [`A2aError::MethodNotFound`] for an unknown route or a verb the route does not take;
+/// [`A2aError::Parse`] for a malformed body; [`A2aError::InvalidParams`] for a body that does not
+/// fit, or a bad query parameter (named in the message).
+pub fn decode(
+    method: &str,
+    path: &str,
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<Request, A2aError> {
+    let not_found = || A2aError::MethodNotFound(format!("{method} {path}"));
+    let route = route(path).ok_or_else(not_found)?;
+    let query = Query::parse(query.unwrap_or_default());
+    let allow = |verbs: &[&str]| {
+        if verbs.iter().any(|verb| verb.eq_ignore_ascii_case(method)) {
+            Ok(())
+        } else {
+            Err(not_found())
+        }
+    };
+    Ok(match route {
+        Route::MessageSend => {
+            allow(&["POST"])?;
+            Request::SendMessage(params::send_message_request(body_json(body, false)?)?)
+        }
+        Route::MessageStream => {
+            allow(&["POST"])?;
+            Request::SendStreamingMessage(params::send_message_request(body_json(body, false)?)?)
+        }
+        Route::Tasks => {
+            allow(&["GET"])?;
+            Request::ListTasks(a2a::ListTasksRequest {
+                context_id: query.text("contextId"),
+                status: query.state("status")?,
+                page_size: query.int("pageSize")?,
+                page_token: query.text("pageToken"),
+                history_length: query.int("historyLength")?,
+                status_timestamp_after: query.timestamp("statusTimestampAfter")?,
+                include_artifacts: query.flag("includeArtifacts")?,
+                tenant: None,
+            })
+        }
+        Route::Task(id) => {
+            allow(&["GET"])?;
+            let history_length = query.int("historyLength")?;
+            Request::GetTask(a2a::GetTaskRequest { id, history_length, tenant: None })
+        }
+        Route::Cancel(id) => {
+            allow(&["POST"])?;
+            let mut body = body_json(body, true)?;
+            if let Some(map) = body.as_object_mut() {
+                map.insert("id".into(), Value::String(id));
+            }
+            Request::CancelTask(params::typed(body)?)
+        }
+        Route::Subscribe(id) => {
+            allow(&["POST", "GET"])?;
+            Request::SubscribeToTask(a2a::SubscribeToTaskRequest { id, tenant: None })
+        }
+        Route::PushConfigs(task_id) => {
+            if method.eq_ignore_ascii_case("GET") {
+                Request::ListPushConfigs(a2a::ListTaskPushNotificationConfigsRequest {
+                    task_id,
+                    page_size: query.int("pageSize")?,
+                    page_token: query.text("pageToken"),
+                    tenant: None,
+                })
+            } else {
+                allow(&["POST"])?;
+                let mut config = params::push_config(body_json(body, false)?)?;
+                if !config.task_id.is_empty() && config.task_id != task_id {
+                    return Err(A2aError::InvalidParams(format!(
+                        "taskId {:?} in the body does not match {task_id:?} in the path",
+                        config.task_id
+                    )));
+                }
+                config.task_id = task_id;
+                Request::CreatePushConfig(config)
+            }
+        }
+        Route::PushConfig { task_id, config_id } => {
+            if method.eq_ignore_ascii_case("GET") {
+                let (id, tenant) = (config_id, None);
+                Request::GetPushConfig(a2a::GetTaskPushNotificationConfigRequest {
+                    task_id,
+                    id,
+                    tenant,
+                })
+            } else {
+                allow(&["DELETE"])?;
+                let (id, tenant) = (config_id, None);
+                Request::DeletePushConfig(a2a::DeleteTaskPushNotificationConfigRequest {
+                    task_id,
+                    id,
+                    tenant,
+                })
+            }
+        }
+        Route::ExtendedCard => {
+            allow(&["GET"])?;
+            Request::GetExtendedAgentCard
+        }
+    })
+}
+
+/// The status and body of a reply: always 200, and `{}` for a deletion (§12.4: not 204).
+pub fn encode_reply(reply: &Reply) -> (u16, Value) {
+    let body = match reply {
+        Reply::Send(response) => wire_json(response),
+        Reply::Task(task) => wire_json(task),
+        Reply::Tasks(list) => wire_json(list),
+        Reply::PushConfig(config) => wire_json(config),
+        Reply::PushConfigs(list) => wire_json(list),
+        Reply::Deleted => json!({}),
+        Reply::Card(card) => wire_json(card),
+    };
+    (200, body)
+}
+
+/// The HTTP status and `google.rpc.Status` body of an error (§6.2).
+pub fn encode_error(error: &A2aError) -> (u16, Value) {
+    (error.http_status(), error.rest_body())
+}
+
+/// The data of one SSE event of a REST stream: the bare StreamResponse (§6.3).
+pub fn encode_stream_item(item: &a2a::StreamResponse) -> Value {
+    wire_json(item)
+}
+
+/// The data of the `event: error` SSE event that ends a REST stream mid-way (§6.3).
+pub fn encode_stream_error(error: &A2aError) -> Value {
+    error.rest_body()
+}
+
+/// A known route, with its decoded path parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    MessageSend,
+    MessageStream,
+    Tasks,
+    Task(String),
+    Cancel(String),
+    Subscribe(String),
+    PushConfigs(String),
+    PushConfig { task_id: String, config_id: String },
+    ExtendedCard,
+}
+
+/// Matches a path to a route; `None` for anything unknown, including empty or undecodable ids.
+fn route(path: &str) -> Option<Route> {
+    let path = path.strip_prefix('/').unwrap_or(path);
+    let path = path.strip_suffix('/').unwrap_or(path);
+    let segments: Vec<&str> = path.split('/').collect();
+    match segments.as_slice() {
+        ["message:send"] => Some(Route::MessageSend),
+        ["message:stream"] => Some(Route::MessageStream),
+        ["extendedAgentCard"] => Some(Route::ExtendedCard),
+        ["tasks"] => Some(Route::Tasks),
+        ["tasks", last] => match last.rsplit_once(':') {
+            Some((id, "cancel")) => Some(Route::Cancel(segment(id)?)),
+            Some((id, "subscribe")) => Some(Route::Subscribe(segment(id)?)),
+            Some(_) | None => Some(Route::Task(segment(last)?)),
+        },
+        ["tasks", task, "pushNotificationConfigs"] => Some(Route::PushConfigs(segment(task)?)),
+        ["tasks", task, "pushNotificationConfigs", config] => {
+            Some(Route::PushConfig { task_id: segment(task)?, config_id: segment(config)? })
+        }
+        _ => None,
+    }
+}
+
+/// A percent-decoded, non-empty path segment.
+fn segment(raw: &str) -> Option<String> {
+    url::percent_decode(raw, false).filter(|decoded| !decoded.is_empty())
+}
+
+/// The body as normalised JSON. An empty body is `{}` where `empty_is_object` (`:cancel`,
+/// §12.3), else a parse error.
+fn body_json(body: &[u8], empty_is_object: bool) -> Result<Value, A2aError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return if empty_is_object {
+            Ok(json!({}))
+        } else {
+            Err(A2aError::Parse("the request body is empty".into()))
+        };
+    }
+    let mut value: Value =
+        serde_json::from_slice(body).map_err(|error| A2aError::Parse(error.to_string()))?;
+    if !value.is_object() {
+        return Err(A2aError::InvalidParams("the request body must be a JSON object".into()));
+    }
+    params::normalize(&mut value);
+    Ok(value)
+}
+
+/// Decoded query parameters. Empty values count as absent; a repeated parameter takes its last
+/// value.
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(raw: &str) -> Self {
+        Query(url::query_pairs(raw))
+    }
+
+    fn raw(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(key, value)| key == name && !value.is_empty())
+            .map(|(_, value)| value.as_str())
+    }
+
+    fn text(&self, name: &str) -> Option<String> {
+        self.raw(name).map(str::to_owned)
+    }
+
+    fn int(&self, name: &str) -> Result<Option<i32>, A2aError> {
+        self.parsed(name, "a whole number", |raw| raw.trim().parse().ok())
+    }
+
+    fn flag(&self, name: &str) -> Result<Option<bool>, A2aError> {
+        self.parsed(name, "true or false", |raw| match raw.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" => Some(true),
+            "false" | "0" => Some(false),
+            _ => None,
+        })
+    }
+
+    fn state(&self, name: &str) -> Result<Option<a2a::TaskState>, A2aError> {
+        self.parsed(name, "a task state such as TASK_STATE_WORKING", |raw| {
+            task_state_name(raw).and_then(|name| serde_json::from_value(json!(name)).ok())
+        })
+    }
+
+    /// An RFC 3339 timestamp. An unescaped `+` in an offset arrives as a space, so a space is
+    /// read back as `+`.
+    fn timestamp(&self, name: &str) -> Result<Option<DateTime<Utc>>, A2aError> {
+        self.parsed(name, "an RFC 3339 timestamp such as 2026-03-12T10:15:00Z", |raw| {
+            let raw = raw.trim().replace(' ', "+");
+            DateTime::parse_from_rfc3339(&raw).ok().map(|at| at.with_timezone(&Utc))
+        })
+    }
+
+    fn parsed<T>(
+        &self,
+        name: &str,
+        expected: &str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<Option<T>, A2aError> {
+        let Some(raw) = self.raw(name) else { return Ok(None) };
+        parse(raw).map(Some).ok_or_else(|| {
+            A2aError::InvalidParams(format!(
+                "query parameter {name}: expected {expected}, got {raw:?}"
+            ))
+        })
+    }
+}
