@@ -290,3 +290,6 @@ impl Query {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
