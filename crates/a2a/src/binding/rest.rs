@@ -115,19 +115,17 @@ pub fn decode(
         }
         Route::PushConfig { task_id, config_id } => {
             if method.eq_ignore_ascii_case("GET") {
-                let (id, tenant) = (config_id, None);
                 Request::GetPushConfig(a2a::GetTaskPushNotificationConfigRequest {
                     task_id,
-                    id,
-                    tenant,
+                    id: config_id,
+                    tenant: None,
                 })
             } else {
                 allow(&["DELETE"])?;
-                let (id, tenant) = (config_id, None);
                 Request::DeletePushConfig(a2a::DeleteTaskPushNotificationConfigRequest {
                     task_id,
-                    id,
-                    tenant,
+                    id: config_id,
+                    tenant: None,
                 })
             }
         }
