@@ -11,7 +11,7 @@ pub enum Error {
     Busy { scope: String },
     /// The scope is not usable as a session name.
     #[error(
-        "invalid session scope {scope:?}: use 1-160 characters of A-Z a-z 0-9 . _ - not starting with a dot"
+        "invalid session scope {scope:?}: use 1-200 characters of A-Z a-z 0-9 . _ - not starting with a dot"
     )]
     InvalidScope { scope: String },
     /// Another session (in this or another process) has this scope open.

@@ -30,13 +30,14 @@ use crate::{Error, Result};
 pub use event::{EventKind, Role, RunOutcome, RunSettled, SessionEvent};
 pub use fanout::{EventStream, SUBSCRIBER_CAPACITY};
 pub use journal::{ABORTED_NOTE, DANGLING_TOOL_RESULT, INTERRUPTED_NOTE, LoadReport};
+pub use run::UNEXPECTED_FAILURE;
 
 use journal::Journal;
 
 /// Longest a scope may be.
-const MAX_SCOPE_LEN: usize = 160;
+const MAX_SCOPE_LEN: usize = 200;
 
-/// Checks a scope: 1-160 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot.
+/// Checks a scope: 1-200 characters of `A-Z a-z 0-9 . _ -`, not starting with a dot.
 pub fn is_valid_scope(scope: &str) -> bool {
     !scope.is_empty()
         && scope.len() <= MAX_SCOPE_LEN
@@ -431,7 +432,7 @@ impl RunHandle {
 /// What a run that vanished without settling reports (its task panicked past every guard).
 fn lost_run() -> RunSettled {
     RunSettled {
-        outcome: RunOutcome::Failed { error: "the run failed unexpectedly".into() },
+        outcome: RunOutcome::Failed { error: UNEXPECTED_FAILURE.into() },
         final_text: String::new(),
         usage: Default::default(),
         turns: 0,

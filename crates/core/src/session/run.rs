@@ -28,8 +28,8 @@ use crate::{Error, Result};
 /// How long a tool may take to wind down after an abort before it is dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
 
-/// What the model said when a run fails for a reason that is not the provider's.
-const UNEXPECTED: &str = "the run failed unexpectedly";
+/// The error of a run that failed for a reason that is not the provider's (its detail is logged).
+pub const UNEXPECTED_FAILURE: &str = "the run failed unexpectedly";
 
 pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
     let run_id: Arc<str> = format!("run_{}", uuid::Uuid::now_v7().simple()).into();
@@ -58,7 +58,7 @@ pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
             Ok(settled) => settled,
             Err(_) => {
                 tracing::error!(scope = %task_inner.scope, run_id = %task_run_id, "run panicked");
-                run.settle(RunOutcome::Failed { error: UNEXPECTED.into() })
+                run.settle(RunOutcome::Failed { error: UNEXPECTED_FAILURE.into() })
             }
         };
         task_inner.state().running = None;
@@ -104,7 +104,7 @@ impl<'a> Run<'a> {
             Ok(outcome) => outcome,
             Err(err) => {
                 tracing::error!(scope = %self.inner.scope, error = %self.inner.redactor.redact(&err.to_string()), "run failed on the session journal");
-                RunOutcome::Failed { error: UNEXPECTED.into() }
+                RunOutcome::Failed { error: UNEXPECTED_FAILURE.into() }
             }
         };
         if outcome == RunOutcome::Aborted

@@ -424,7 +424,7 @@ async fn session_resumes_conversation_from_journal() {
 async fn invalid_scopes_are_refused() {
     let dirs = Dirs::new();
     let factory = factory(&dirs, faux());
-    for scope in ["", "../x", ".hidden", "a/b", &"x".repeat(161)] {
+    for scope in ["", "../x", ".hidden", "a/b", &"x".repeat(201)] {
         let result = factory.open(SessionOptions::new(scope, dirs.ws())).await;
         assert!(matches!(result, Err(Error::InvalidScope { .. })), "scope {scope:?}");
     }
