@@ -16,5 +16,8 @@ pub mod error;
 pub mod request;
 pub mod task;
 
+#[cfg(test)]
+mod test_logs;
+
 pub use config::A2aOptions;
 pub use error::A2aError;
