@@ -3,7 +3,7 @@
 //!
 //! One [`TaskStore`] serves a whole process and any number of workspaces. Reads go to the files
 //! every time (they are the truth); ListTasks works from a per-workspace index
-//! ([`super::index`]) re-validated from the folder on each call, and reads only the files of the
+//! (`task::index`) re-validated from the folder on each call, and reads only the files of the
 //! page it returns.
 //!
 //! Tenancy: a task is visible only through its owner's workspace and only when the file's
