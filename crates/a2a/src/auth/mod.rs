@@ -7,6 +7,12 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod authenticate;
+pub mod callers;
+
+pub use authenticate::{AuthFailure, authenticate, presented_key};
+pub use callers::WorkspaceCallerDirectory;
+
 /// An assistant's workspace as the A2A server sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct A2aWorkspace {
@@ -26,6 +32,7 @@ pub enum CallerMode {
 }
 
 impl CallerMode {
+    /// The name used in callers.json.
     pub fn as_str(self) -> &'static str {
         match self {
             CallerMode::Isolated => "isolated",
@@ -38,6 +45,7 @@ impl CallerMode {
 pub struct ApiKey(String);
 
 impl ApiKey {
+    /// Wraps a key.
     pub fn new(key: impl Into<String>) -> Self {
         ApiKey(key.into())
     }
@@ -92,4 +100,21 @@ pub trait CallerDirectory: Send + Sync {
 
     /// Every entry of a workspace's callers.json (for redaction of keys and for listings).
     fn entries(&self, workspace: &A2aWorkspace) -> Vec<CallerEntry>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_key_debug_is_redacted() {
+        let entry = CallerEntry {
+            name: "a".into(),
+            key: ApiKey::new("sekrit-key"),
+            mode: CallerMode::Isolated,
+            note: None,
+        };
+        assert_eq!(format!("{:?}", entry.key), "[redacted]");
+        assert!(!format!("{entry:?}").contains("sekrit"));
+    }
 }

@@ -1,7 +1,13 @@
-//! Task files: `<workspace>/.volcanic/a2a/tasks/<taskId>.json`, one per task.
+//! Task files: `<workspace>/.volcanic/a2a/tasks/<taskId>.json`, one per task, and the
+//! [`TaskStore`] that reads, writes and lists them for a caller.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+mod index;
+pub mod store;
+
+pub use store::{TaskStore, apply_history_length};
 
 /// What a task file holds: the SDK task shape plus our envelope fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -15,3 +21,6 @@ pub struct TaskFile {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub push_configs: Vec<Value>,
 }
+
+#[cfg(test)]
+mod tests;

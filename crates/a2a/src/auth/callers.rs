@@ -1,0 +1,442 @@
+//! `callers.json`: who may call an assistant, read from
+//! `<workspace>/.volcanic/a2a/callers.json`, and the [`WorkspaceCallerDirectory`] built on it.
+//!
+//! The file is the truth: an owner's edit applies to the next request. Parsed files are cached by
+//! path and re-validated on every read by (mtime, size); a file whose mtime is within
+//! [`SETTLE`] of the cached read is parsed again, so a same-tick edit of equal size is not missed.
+//!
+//! Invariant: no log line of this module contains a key. Warnings name the file and, for
+//! entries, their index or (valid) name, never the `key` field nor an echo of the file's text.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+use tracing::warn;
+
+use super::{A2aWorkspace, ApiKey, Caller, CallerDirectory, CallerEntry, CallerMode};
+
+/// How long after a file's mtime a cached parse is still re-checked by content. Covers
+/// filesystems whose timestamps are coarse (FAT: 2 s, some network filesystems: 1 s).
+pub const SETTLE: Duration = Duration::from_secs(2);
+
+/// The callers file of a workspace: `<workspace>/.volcanic/a2a/callers.json`.
+pub fn callers_path(workspace: &Path) -> PathBuf {
+    workspace.join(".volcanic").join("a2a").join("callers.json")
+}
+
+/// Whether `name` is a valid caller name: `[a-z0-9-]{1,40}`.
+pub fn is_valid_caller_name(name: &str) -> bool {
+    (1..=40).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// Parses the text of a callers.json. Never fails: a malformed file is empty, a bad entry is
+/// skipped, each with a warning naming `file` (used for logging only).
+pub fn parse_callers(file: &Path, text: &str) -> Vec<CallerEntry> {
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(err) => {
+            // Only the position: serde_json's messages can quote the input, and the input
+            // holds keys.
+            warn!(
+                file = %file.display(),
+                line = err.line(),
+                column = err.column(),
+                "callers.json is malformed, treating it as empty"
+            );
+            return Vec::new();
+        }
+    };
+    let Value::Array(items) = value else {
+        warn!(file = %file.display(), "callers.json is not a JSON array, treating it as empty");
+        return Vec::new();
+    };
+    let mut names = HashSet::new();
+    let mut entries = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        let Some(entry) = parse_entry(file, index, item) else { continue };
+        if !names.insert(entry.name.clone()) {
+            warn!(
+                file = %file.display(),
+                index,
+                name = %entry.name,
+                "callers.json repeats a caller name, skipping the later entry"
+            );
+            continue;
+        }
+        entries.push(entry);
+    }
+    entries
+}
+
+fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
+    let Value::Object(fields) = item else {
+        warn!(file = %file.display(), index, "callers.json entry is not an object, skipping it");
+        return None;
+    };
+    let name = match fields.get("name") {
+        Some(Value::String(name)) if is_valid_caller_name(name) => name.clone(),
+        Some(_) | None => {
+            warn!(
+                file = %file.display(),
+                index,
+                "callers.json entry has no valid name ([a-z0-9-]{{1,40}}), skipping it"
+            );
+            return None;
+        }
+    };
+    let key = match fields.get("key") {
+        Some(Value::String(key)) if !key.is_empty() => ApiKey::new(key.clone()),
+        Some(_) | None => {
+            warn!(
+                file = %file.display(),
+                index,
+                name = %name,
+                "callers.json entry has no key (a non-empty string), skipping it"
+            );
+            return None;
+        }
+    };
+    let mode = match fields.get("mode") {
+        None | Some(Value::Null) => CallerMode::Isolated,
+        Some(Value::String(mode)) if mode == CallerMode::Isolated.as_str() => CallerMode::Isolated,
+        Some(other) => {
+            // The mode is echoed only when it looks like a mode word, never free text.
+            let mode = other.as_str().filter(|m| m.len() <= 20 && is_valid_caller_name(m));
+            warn!(
+                file = %file.display(),
+                index,
+                name = %name,
+                mode = mode.unwrap_or("?"),
+                "callers.json entry has an unknown mode (only isolated exists), skipping it"
+            );
+            return None;
+        }
+    };
+    let note = fields.get("note").and_then(Value::as_str).map(str::to_string);
+    Some(CallerEntry { name, key, mode, note })
+}
+
+/// Parsed callers files by path, re-validated by (mtime, size) on every read.
+#[derive(Debug, Default)]
+pub struct CallersCache {
+    files: Mutex<HashMap<PathBuf, CachedFile>>,
+}
+
+#[derive(Debug)]
+struct CachedFile {
+    mtime: SystemTime,
+    size: u64,
+    /// When the cached content was read (taken before the stat that produced `mtime`).
+    read_at: SystemTime,
+    entries: Arc<[CallerEntry]>,
+}
+
+impl CachedFile {
+    fn is_current(&self, mtime: SystemTime, size: u64) -> bool {
+        self.mtime == mtime
+            && self.size == size
+            && self.read_at.duration_since(self.mtime).is_ok_and(|age| age >= SETTLE)
+    }
+}
+
+impl CallersCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        CallersCache::default()
+    }
+
+    /// The entries of the callers file at `path`: empty when it is missing, unreadable or
+    /// malformed (with a warning for the last two). Blocking: it may stat and read the file.
+    pub fn entries(&self, path: &Path) -> Arc<[CallerEntry]> {
+        let read_at = SystemTime::now();
+        let meta = match std::fs::metadata(path) {
+            Ok(meta) => meta,
+            Err(err) => {
+                if err.kind() != io::ErrorKind::NotFound {
+                    warn!(
+                        file = %path.display(),
+                        error = %err,
+                        "callers.json cannot be read, treating it as empty"
+                    );
+                }
+                self.lock().remove(path);
+                return Arc::from(Vec::new());
+            }
+        };
+        let size = meta.len();
+        let mtime = meta.modified().ok();
+        if let Some(mtime) = mtime
+            && let Some(cached) = self.lock().get(path)
+            && cached.is_current(mtime, size)
+        {
+            return cached.entries.clone();
+        }
+        let entries: Arc<[CallerEntry]> = match std::fs::read(path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => Arc::from(parse_callers(path, &text)),
+                Err(_) => {
+                    warn!(
+                        file = %path.display(),
+                        "callers.json is not UTF-8, treating it as empty"
+                    );
+                    Arc::from(Vec::new())
+                }
+            },
+            Err(err) => {
+                if err.kind() != io::ErrorKind::NotFound {
+                    warn!(
+                        file = %path.display(),
+                        error = %err,
+                        "callers.json cannot be read, treating it as empty"
+                    );
+                }
+                Arc::from(Vec::new())
+            }
+        };
+        // Without an mtime nothing can be validated later, so nothing is cached.
+        if let Some(mtime) = mtime {
+            let cached = CachedFile { mtime, size, read_at, entries: entries.clone() };
+            self.lock().insert(path.to_path_buf(), cached);
+        }
+        entries
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, CachedFile>> {
+        self.files.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The workspaces a [`WorkspaceCallerDirectory`] serves, asked on every lookup.
+pub type WorkspaceList = Arc<dyn Fn() -> Vec<A2aWorkspace> + Send + Sync>;
+
+/// A [`CallerDirectory`] over the callers.json files of a set of workspaces (the Telegram host:
+/// its allowed chats; the sample host: one fixed workspace).
+pub struct WorkspaceCallerDirectory {
+    workspaces: WorkspaceList,
+    cache: CallersCache,
+}
+
+impl WorkspaceCallerDirectory {
+    /// A directory over the workspaces `workspaces` returns; it is called on every `find`.
+    pub fn new(workspaces: WorkspaceList) -> Self {
+        WorkspaceCallerDirectory { workspaces, cache: CallersCache::new() }
+    }
+
+    /// A directory over one fixed workspace.
+    pub fn fixed(workspace: A2aWorkspace) -> Self {
+        WorkspaceCallerDirectory::new(Arc::new(move || vec![workspace.clone()]))
+    }
+}
+
+impl std::fmt::Debug for WorkspaceCallerDirectory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkspaceCallerDirectory").finish_non_exhaustive()
+    }
+}
+
+impl CallerDirectory for WorkspaceCallerDirectory {
+    /// Compares `key` with every entry of every workspace (no early exit), so that a key held by
+    /// several callers is seen as ambiguous. Blocking: reads changed callers files.
+    fn find(&self, key: &str) -> Vec<Caller> {
+        let mut found = Vec::new();
+        for workspace in (self.workspaces)() {
+            let entries = self.cache.entries(&callers_path(&workspace.path));
+            let workspace = Arc::new(workspace);
+            for entry in entries.iter() {
+                if entry.key.matches(key) {
+                    found.push(Caller {
+                        name: entry.name.clone(),
+                        mode: entry.mode,
+                        workspace: workspace.clone(),
+                    });
+                }
+            }
+        }
+        found
+    }
+
+    fn entries(&self, workspace: &A2aWorkspace) -> Vec<CallerEntry> {
+        self.cache.entries(&callers_path(&workspace.path)).to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_logs::capture_logs;
+
+    fn entry(name: &str, key: &str, note: Option<&str>) -> CallerEntry {
+        CallerEntry {
+            name: name.into(),
+            key: ApiKey::new(key),
+            mode: CallerMode::Isolated,
+            note: note.map(str::to_string),
+        }
+    }
+
+    fn workspace(path: &Path, owner: &str) -> A2aWorkspace {
+        A2aWorkspace {
+            path: path.to_path_buf(),
+            scope_prefix: format!("telegram-{owner}"),
+            owner_id: owner.into(),
+        }
+    }
+
+    fn write_callers(workspace: &Path, text: &str) {
+        let path = callers_path(workspace);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn parse_callers_table_keeps_valid_entries_only() {
+        let cases: [(&str, &str, Vec<CallerEntry>); 12] = [
+            (
+                "valid with defaults",
+                r#"[{"name":"travel-bot","key":"k1"},
+                    {"name":"b2","key":"k2","mode":"isolated","note":"Alice"}]"#,
+                vec![entry("travel-bot", "k1", None), entry("b2", "k2", Some("Alice"))],
+            ),
+            ("empty array", "[]", vec![]),
+            (
+                "bad names",
+                r#"[{"name":"Travel","key":"a"},{"name":"a_b","key":"b"},{"name":"","key":"c"},
+                    {"name":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","key":"d"},
+                    {"key":"e"},{"name":7,"key":"f"},{"name":"ok","key":"g"}]"#,
+                vec![entry("ok", "g", None)],
+            ),
+            (
+                "forty characters is fine",
+                r#"[{"name":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","key":"k"}]"#,
+                vec![entry("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "k", None)],
+            ),
+            (
+                "later duplicates skipped",
+                r#"[{"name":"a","key":"k1"},{"name":"a","key":"k2"},{"name":"b","key":"k3"}]"#,
+                vec![entry("a", "k1", None), entry("b", "k3", None)],
+            ),
+            (
+                "missing or empty key",
+                r#"[{"name":"a"},{"name":"b","key":""},{"name":"c","key":5},{"name":"d","key":"k"}]"#,
+                vec![entry("d", "k", None)],
+            ),
+            (
+                "unknown mode skipped, null mode is the default",
+                r#"[{"name":"a","key":"k1","mode":"owner"},{"name":"b","key":"k2","mode":null},
+                    {"name":"c","key":"k3","mode":3}]"#,
+                vec![entry("b", "k2", None)],
+            ),
+            (
+                "extra fields ignored",
+                r#"[{"name":"a","key":"k","color":"red","nested":{"x":1},"note":"n"}]"#,
+                vec![entry("a", "k", Some("n"))],
+            ),
+            (
+                "non-object entries skipped",
+                r#"[1,"a",null,{"name":"a","key":"k"}]"#,
+                vec![entry("a", "k", None)],
+            ),
+            ("malformed JSON", r#"[{"name":"a","key":"k"}"#, vec![]),
+            ("object instead of array", r#"{"name":"a","key":"k"}"#, vec![]),
+            ("empty file", "", vec![]),
+        ];
+        for (label, text, expected) in cases {
+            assert_eq!(parse_callers(Path::new("callers.json"), text), expected, "{label}");
+        }
+    }
+
+    #[test]
+    fn parse_callers_malformed_file_warns_with_file_name_and_never_the_key() {
+        let logs = capture_logs(|| {
+            parse_callers(Path::new("/ws/callers.json"), r#"[{"name":"a","key":"sekrit-1"#);
+            parse_callers(
+                Path::new("/ws/callers.json"),
+                r#"[{"name":"a","key":"sekrit-2","mode":"sekrit-3"},
+                    {"name":"sekrit-4","key":"x"},{"name":"sekrit-4","key":"sekrit-5"},
+                    {"name":"Sekrit-6","key":"sekrit-7"},{"name":"b","key":["sekrit-8"]}]"#,
+            );
+        });
+        assert!(logs.contains("callers.json is malformed"), "{logs}");
+        assert!(logs.contains("/ws/callers.json"), "{logs}");
+        for n in [1, 2, 5, 7, 8] {
+            assert!(!logs.contains(&format!("sekrit-{n}")), "key {n} leaked: {logs}");
+        }
+    }
+
+    #[test]
+    fn callers_cache_same_size_rewrite_is_seen_immediately() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CallersCache::new();
+        let path = callers_path(dir.path());
+        write_callers(dir.path(), r#"[{"name":"aaa","key":"key-1"}]"#);
+        assert_eq!(cache.entries(&path).to_vec(), vec![entry("aaa", "key-1", None)]);
+        write_callers(dir.path(), r#"[{"name":"bbb","key":"key-2"}]"#);
+        assert_eq!(cache.entries(&path).to_vec(), vec![entry("bbb", "key-2", None)]);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(cache.entries(&path).to_vec(), vec![]);
+    }
+
+    #[test]
+    fn callers_cache_settled_file_is_served_from_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CallersCache::new();
+        let path = callers_path(dir.path());
+        write_callers(dir.path(), r#"[{"name":"aaa","key":"key-1"}]"#);
+        let old = SystemTime::now() - Duration::from_secs(60);
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(old).unwrap();
+        let first = cache.entries(&path);
+        let second = cache.entries(&path);
+        assert!(Arc::ptr_eq(&first, &second));
+        // A change of size (or mtime) is always seen.
+        write_callers(dir.path(), r#"[{"name":"aaaa","key":"key-1"}]"#);
+        assert_eq!(cache.entries(&path).to_vec(), vec![entry("aaaa", "key-1", None)]);
+    }
+
+    #[test]
+    fn directory_key_in_two_workspaces_finds_both_callers() {
+        let one = tempfile::tempdir().unwrap();
+        let two = tempfile::tempdir().unwrap();
+        write_callers(one.path(), r#"[{"name":"a","key":"shared"},{"name":"b","key":"other"}]"#);
+        write_callers(two.path(), r#"[{"name":"c","key":"shared"}]"#);
+        let workspaces = vec![workspace(one.path(), "41"), workspace(two.path(), "42")];
+        let directory = WorkspaceCallerDirectory::new(Arc::new(move || workspaces.clone()));
+        let found = directory.find("shared");
+        assert_eq!(
+            found,
+            vec![
+                Caller {
+                    name: "a".into(),
+                    mode: CallerMode::Isolated,
+                    workspace: Arc::new(workspace(one.path(), "41")),
+                },
+                Caller {
+                    name: "c".into(),
+                    mode: CallerMode::Isolated,
+                    workspace: Arc::new(workspace(two.path(), "42")),
+                },
+            ]
+        );
+        assert_eq!(directory.find("other").len(), 1);
+        assert_eq!(directory.find("nope"), vec![]);
+        assert_eq!(directory.find(""), vec![]);
+    }
+
+    #[test]
+    fn directory_entries_follow_edits_and_missing_file_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let directory = WorkspaceCallerDirectory::fixed(workspace(dir.path(), "7"));
+        let ws = workspace(dir.path(), "7");
+        assert_eq!(directory.entries(&ws), vec![]);
+        write_callers(dir.path(), r#"[{"name":"a","key":"k1"}]"#);
+        assert_eq!(directory.entries(&ws), vec![entry("a", "k1", None)]);
+        assert_eq!(directory.find("k1").len(), 1);
+        write_callers(dir.path(), r#"[{"name":"a","key":"k2"}]"#);
+        assert_eq!(directory.find("k1"), vec![]);
+        assert_eq!(directory.find("k2").len(), 1);
+    }
+}

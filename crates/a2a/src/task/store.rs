@@ -1,0 +1,348 @@
+//! The task store: task files at `<workspace>/.volcanic/a2a/tasks/<taskId>.json`, scoped to the
+//! authenticated caller, with lazy restart recovery and ListTasks.
+//!
+//! One [`TaskStore`] serves a whole process and any number of workspaces. Reads go to the files
+//! every time (they are the truth); ListTasks works from a per-workspace index
+//! (`task::index`) re-validated from the folder on each call, and reads only the files of the
+//! page it returns.
+//!
+//! Tenancy: a task is visible only through its owner's workspace and only when the file's
+//! `caller` is the caller's name. Anything else, like a missing, malformed or unsafely named
+//! task, is [`A2aError::TaskNotFound`] (PROTOCOL.md §4.3), with no log line.
+//!
+//! Lazy restart recovery (design: "Lazy restart recovery"): a task read in state submitted or
+//! working with no live run is rewritten as failed ("server restarted") before it is returned.
+//! There is no scan at startup. input-required tasks are returned as they are.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use chrono::{SubsecRound, Utc};
+use tracing::error;
+
+use super::TaskFile;
+use super::index::{Filter, SortKey, Summary, WorkspaceIndex, is_active};
+use crate::auth::{A2aWorkspace, Caller};
+use crate::error::A2aError;
+
+/// ListTasks page size when the request has none (PROTOCOL.md §2.8).
+pub const DEFAULT_PAGE_SIZE: usize = 50;
+/// Largest ListTasks page size (PROTOCOL.md §2.8).
+pub const MAX_PAGE_SIZE: usize = 100;
+/// The status text of a task failed by restart recovery.
+pub const RESTARTED_TEXT: &str = "server restarted";
+
+/// The task folder of a workspace: `<workspace>/.volcanic/a2a/tasks`.
+pub fn tasks_dir(workspace: &Path) -> PathBuf {
+    workspace.join(".volcanic").join("a2a").join("tasks")
+}
+
+/// Whether `id` is safe as a task file name: `[A-Za-z0-9_-]{1,100}`.
+pub fn is_valid_task_id(id: &str) -> bool {
+    (1..=100).contains(&id.len())
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Task files of every workspace, plus a ListTasks index per workspace.
+#[derive(Debug, Default)]
+pub struct TaskStore {
+    indexes: Mutex<HashMap<PathBuf, Arc<Mutex<WorkspaceIndex>>>>,
+}
+
+impl TaskStore {
+    /// A store with nothing indexed yet.
+    pub fn new() -> Self {
+        TaskStore::default()
+    }
+
+    /// Writes a new task file (atomically) in `workspace`.
+    ///
+    /// Register the task's run as live before creating a task in state submitted or working:
+    /// a concurrent read that finds it without a live run fails it ("server restarted").
+    ///
+    /// # Errors
+    /// [`A2aError::Internal`] (logged) when the id is not a safe file name, the file already
+    /// exists or the write fails.
+    ///
+    /// # Cancel safety
+    /// A write that has started completes even if this future is dropped.
+    pub async fn create(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), A2aError> {
+        self.write(workspace, file, true).await
+    }
+
+    /// Replaces a task file (atomically) in `workspace`, creating it when missing.
+    ///
+    /// # Errors
+    /// [`A2aError::Internal`] (logged) when the id is not a safe file name or the write fails.
+    ///
+    /// # Cancel safety
+    /// A write that has started completes even if this future is dropped.
+    pub async fn save(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), A2aError> {
+        self.write(workspace, file, false).await
+    }
+
+    /// Reads `caller`'s task `task_id`, failing it first when it is submitted or working and
+    /// `is_live(task_id)` is false (restart recovery; the failed task is persisted).
+    ///
+    /// # Errors
+    /// [`A2aError::TaskNotFound`] when the id is not a safe file name (the disk is not touched),
+    /// the file is missing or malformed, or the task is another caller's;
+    /// [`A2aError::Internal`] when the recovered task cannot be written.
+    pub async fn load(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        is_live: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<TaskFile, A2aError> {
+        let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
+        if !is_valid_task_id(task_id) {
+            return Err(not_found());
+        }
+        let path = task_path(&caller.workspace.path, task_id);
+        let id = task_id.to_string();
+        let file = blocking(move || read_task_file(&path, &id)).await?;
+        let mut file = file.filter(|file| file.caller == caller.name).ok_or_else(not_found)?;
+        self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
+        Ok(file)
+    }
+
+    /// ListTasks (PROTOCOL.md §4.4) over `caller`'s tasks: filters, newest status first, cursor
+    /// pages. Tasks without a live run are recovered (see [`TaskStore::load`]) before filtering.
+    ///
+    /// # Errors
+    /// [`A2aError::InvalidParams`] for a `pageSize` outside 1..=100, a negative `historyLength`
+    /// or a `pageToken` this store did not issue; [`A2aError::Internal`] when the blocking pool
+    /// fails.
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        request: &a2a::ListTasksRequest,
+        is_live: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<a2a::ListTasksResponse, A2aError> {
+        let query = Query::parse(request)?;
+        let index = self.index(&caller.workspace.path);
+
+        let active = {
+            let (index, name) = (index.clone(), caller.name.clone());
+            blocking(move || {
+                let mut index = lock(&index);
+                index.refresh();
+                index.active_tasks(&name)
+            })
+            .await?
+        };
+        for id in active.iter().filter(|id| !is_live(id)) {
+            match self.load(caller, id, is_live).await {
+                // A file that vanished or broke since the refresh drops out of the page below.
+                Ok(_) | Err(A2aError::TaskNotFound { .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
+
+        let page = {
+            let (name, query) = (caller.name.clone(), query.clone());
+            blocking(move || {
+                lock(&index).page(&name, &query.filter, query.cursor.as_ref(), query.page_size)
+            })
+            .await?
+        };
+        let files = {
+            let (workspace, ids) = (caller.workspace.path.clone(), page.ids);
+            blocking(move || {
+                ids.iter()
+                    .filter_map(|id| read_task_file(&task_path(&workspace, id), id))
+                    .collect::<Vec<_>>()
+            })
+            .await?
+        };
+        let mut tasks = Vec::with_capacity(files.len());
+        for mut file in files.into_iter().filter(|file| file.caller == caller.name) {
+            self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
+            let mut task = file.task;
+            apply_history_length(&mut task, request.history_length)?;
+            if !query.include_artifacts {
+                task.artifacts = None;
+            }
+            tasks.push(task);
+        }
+        Ok(a2a::ListTasksResponse {
+            tasks,
+            next_page_token: page.next.map(|key| key.to_token()).unwrap_or_default(),
+            page_size: i32::try_from(query.page_size).unwrap_or(i32::MAX),
+            total_size: i32::try_from(page.total).unwrap_or(i32::MAX),
+        })
+    }
+
+    async fn recover_if_stale(
+        &self,
+        workspace: &A2aWorkspace,
+        file: &mut TaskFile,
+        is_live: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<(), A2aError> {
+        if is_active(&file.task.status.state) && !is_live(&file.task.id) {
+            mark_restarted(&mut file.task);
+            self.save(workspace, file).await?;
+        }
+        Ok(())
+    }
+
+    async fn write(
+        &self,
+        workspace: &A2aWorkspace,
+        file: &TaskFile,
+        create_new: bool,
+    ) -> Result<(), A2aError> {
+        let id = file.task.id.clone();
+        if !is_valid_task_id(&id) {
+            error!(task_id = ?id, "refusing to write a task file whose id is not a safe file name");
+            return Err(A2aError::Internal);
+        }
+        let bytes = serde_json::to_vec_pretty(file).map_err(|err| {
+            error!(task_id = %id, error = %err, "cannot serialize a task file");
+            A2aError::Internal
+        })?;
+        let path = task_path(&workspace.path, &id);
+        let index = self.index(&workspace.path);
+        let summary = Summary::of(file);
+        let target = path.clone();
+        let written = blocking(move || -> io::Result<()> {
+            if create_new && target.try_exists()? {
+                return Err(io::Error::new(io::ErrorKind::AlreadyExists, "task file exists"));
+            }
+            volcanic_core::atomic::write_atomic(&target, &bytes)?;
+            lock(&index).record(&id, summary);
+            Ok(())
+        })
+        .await?;
+        written.map_err(|err| {
+            error!(file = %path.display(), error = %err, "cannot write a task file");
+            A2aError::Internal
+        })
+    }
+
+    fn index(&self, workspace: &Path) -> Arc<Mutex<WorkspaceIndex>> {
+        let mut indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
+        indexes
+            .entry(workspace.to_path_buf())
+            .or_insert_with(|| Arc::new(Mutex::new(WorkspaceIndex::new(tasks_dir(workspace)))))
+            .clone()
+    }
+}
+
+/// Applies a `historyLength` (PROTOCOL.md §4.9) to a task about to be returned: `None` keeps
+/// everything, 0 omits `history`, n keeps the n most recent messages.
+///
+/// # Errors
+/// [`A2aError::InvalidParams`] for a negative length.
+pub fn apply_history_length(
+    task: &mut a2a::Task,
+    history_length: Option<i32>,
+) -> Result<(), A2aError> {
+    let Some(length) = history_length else { return Ok(()) };
+    let length = usize::try_from(length).map_err(|_| {
+        A2aError::InvalidParams(format!("historyLength must not be negative, got {length}"))
+    })?;
+    if length == 0 {
+        task.history = None;
+    } else if let Some(history) = &mut task.history {
+        let excess = history.len().saturating_sub(length);
+        history.drain(..excess);
+    }
+    Ok(())
+}
+
+/// Sets a task to failed with the status message "server restarted" and a fresh timestamp.
+fn mark_restarted(task: &mut a2a::Task) {
+    let message = a2a::Message {
+        message_id: a2a::new_message_id(),
+        context_id: Some(task.context_id.clone()),
+        task_id: Some(task.id.clone()),
+        role: a2a::Role::Agent,
+        parts: vec![a2a::Part::text(RESTARTED_TEXT)],
+        metadata: None,
+        extensions: None,
+        reference_task_ids: None,
+    };
+    task.status = a2a::TaskStatus {
+        state: a2a::TaskState::Failed,
+        message: Some(message),
+        timestamp: Some(Utc::now().trunc_subsecs(3)),
+    };
+}
+
+/// A validated ListTasks request.
+#[derive(Debug, Clone)]
+struct Query {
+    filter: Filter,
+    cursor: Option<SortKey>,
+    page_size: usize,
+    include_artifacts: bool,
+}
+
+impl Query {
+    fn parse(request: &a2a::ListTasksRequest) -> Result<Query, A2aError> {
+        let page_size = match request.page_size {
+            None => DEFAULT_PAGE_SIZE,
+            Some(size) => usize::try_from(size)
+                .ok()
+                .filter(|size| (1..=MAX_PAGE_SIZE).contains(size))
+                .ok_or_else(|| {
+                    A2aError::InvalidParams(format!(
+                        "pageSize must be between 1 and {MAX_PAGE_SIZE}, got {size}"
+                    ))
+                })?,
+        };
+        if let Some(length) = request.history_length
+            && length < 0
+        {
+            return Err(A2aError::InvalidParams(format!(
+                "historyLength must not be negative, got {length}"
+            )));
+        }
+        let cursor = match request.page_token.as_deref() {
+            None | Some("") => None,
+            Some(token) => Some(SortKey::from_token(token).ok_or_else(|| {
+                A2aError::InvalidParams("pageToken is not one this server issued".into())
+            })?),
+        };
+        let filter = Filter {
+            context_id: request.context_id.clone().filter(|id| !id.is_empty()),
+            // TASK_STATE_UNSPECIFIED is the proto default, i.e. no filter.
+            state: request.status.clone().filter(|s| *s != a2a::TaskState::Unspecified),
+            after: request.status_timestamp_after,
+        };
+        Ok(Query {
+            filter,
+            cursor,
+            page_size,
+            include_artifacts: request.include_artifacts.unwrap_or(false),
+        })
+    }
+}
+
+fn task_path(workspace: &Path, id: &str) -> PathBuf {
+    tasks_dir(workspace).join(format!("{id}.json"))
+}
+
+/// A missing, unreadable or malformed file, or one whose id is not its name, reads as `None`,
+/// without a log line (design: "Files").
+fn read_task_file(path: &Path, id: &str) -> Option<TaskFile> {
+    let bytes = std::fs::read(path).ok()?;
+    let file: TaskFile = serde_json::from_slice(&bytes).ok()?;
+    (file.task.id == id).then_some(file)
+}
+
+fn lock(index: &Mutex<WorkspaceIndex>) -> MutexGuard<'_, WorkspaceIndex> {
+    index.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, A2aError> {
+    tokio::task::spawn_blocking(work).await.map_err(|err| {
+        error!(error = %err, "task store work failed on the blocking pool");
+        A2aError::Internal
+    })
+}
