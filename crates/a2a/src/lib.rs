@@ -7,6 +7,9 @@
 //! - [`auth`]: caller directory, callers.json, key checks.
 //! - [`card`]: the public and the extended agent card.
 //! - [`task`]: task files, the index, ListTasks.
+//! - `server`: the axum router, authentication, SSE, shutdown; `handler`: the operations;
+//!   `live`: tasks with a run in progress; `pool`: sessions per (caller, context); `files`:
+//!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel.
 //!
 //! Invariant: bindings and versions are decoded and encoded at the edge; no handler code
 //! branches on them. This crate knows nothing of Telegram or the CLI.
@@ -16,7 +19,13 @@ pub mod binding;
 pub mod card;
 pub mod config;
 pub mod error;
+pub mod extension;
+mod files;
+mod handler;
+mod live;
+mod pool;
 pub mod request;
+mod server;
 pub mod task;
 
 #[cfg(test)]
@@ -24,3 +33,11 @@ mod test_logs;
 
 pub use config::A2aOptions;
 pub use error::A2aError;
+pub use extension::OwnerNotifier;
+pub use server::{A2aServer, A2aServerBuilder};
+
+/// Now, at the millisecond precision the protocol asks for (PROTOCOL.md §1).
+pub(crate) fn now() -> chrono::DateTime<chrono::Utc> {
+    use chrono::SubsecRound;
+    chrono::Utc::now().trunc_subsecs(3)
+}

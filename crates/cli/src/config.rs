@@ -21,6 +21,70 @@ const ENV_SECTIONS: &[&str] = &["provider", "agent", "a2a", "telegram"];
 pub struct Settings {
     pub provider: ProviderSettings,
     pub agent: AgentSettings,
+    pub a2a: A2aSettings,
+}
+
+/// The A2A server (`[a2a]`, `A2A__*`); defaults live in `volcanic_a2a::A2aOptions`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct A2aSettings {
+    /// Whether the Telegram host mounts the A2A endpoints (`volcanic serve` always does).
+    pub enabled: bool,
+    pub public_url: Option<String>,
+    pub max_hops: Option<u32>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub session_idle_timeout: Option<Duration>,
+    pub max_file_bytes: Option<u64>,
+    pub allow_private_push_urls: Option<bool>,
+    pub card: CardSettings,
+}
+
+/// `[a2a.card]`, `A2A__Card__*`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CardSettings {
+    pub name: Option<String>,
+    pub description: Option<String>,
+}
+
+impl A2aSettings {
+    /// The server's options with these overrides applied.
+    pub fn to_options(&self) -> Result<volcanic_a2a::A2aOptions, ConfigError> {
+        let mut options = volcanic_a2a::A2aOptions::default();
+        if let Some(url) = &self.public_url {
+            let trimmed = url.trim().trim_end_matches('/');
+            if !(trimmed.starts_with("https://") || trimmed.starts_with("http://")) {
+                return Err(ConfigError(format!(
+                    "a2a.public_url: expected an http(s) URL, got {url:?}"
+                )));
+            }
+            options.public_url = Some(trimmed.to_string());
+        }
+        if let Some(v) = self.max_hops {
+            options.max_hops = v;
+        }
+        if let Some(v) = self.session_idle_timeout {
+            if v.is_zero() {
+                return Err(ConfigError(
+                    "a2a.session_idle_timeout: must be longer than zero".into(),
+                ));
+            }
+            options.session_idle_timeout = v;
+        }
+        if let Some(v) = self.max_file_bytes {
+            options.max_file_bytes = v;
+        }
+        if let Some(v) = self.allow_private_push_urls {
+            options.allow_private_push_urls = v;
+        }
+        if let Some(v) = &self.card.name {
+            options.card_name = v.clone();
+        }
+        if let Some(v) = &self.card.description {
+            options.card_description = v.clone();
+        }
+        Ok(options)
+    }
 }
 
 /// Which model backend to use. Keys come from `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` only.
@@ -296,10 +360,33 @@ mod tests {
     }
 
     #[test]
+    fn a2a_env_names_fill_the_server_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("A2A__MaxHops", "5"),
+                ("A2A__SessionIdleTimeout", "00:10:00"),
+                ("A2A__Card__Name", "Ada"),
+                ("A2A__Enabled", "true"),
+            ]),
+        )
+        .unwrap();
+        let options = settings.a2a.to_options().unwrap();
+        assert_eq!(options.max_hops, 5);
+        assert_eq!(options.session_idle_timeout, Duration::from_secs(600));
+        assert_eq!(options.card_name, "Ada");
+        assert!(settings.a2a.enabled);
+    }
+
+    #[test]
     fn bad_values_name_the_key() {
         let dir = tempfile::tempdir().unwrap();
         let err = load(None, dir.path(), &env(&[("Agent__MaxTurns", "three")])).unwrap_err();
         assert!(err.0.starts_with("agent.max_turns:"), "{}", err.0);
+        let err = load(None, dir.path(), &env(&[("A2A__MaxHops", "three")])).unwrap_err();
+        assert!(err.0.starts_with("a2a.max_hops:"), "{}", err.0);
         let err = load(None, dir.path(), &env(&[("Provider__Kind", "gemini")])).unwrap_err();
         assert!(err.0.starts_with("provider.kind:"), "{}", err.0);
     }

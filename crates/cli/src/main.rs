@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Talk to the assistant of a workspace from the terminal.
     Chat(cmd::chat::ChatArgs),
+    /// Serve a workspace's assistant to other agents over A2A.
+    Serve(cmd::serve::ServeArgs),
 }
 
 /// A failure with the exit code it should produce.
@@ -47,7 +49,11 @@ impl From<config::ConfigError> for Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init();
+    // The server logs its lifecycle and owner notifications; chat keeps the terminal quiet.
+    logging::init(match cli.command {
+        Command::Chat(_) => "warn",
+        Command::Serve(_) => "info",
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -58,6 +64,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Chat(args) => cmd::chat::run(args).await,
+            Command::Serve(args) => cmd::serve::run(args).await,
         }
     });
     match result {

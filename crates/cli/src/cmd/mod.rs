@@ -1,9 +1,11 @@
 //! One module per subcommand, plus the wiring they share.
 
 pub mod chat;
+pub mod serve;
 
 use std::path::{Path, PathBuf};
 
+use tokio_util::sync::CancellationToken;
 use volcanic_core::SessionFactory;
 use volcanic_core::exec::ExecEnv;
 use volcanic_core::provider::Provider;
@@ -64,10 +66,30 @@ pub fn factory(
     settings: &Settings,
     env: &[(String, String)],
 ) -> SessionFactory {
+    factory_with_shutdown(
+        provider,
+        provider_secrets,
+        state_dir,
+        settings,
+        env,
+        CancellationToken::new(),
+    )
+}
+
+/// The session factory, with the host's stop signal (cancelling it aborts every run).
+pub fn factory_with_shutdown(
+    provider: std::sync::Arc<dyn Provider>,
+    provider_secrets: Vec<(String, String)>,
+    state_dir: &Path,
+    settings: &Settings,
+    env: &[(String, String)],
+    shutdown: CancellationToken,
+) -> SessionFactory {
     let exec = ExecEnv::from_host(env.iter().cloned(), &settings.agent.allow_env);
     let mut builder = SessionFactory::builder(provider, state_dir)
         .config(settings.agent.to_core(settings.provider.model.clone()))
-        .exec_env(exec);
+        .exec_env(exec)
+        .shutdown(shutdown);
     for (name, value) in provider_secrets {
         builder = builder.secret(name, value);
     }

@@ -1,0 +1,504 @@
+//! The operations, binding- and version-independent: one [`Request`] in, a [`Reply`] or a stream
+//! of `a2a::StreamResponse` out. Task access is always scoped to the authenticated caller.
+
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use a2a::{StreamResponse, TaskState, TaskStatus};
+use futures_util::Stream;
+use regex::Regex;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+use volcanic_core::{EventKind, RunHandle, RunOutcome, session::Role};
+
+use crate::auth::Caller;
+use crate::error::A2aError;
+use crate::extension::{A2aSessionExtension, REQUEST_INPUT};
+use crate::live::LiveTask;
+use crate::pool::{CONTEXT_BUSY, Claim};
+use crate::request::{Reply, Request};
+use crate::server::ServerInner;
+use crate::task::TaskFile;
+use crate::task::store::apply_history_length;
+use crate::{card, files};
+
+/// A stream of A2A events for SSE.
+pub type EventStream = Pin<Box<dyn Stream<Item = StreamResponse> + Send>>;
+
+/// What an operation answers.
+pub enum Outcome {
+    Reply(Box<Reply>),
+    Stream(EventStream),
+}
+
+/// The metadata key of the recursion guard.
+pub const HOPS_KEY: &str = "volcanic.hops";
+
+/// What a failed run tells the caller when the failure was not the model's.
+pub const UNEXPECTED_FAILURE: &str = "The run failed unexpectedly.";
+
+/// How long CancelTask waits for an aborted run to settle.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+static CONTEXT_ID: LazyLock<Regex> = LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    Regex::new("^[A-Za-z0-9_-]{1,100}$").expect("the contextId pattern is a valid regex")
+});
+
+impl ServerInner {
+    /// Runs one operation for an authenticated caller.
+    pub async fn handle(
+        self: &Arc<Self>,
+        caller: &Caller,
+        request: Request,
+        base_url: &str,
+    ) -> Result<Outcome, A2aError> {
+        match request {
+            Request::SendMessage(req) => self.send(caller, req, false).await,
+            Request::SendStreamingMessage(req) => self.send(caller, req, true).await,
+            Request::GetTask(req) => {
+                let mut task = self.task(caller, &req.id).await?;
+                apply_history_length(&mut task, req.history_length)?;
+                Ok(Outcome::Reply(Box::new(Reply::Task(task))))
+            }
+            Request::ListTasks(req) => {
+                let live = self.live.clone();
+                let list = self.store.list(caller, &req, &move |id: &str| live.is_live(id)).await?;
+                Ok(Outcome::Reply(Box::new(Reply::Tasks(list))))
+            }
+            Request::CancelTask(req) => {
+                self.cancel(caller, &req.id).await.map(|t| Outcome::Reply(Box::new(Reply::Task(t))))
+            }
+            Request::SubscribeToTask(req) => self.subscribe(caller, &req.id).await,
+            Request::CreatePushConfig(_)
+            | Request::GetPushConfig(_)
+            | Request::ListPushConfigs(_)
+            | Request::DeletePushConfig(_) => Err(A2aError::PushNotSupported),
+            Request::GetExtendedAgentCard => {
+                let card = card::extended_card(&self.options, &caller.workspace, base_url);
+                Ok(Outcome::Reply(Box::new(Reply::Card(Box::new(card)))))
+            }
+        }
+    }
+
+    /// The caller's task: the live view while its run lasts, else the file.
+    async fn task(&self, caller: &Caller, task_id: &str) -> Result<a2a::Task, A2aError> {
+        if let Some(live) = self.live.get(task_id)
+            && live.caller == *caller
+        {
+            return Ok(live.snapshot().await);
+        }
+        let live = self.live.clone();
+        Ok(self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?.task)
+    }
+
+    async fn send(
+        self: &Arc<Self>,
+        caller: &Caller,
+        req: a2a::SendMessageRequest,
+        streaming: bool,
+    ) -> Result<Outcome, A2aError> {
+        let mut message = req.message;
+        if message.message_id.is_empty() {
+            return Err(A2aError::InvalidParams("message.messageId is required".into()));
+        }
+        if message.role == a2a::Role::Agent {
+            return Err(A2aError::InvalidParams("message.role must be ROLE_USER".into()));
+        }
+        files::precheck(&message.parts, self.options.max_file_bytes)?;
+        if let Some(context_id) = &message.context_id
+            && !CONTEXT_ID.is_match(context_id)
+        {
+            return Err(A2aError::InvalidParams(
+                "message.contextId must match [A-Za-z0-9_-]{1,100}".into(),
+            ));
+        }
+        let hops = hops(message.metadata.as_ref().and_then(|m| m.get(HOPS_KEY)))
+            .or_else(|| hops(req.metadata.as_ref().and_then(|m| m.get(HOPS_KEY))))
+            .unwrap_or(0);
+        let configuration = req.configuration.unwrap_or_default_config();
+
+        // An existing task (continuation) or a new one.
+        let existing = match &message.task_id {
+            Some(task_id) => {
+                let live = self.live.clone();
+                let file =
+                    self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+                if let Some(context_id) = &message.context_id
+                    && *context_id != file.task.context_id
+                {
+                    return Err(A2aError::InvalidParams(
+                        "message.contextId does not match the task's contextId".into(),
+                    ));
+                }
+                match file.task.status.state {
+                    TaskState::InputRequired => Some(file),
+                    state if state.is_terminal() => {
+                        return Err(A2aError::UnsupportedOperation(format!(
+                            "task {} is already {}; send a new message without taskId to start a new task",
+                            file.task.id,
+                            state_name(&state)
+                        )));
+                    }
+                    _ => return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into())),
+                }
+            }
+            None => None,
+        };
+        let context_id = match (&existing, &message.context_id) {
+            (Some(file), _) => file.task.context_id.clone(),
+            (None, Some(context_id)) => context_id.clone(),
+            (None, None) => uuid::Uuid::new_v4().to_string(),
+        };
+
+        let extension = {
+            let caller = caller.clone();
+            let notifier = self.notifier.clone();
+            let keys: Vec<String> = self
+                .directory
+                .entries(&caller.workspace)
+                .into_iter()
+                .map(|e| e.key.expose().to_string())
+                .collect();
+            move || -> Arc<dyn volcanic_core::Extension> {
+                Arc::new(A2aSessionExtension { caller, notifier, keys })
+            }
+        };
+        let claim = self.pool.claim(caller, &context_id, extension).await?;
+
+        let task_id = existing
+            .as_ref()
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |f| f.task.id.clone());
+        message.task_id = Some(task_id.clone());
+        message.context_id = Some(context_id.clone());
+        let is_new = existing.is_none();
+        let mut file = match existing {
+            Some(mut file) => {
+                file.task.history.get_or_insert_with(Vec::new).push(message.clone());
+                file
+            }
+            None => TaskFile {
+                task: a2a::Task {
+                    id: task_id.clone(),
+                    context_id: context_id.clone(),
+                    status: TaskStatus {
+                        state: TaskState::Submitted,
+                        message: None,
+                        timestamp: Some(crate::now()),
+                    },
+                    artifacts: None,
+                    history: Some(vec![message.clone()]),
+                    metadata: None,
+                },
+                caller: caller.name.clone(),
+                push_configs: Vec::new(),
+            },
+        };
+
+        if hops > self.options.max_hops {
+            file.task.status = TaskStatus {
+                state: TaskState::Failed,
+                message: Some(agent_message(&task_id, &context_id, "hop limit reached")),
+                timestamp: Some(crate::now()),
+            };
+            let saved = if is_new {
+                self.store.create(&caller.workspace, &file).await
+            } else {
+                self.store.save(&caller.workspace, &file).await
+            };
+            self.pool.release(&claim.scope).await;
+            saved?;
+            tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = self.options.max_hops, "a2a task refused: hop limit reached");
+            return Ok(finished_outcome(file.task, streaming, configuration.history_length));
+        }
+
+        // Live before the file exists, so a concurrent read never takes it for a leftover of a
+        // restart.
+        let live =
+            LiveTask::new(file.clone(), caller.clone(), self.store.clone(), claim.session.clone());
+        self.live.insert(live.clone());
+        if is_new && let Err(err) = self.store.create(&caller.workspace, &file).await {
+            self.end_live(&live, &claim).await;
+            return Err(err);
+        }
+        let prompt =
+            match files::build_prompt(caller, &message.parts, self.notifier.is_some()).await {
+                Ok(prompt) => prompt,
+                Err(err) => {
+                    live.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
+                    live.finish().await;
+                    self.end_live(&live, &claim).await;
+                    return Err(err);
+                }
+            };
+        claim.channel.set_target(Some(live.clone()));
+        live.set_status(TaskState::Working, None).await;
+        claim.session.bus().emit("a2a.inbound", json!({"hops": hops, "caller": caller.name}));
+        let handle = match claim.session.prompt(prompt) {
+            Ok(handle) => handle,
+            Err(err) => {
+                tracing::error!(task_id = %task_id, error = %err, "cannot start the run");
+                live.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
+                live.finish().await;
+                self.end_live(&live, &claim).await;
+                return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
+            }
+        };
+        let (snapshot, events, finished) = live.subscribe().await;
+        let driver = self.clone();
+        let driven = live.clone();
+        self.tracker.spawn(async move { driver.drive(driven, handle, claim).await });
+
+        if streaming {
+            return Ok(Outcome::Stream(task_stream(snapshot, events, finished)));
+        }
+        let task = if configuration.return_immediately {
+            snapshot
+        } else {
+            wait_finished(finished).await.unwrap_or(snapshot)
+        };
+        let mut task = task;
+        apply_history_length(&mut task, configuration.history_length)?;
+        Ok(Outcome::Reply(Box::new(Reply::Send(a2a::SendMessageResponse::Task(task)))))
+    }
+
+    /// Follows a run's session events and turns them into task changes and A2A events.
+    async fn drive(self: Arc<Self>, live: Arc<LiveTask>, mut handle: RunHandle, claim: Claim) {
+        let started = Instant::now();
+        let mut response_started = false;
+        let mut chunk_in_message = false;
+        let mut settled = None;
+        while let Some(event) = handle.events().recv().await {
+            match &event.kind {
+                EventKind::MessageStart { role: Role::Assistant, .. } => chunk_in_message = false,
+                EventKind::TextDelta { text, .. } => {
+                    live.stream_text(text.clone(), response_started, false).await;
+                    response_started = true;
+                    chunk_in_message = true;
+                }
+                EventKind::MessageEnd { message, .. } => {
+                    if chunk_in_message
+                        && matches!(**message, volcanic_core::message::Message::Assistant(_))
+                    {
+                        live.stream_text(String::new(), true, true).await;
+                        chunk_in_message = false;
+                    }
+                }
+                EventKind::ToolStart { name, .. } => {
+                    live.set_status(TaskState::Working, Some(format!("using {name}"))).await;
+                }
+                EventKind::Settled(value) => settled = Some(value.clone()),
+                EventKind::RunStart
+                | EventKind::TurnStart { .. }
+                | EventKind::MessageStart { .. }
+                | EventKind::ThinkingDelta { .. }
+                | EventKind::ToolUpdate { .. }
+                | EventKind::ToolEnd { .. }
+                | EventKind::Retry { .. } => {}
+            }
+        }
+        let (state, message, final_text) = match settled {
+            Some(settled) => {
+                let (state, message) = match settled.outcome {
+                    RunOutcome::Completed | RunOutcome::MaxTurns => (TaskState::Completed, None),
+                    RunOutcome::StoppedByTool { tool, data, .. } if tool == REQUEST_INPUT => {
+                        let question =
+                            data.get("question").and_then(Value::as_str).unwrap_or("").to_string();
+                        (TaskState::InputRequired, Some(question))
+                    }
+                    RunOutcome::StoppedByTool { .. } => (TaskState::Completed, None),
+                    RunOutcome::Aborted => (TaskState::Canceled, None),
+                    RunOutcome::Failed { error } => {
+                        let text = if error == volcanic_core::session::UNEXPECTED_FAILURE {
+                            UNEXPECTED_FAILURE.to_string()
+                        } else {
+                            error
+                        };
+                        (TaskState::Failed, Some(text))
+                    }
+                };
+                (state, message, settled.final_text)
+            }
+            None => (TaskState::Failed, Some(UNEXPECTED_FAILURE.to_string()), String::new()),
+        };
+        live.set_final_text(&final_text).await;
+        live.set_status(state.clone(), message).await;
+        live.finish().await;
+        tracing::info!(
+            "a2a task {} owner={} caller={} state={} in {:.1}s",
+            live.task_id,
+            live.workspace.owner_id,
+            live.caller.name,
+            state_name(&state),
+            started.elapsed().as_secs_f64()
+        );
+        self.end_live(&live, &claim).await;
+    }
+
+    async fn end_live(&self, live: &LiveTask, claim: &Claim) {
+        claim.channel.set_target(None);
+        self.live.remove(&live.task_id);
+        self.pool.release(&claim.scope).await;
+    }
+
+    async fn cancel(&self, caller: &Caller, task_id: &str) -> Result<a2a::Task, A2aError> {
+        if let Some(live) = self.live.get(task_id)
+            && live.caller == *caller
+        {
+            let finished = live.finished();
+            live.abort();
+            return match tokio::time::timeout(CANCEL_WAIT, wait_finished(finished)).await {
+                Ok(Some(task)) => Ok(task),
+                Ok(None) | Err(_) => Ok(live.snapshot().await),
+            };
+        }
+        let live = self.live.clone();
+        let mut file = self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+        let state = file.task.status.state.clone();
+        if state.is_terminal() {
+            return Err(A2aError::TaskNotCancelable {
+                task_id: task_id.to_string(),
+                state: state_name(&state).into(),
+            });
+        }
+        if let Some(old) = file.task.status.message.take() {
+            file.task.history.get_or_insert_with(Vec::new).push(old);
+        }
+        file.task.status =
+            TaskStatus { state: TaskState::Canceled, message: None, timestamp: Some(crate::now()) };
+        self.store.save(&caller.workspace, &file).await?;
+        Ok(file.task)
+    }
+
+    async fn subscribe(&self, caller: &Caller, task_id: &str) -> Result<Outcome, A2aError> {
+        if let Some(live) = self.live.get(task_id)
+            && live.caller == *caller
+        {
+            let (snapshot, events, finished) = live.subscribe().await;
+            return Ok(Outcome::Stream(task_stream(snapshot, events, finished)));
+        }
+        let live = self.live.clone();
+        let file = self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+        let state = file.task.status.state.clone();
+        if state.is_terminal() {
+            return Err(A2aError::UnsupportedOperation(format!(
+                "task {task_id} is already {}",
+                state_name(&state)
+            )));
+        }
+        Ok(Outcome::Stream(Box::pin(futures_util::stream::iter([StreamResponse::Task(file.task)]))))
+    }
+}
+
+/// Send configuration with defaults applied.
+struct Config {
+    return_immediately: bool,
+    history_length: Option<i32>,
+}
+
+trait DefaultConfig {
+    fn unwrap_or_default_config(self) -> Config;
+}
+
+impl DefaultConfig for Option<a2a::SendMessageConfiguration> {
+    fn unwrap_or_default_config(self) -> Config {
+        match self {
+            Some(c) => Config {
+                return_immediately: c.return_immediately.unwrap_or(false),
+                history_length: c.history_length,
+            },
+            None => Config { return_immediately: false, history_length: None },
+        }
+    }
+}
+
+/// The hop count from metadata: a whole number (or a numeric string).
+fn hops(value: Option<&Value>) -> Option<u32> {
+    match value? {
+        Value::Number(n) => n.as_u64().map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+        Value::String(s) => s.trim().parse().ok(),
+        Value::Null | Value::Bool(_) | Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
+fn agent_message(task_id: &str, context_id: &str, text: &str) -> a2a::Message {
+    let mut message = a2a::Message::new(a2a::Role::Agent, vec![a2a::Part::text(text)]);
+    message.task_id = Some(task_id.to_string());
+    message.context_id = Some(context_id.to_string());
+    message
+}
+
+/// A task that ended before any run: the reply or a one-event stream.
+fn finished_outcome(mut task: a2a::Task, streaming: bool, history_length: Option<i32>) -> Outcome {
+    if streaming {
+        return Outcome::Stream(Box::pin(futures_util::stream::iter([StreamResponse::Task(task)])));
+    }
+    // A negative length was refused with the request; ignore the error here.
+    let _ = apply_history_length(&mut task, history_length);
+    Outcome::Reply(Box::new(Reply::Send(a2a::SendMessageResponse::Task(task))))
+}
+
+async fn wait_finished(mut finished: watch::Receiver<Option<a2a::Task>>) -> Option<a2a::Task> {
+    let task = match finished.wait_for(Option::is_some).await {
+        Ok(task) => task.clone(),
+        Err(_) => None,
+    };
+    task.or_else(|| finished.borrow().clone())
+}
+
+/// Whether a status ends a stream: terminal or interrupted.
+pub fn ends_stream(state: &TaskState) -> bool {
+    state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
+}
+
+/// The task first, then live events until the task is terminal or interrupted.
+fn task_stream(
+    snapshot: a2a::Task,
+    events: broadcast::Receiver<StreamResponse>,
+    finished: watch::Receiver<Option<a2a::Task>>,
+) -> EventStream {
+    let done = ends_stream(&snapshot.status.state);
+    let first = futures_util::stream::iter([StreamResponse::Task(snapshot)]);
+    if done {
+        return Box::pin(first);
+    }
+    let rest = futures_util::stream::unfold(Some((events, finished)), |state| async move {
+        let (mut events, finished) = state?;
+        loop {
+            match events.recv().await {
+                Ok(item) => {
+                    let last = matches!(&item, StreamResponse::StatusUpdate(u) if ends_stream(&u.status.state));
+                    return Some((item, if last { None } else { Some((events, finished)) }));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => {
+                    let task = wait_finished(finished).await?;
+                    let update = a2a::TaskStatusUpdateEvent {
+                        task_id: task.id.clone(),
+                        context_id: task.context_id.clone(),
+                        status: task.status.clone(),
+                        metadata: None,
+                    };
+                    return Some((StreamResponse::StatusUpdate(update), None));
+                }
+            }
+        }
+    });
+    Box::pin(futures_util::StreamExt::chain(first, rest))
+}
+
+/// The lower-case state name for messages and logs.
+pub fn state_name(state: &TaskState) -> &'static str {
+    match state {
+        TaskState::Unspecified => "unspecified",
+        TaskState::Submitted => "submitted",
+        TaskState::Working => "working",
+        TaskState::Completed => "completed",
+        TaskState::Failed => "failed",
+        TaskState::Canceled => "canceled",
+        TaskState::InputRequired => "input-required",
+        TaskState::Rejected => "rejected",
+        TaskState::AuthRequired => "auth-required",
+    }
+}

@@ -1,0 +1,246 @@
+//! Tasks with a run in progress: the in-memory task (authoritative while the run lives), the fan-out
+//! of its A2A events to any number of streams, and the registry lazy restart recovery asks.
+//!
+//! Every change goes through one async mutex per task: mutate, persist when the status changed,
+//! then broadcast. A subscriber takes the same lock to snapshot the task and subscribe, so it sees
+//! every event after its snapshot and none before.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use a2a::{
+    Artifact, Part, StreamResponse, TaskArtifactUpdateEvent, TaskState, TaskStatus,
+    TaskStatusUpdateEvent,
+};
+use tokio::sync::{broadcast, watch};
+
+use crate::auth::{A2aWorkspace, Caller};
+use crate::task::TaskFile;
+use crate::task::store::TaskStore;
+
+/// Events a stream may fall behind by before it skips (it still gets the final status).
+const EVENT_CAPACITY: usize = 1024;
+
+/// The name of the artifact holding the answer.
+pub const RESPONSE_ARTIFACT: &str = "response";
+
+/// A task whose run is in progress.
+pub struct LiveTask {
+    pub task_id: String,
+    pub context_id: String,
+    pub caller: Caller,
+    pub workspace: Arc<A2aWorkspace>,
+    state: tokio::sync::Mutex<TaskFile>,
+    events: broadcast::Sender<StreamResponse>,
+    finished: watch::Sender<Option<a2a::Task>>,
+    store: Arc<TaskStore>,
+    session: volcanic_core::Session,
+    response_id: String,
+}
+
+impl LiveTask {
+    pub fn new(
+        file: TaskFile,
+        caller: Caller,
+        store: Arc<TaskStore>,
+        session: volcanic_core::Session,
+    ) -> Arc<Self> {
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let (finished, _) = watch::channel(None);
+        // A continued task keeps its response artifact's id.
+        let response_id = file
+            .task
+            .artifacts
+            .iter()
+            .flatten()
+            .find(|a| a.name.as_deref() == Some(RESPONSE_ARTIFACT))
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |a| a.artifact_id.clone());
+        Arc::new(LiveTask {
+            task_id: file.task.id.clone(),
+            context_id: file.task.context_id.clone(),
+            workspace: caller.workspace.clone(),
+            caller,
+            state: tokio::sync::Mutex::new(file),
+            events,
+            finished,
+            store,
+            session,
+            response_id,
+        })
+    }
+
+    /// Aborts the run (CancelTask); the driver then settles the task as canceled.
+    pub fn abort(&self) {
+        self.session.abort();
+    }
+
+    /// The current task and a subscription to every event after it.
+    pub async fn subscribe(
+        &self,
+    ) -> (a2a::Task, broadcast::Receiver<StreamResponse>, watch::Receiver<Option<a2a::Task>>) {
+        let state = self.state.lock().await;
+        (state.task.clone(), self.events.subscribe(), self.finished.subscribe())
+    }
+
+    /// The current task.
+    pub async fn snapshot(&self) -> a2a::Task {
+        self.state.lock().await.task.clone()
+    }
+
+    /// A receiver that holds the final task once the run has ended.
+    pub fn finished(&self) -> watch::Receiver<Option<a2a::Task>> {
+        self.finished.subscribe()
+    }
+
+    /// Sets the status (with an optional agent message), persists, and broadcasts it.
+    pub async fn set_status(&self, state: TaskState, message: Option<String>) {
+        let mut file = self.state.lock().await;
+        let status = TaskStatus {
+            state,
+            message: message.map(|text| self.agent_message(text)),
+            timestamp: Some(crate::now()),
+        };
+        if let Some(old) = file.task.status.message.take() {
+            file.task.history.get_or_insert_with(Vec::new).push(old);
+        }
+        file.task.status = status.clone();
+        self.persist(&file).await;
+        let _ = self.events.send(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            status,
+            metadata: None,
+        }));
+    }
+
+    /// Streams a piece of the answer into the response artifact (not persisted per chunk).
+    pub async fn stream_text(&self, text: String, append: bool, last_chunk: bool) {
+        let mut file = self.state.lock().await;
+        let artifacts = file.task.artifacts.get_or_insert_with(Vec::new);
+        match artifacts.iter_mut().find(|a| a.artifact_id == self.response_id) {
+            Some(artifact) if append => append_text(artifact, &text),
+            Some(artifact) => artifact.parts = vec![Part::text(text.clone())],
+            None => artifacts.push(self.response_artifact(text.clone())),
+        }
+        // No receiver means nobody is streaming this task right now; the file has the result.
+        let _ = self.events.send(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            artifact: self.response_artifact(text),
+            append: Some(append),
+            last_chunk: Some(last_chunk),
+            metadata: None,
+        }));
+    }
+
+    /// Replaces the response artifact's content with the final answer (or removes it when empty).
+    pub async fn set_final_text(&self, text: &str) {
+        let mut file = self.state.lock().await;
+        let artifacts = file.task.artifacts.get_or_insert_with(Vec::new);
+        artifacts.retain(|a| a.artifact_id != self.response_id);
+        if !text.is_empty() {
+            artifacts.insert(0, self.response_artifact(text.to_string()));
+        }
+        if artifacts.is_empty() {
+            file.task.artifacts = None;
+        }
+    }
+
+    /// Adds a new artifact (something the agent sent), persists and broadcasts it.
+    pub async fn add_artifact(&self, name: Option<String>, parts: Vec<Part>) {
+        let artifact = Artifact {
+            artifact_id: uuid::Uuid::new_v4().to_string(),
+            name,
+            description: None,
+            parts,
+            metadata: None,
+            extensions: None,
+        };
+        let mut file = self.state.lock().await;
+        file.task.artifacts.get_or_insert_with(Vec::new).push(artifact.clone());
+        self.persist(&file).await;
+        let _ = self.events.send(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            artifact,
+            append: None,
+            last_chunk: Some(true),
+            metadata: None,
+        }));
+    }
+
+    /// Marks the run as over: every waiter gets the final task.
+    pub async fn finish(&self) -> a2a::Task {
+        let task = self.snapshot().await;
+        self.finished.send_replace(Some(task.clone()));
+        task
+    }
+
+    fn response_artifact(&self, text: String) -> Artifact {
+        Artifact {
+            artifact_id: self.response_id.clone(),
+            name: Some(RESPONSE_ARTIFACT.into()),
+            description: None,
+            parts: vec![Part::text(text)],
+            metadata: None,
+            extensions: None,
+        }
+    }
+
+    fn agent_message(&self, text: String) -> a2a::Message {
+        let mut message = a2a::Message::new(a2a::Role::Agent, vec![Part::text(text)]);
+        message.context_id = Some(self.context_id.clone());
+        message.task_id = Some(self.task_id.clone());
+        message
+    }
+
+    async fn persist(&self, file: &TaskFile) {
+        if let Err(err) = self.store.save(&self.workspace, file).await {
+            tracing::error!(task_id = %self.task_id, error = %err, "cannot write the task file");
+        }
+    }
+}
+
+/// Appends streamed text to the last text part, so the in-memory artifact stays one part.
+fn append_text(artifact: &mut Artifact, text: &str) {
+    if let Some(a2a::PartContent::Text(existing)) =
+        artifact.parts.last_mut().map(|p| &mut p.content)
+    {
+        existing.push_str(text);
+    } else {
+        artifact.parts.push(Part::text(text));
+    }
+}
+
+/// The live tasks of a server.
+#[derive(Default)]
+pub struct LiveTasks {
+    map: Mutex<HashMap<String, Arc<LiveTask>>>,
+}
+
+impl LiveTasks {
+    pub fn insert(&self, task: Arc<LiveTask>) {
+        self.lock().insert(task.task_id.clone(), task);
+    }
+
+    pub fn remove(&self, task_id: &str) {
+        self.lock().remove(task_id);
+    }
+
+    pub fn get(&self, task_id: &str) -> Option<Arc<LiveTask>> {
+        self.lock().get(task_id).cloned()
+    }
+
+    pub fn is_live(&self, task_id: &str) -> bool {
+        self.lock().contains_key(task_id)
+    }
+
+    /// How many runs are in progress.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LiveTask>>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,161 @@
+//! The session pool: one agent session per (workspace, caller, contextId), opened or resumed on
+//! demand, claimed by one task at a time, and closed after `SessionIdleTimeout` without use
+//! (closed sessions stay resumable from their journals).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use volcanic_core::{Extension, Session, SessionFactory, SessionOptions};
+
+use crate::auth::Caller;
+use crate::error::A2aError;
+use crate::extension::A2aChatChannel;
+
+/// The message for a context that already has a task running.
+pub const CONTEXT_BUSY: &str = "context busy, retry when the current task ends";
+
+/// The session scope of a caller's context: `<prefix>-a2a-<caller>_<contextId>`. Caller names
+/// are `[a-z0-9-]`, so the first `_` separates name and context and no two pairs share a scope.
+pub fn scope(caller: &Caller, context_id: &str) -> String {
+    format!("{}-a2a-{}_{}", caller.workspace.scope_prefix, caller.name, context_id)
+}
+
+struct Entry {
+    session: Session,
+    channel: Arc<A2aChatChannel>,
+    claimed: bool,
+    last_used: Instant,
+}
+
+/// A claimed session: the holder runs one task on it, then releases it.
+pub struct Claim {
+    pub session: Session,
+    pub channel: Arc<A2aChatChannel>,
+    pub scope: String,
+}
+
+/// Open sessions of A2A callers.
+pub struct SessionPool {
+    factory: Arc<SessionFactory>,
+    idle_timeout: Duration,
+    max_file_bytes: u64,
+    entries: tokio::sync::Mutex<HashMap<String, Entry>>,
+}
+
+impl SessionPool {
+    pub fn new(factory: Arc<SessionFactory>, idle_timeout: Duration, max_file_bytes: u64) -> Self {
+        SessionPool {
+            factory,
+            idle_timeout,
+            max_file_bytes,
+            entries: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Claims the context's session, opening or resuming it.
+    ///
+    /// # Errors
+    /// UnsupportedOperation "context busy" when a task runs in the context; Internal when the
+    /// session cannot be opened.
+    pub async fn claim(
+        &self,
+        caller: &Caller,
+        context_id: &str,
+        extension: impl FnOnce() -> Arc<dyn Extension>,
+    ) -> Result<Claim, A2aError> {
+        let scope = scope(caller, context_id);
+        // Held across the open on purpose: two requests for one new context must not both open it.
+        let mut entries = self.entries.lock().await;
+        if let Some(entry) = entries.get_mut(&scope) {
+            if entry.claimed || entry.session.is_running() {
+                return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
+            }
+            entry.claimed = true;
+            entry.last_used = Instant::now();
+            return Ok(Claim {
+                session: entry.session.clone(),
+                channel: entry.channel.clone(),
+                scope,
+            });
+        }
+        let channel = Arc::new(A2aChatChannel::new(self.max_file_bytes));
+        let options = SessionOptions {
+            scope: scope.clone(),
+            cwd: caller.workspace.path.clone(),
+            channel: Some(channel.clone()),
+            extensions: vec![extension()],
+        };
+        let session = self.factory.open(options).await.map_err(|err| {
+            tracing::error!(scope = %scope, error = %err, "cannot open an A2A session");
+            A2aError::Internal
+        })?;
+        entries.insert(
+            scope.clone(),
+            Entry {
+                session: session.clone(),
+                channel: channel.clone(),
+                claimed: true,
+                last_used: Instant::now(),
+            },
+        );
+        Ok(Claim { session, channel, scope })
+    }
+
+    /// Gives a claimed session back.
+    pub async fn release(&self, scope: &str) {
+        if let Some(entry) = self.entries.lock().await.get_mut(scope) {
+            entry.claimed = false;
+            entry.last_used = Instant::now();
+        }
+    }
+
+    /// Closes sessions idle for longer than the timeout; returns how many.
+    pub async fn evict_idle(&self) -> usize {
+        let mut entries = self.entries.lock().await;
+        let now = Instant::now();
+        let idle: Vec<String> = entries
+            .iter()
+            .filter(|(_, e)| {
+                !e.claimed
+                    && !e.session.is_running()
+                    && now.duration_since(e.last_used) >= self.idle_timeout
+            })
+            .map(|(scope, _)| scope.clone())
+            .collect();
+        for scope in &idle {
+            if let Some(entry) = entries.remove(scope)
+                && let Err(err) = entry.session.close()
+            {
+                tracing::warn!(scope = %scope, error = %err, "closing an idle session failed");
+            }
+            tracing::info!(scope = %scope, "idle A2A session closed");
+        }
+        idle.len()
+    }
+
+    /// Evicts idle sessions periodically until `shutdown` fires.
+    pub async fn run_eviction(self: Arc<Self>, shutdown: CancellationToken) {
+        let period =
+            (self.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(60));
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => { self.evict_idle().await; }
+                () = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Closes every session that is not running (shutdown).
+    pub async fn close_all(&self) {
+        let mut entries = self.entries.lock().await;
+        for (scope, entry) in entries.drain() {
+            if let Err(err) = entry.session.close() {
+                tracing::warn!(scope = %scope, error = %err, "closing a session at shutdown failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! The HTTP edge: the axum router (public card, JSON-RPC at `/a2a`, REST under `/a2a/v1`),
+//! authentication before anything else, body caps, SSE, and the server's lifetime.
+//!
+//! Requests are decoded by `binding::{jsonrpc, rest}` into the one internal model, handled by
+//! [`ServerInner::handle`], and encoded back for the caller's binding and version here.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request as HttpRequest, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use volcanic_core::SessionFactory;
+
+use crate::auth::{CallerDirectory, authenticate};
+use crate::binding::{self, jsonrpc, rest};
+use crate::card;
+use crate::config::A2aOptions;
+use crate::error::A2aError;
+use crate::extension::OwnerNotifier;
+use crate::handler::Outcome;
+use crate::live::LiveTasks;
+use crate::pool::SessionPool;
+use crate::task::store::TaskStore;
+
+/// How often an idle SSE stream gets a comment so proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// How long shutdown waits for runs to settle after aborting them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Everything the handlers share.
+pub struct ServerInner {
+    pub(crate) options: A2aOptions,
+    pub(crate) directory: Arc<dyn CallerDirectory>,
+    pub(crate) store: Arc<TaskStore>,
+    pub(crate) pool: Arc<SessionPool>,
+    pub(crate) live: Arc<LiveTasks>,
+    pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
+    pub(crate) tracker: TaskTracker,
+}
+
+/// The A2A server of one host.
+#[derive(Clone)]
+pub struct A2aServer {
+    inner: Arc<ServerInner>,
+}
+
+/// Builds an [`A2aServer`].
+pub struct A2aServerBuilder {
+    factory: Arc<SessionFactory>,
+    directory: Arc<dyn CallerDirectory>,
+    options: A2aOptions,
+    notifier: Option<Arc<dyn OwnerNotifier>>,
+}
+
+impl A2aServerBuilder {
+    pub fn options(mut self, options: A2aOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The owner notifier; without one, sessions have no `notify_owner` tool.
+    pub fn notifier(mut self, notifier: Arc<dyn OwnerNotifier>) -> Self {
+        self.notifier = Some(notifier);
+        self
+    }
+
+    pub fn build(self) -> A2aServer {
+        let pool = Arc::new(SessionPool::new(
+            self.factory,
+            self.options.session_idle_timeout,
+            self.options.max_file_bytes,
+        ));
+        A2aServer {
+            inner: Arc::new(ServerInner {
+                options: self.options,
+                directory: self.directory,
+                store: Arc::new(TaskStore::new()),
+                pool,
+                live: Arc::new(LiveTasks::default()),
+                notifier: self.notifier,
+                tracker: TaskTracker::new(),
+            }),
+        }
+    }
+}
+
+impl A2aServer {
+    /// A builder over the session factory (its shutdown token aborts runs) and the callers.
+    pub fn builder(
+        factory: Arc<SessionFactory>,
+        directory: Arc<dyn CallerDirectory>,
+    ) -> A2aServerBuilder {
+        A2aServerBuilder { factory, directory, options: A2aOptions::default(), notifier: None }
+    }
+
+    /// The routes, to mount in a host's router or serve alone.
+    pub fn router(&self) -> Router {
+        let limit = self.inner.options.max_body_bytes();
+        Router::new()
+            .route("/.well-known/agent-card.json", get(public_card))
+            .route("/a2a", post(jsonrpc_endpoint))
+            .route("/a2a/", post(jsonrpc_endpoint))
+            .route("/a2a/v1/{*path}", any(rest_endpoint))
+            .layer(axum::extract::DefaultBodyLimit::max(limit))
+            .with_state(self.inner.clone())
+    }
+
+    /// Serves on `listener` until `shutdown` fires, then stops accepting, lets aborted runs
+    /// settle (the factory shares the token), closes sessions and returns.
+    ///
+    /// # Errors
+    /// The listener failed.
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<()> {
+        let eviction =
+            self.inner.tracker.spawn(self.inner.pool.clone().run_eviction(shutdown.clone()));
+        let stop = shutdown.clone();
+        let served = axum::serve(listener, self.router())
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+        self.inner.tracker.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, self.inner.tracker.wait()).await.is_err() {
+            tracing::warn!(runs = self.inner.live.len(), "runs still settling at shutdown");
+        }
+        eviction.abort();
+        self.inner.pool.close_all().await;
+        served
+    }
+}
+
+async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {
+    let base = base_url(&inner, &headers);
+    let card = card::public_card(&inner.options, &base);
+    let mut response = axum::Json(binding::blended_card(&card)).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    response
+}
+
+fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    card::base_url(&inner.options, text("host"), text("x-forwarded-proto"))
+}
+
+/// 401 with `WWW-Authenticate`, the same body on both bindings.
+fn unauthorized(message: &str) -> Response {
+    let body = json!({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": message}});
+    let mut response = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"a2a\", ApiKey realm=\"a2a\" header=\"X-API-Key\""),
+    );
+    response
+}
+
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, A2aError> {
+    axum::body::to_bytes(body, limit).await.map_err(|_| A2aError::PayloadTooLarge { limit })
+}
+
+async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
+    let (parts, body) = request.into_parts();
+    let caller = match authenticate(
+        inner.directory.as_ref(),
+        header_text(&parts.headers, "x-api-key").as_deref(),
+        header_text(&parts.headers, "authorization").as_deref(),
+    ) {
+        Ok(caller) => caller,
+        Err(failure) => return unauthorized(&failure.to_string()),
+    };
+    let base = base_url(&inner, &parts.headers);
+    let limit = inner.options.max_body_bytes();
+    let body = match read_body(body, limit).await {
+        Ok(body) => body,
+        Err(err) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                axum::Json(jsonrpc::encode_error(&Value::Null, &err)),
+            )
+                .into_response();
+        }
+    };
+    let requested = binding::requested_version(
+        header_text(&parts.headers, "a2a-version").as_deref(),
+        parts.uri.query(),
+    );
+    let decoded = requested
+        .map_err(|err| (jsonrpc::request_id(&body), err))
+        .and_then(|requested| jsonrpc::decode(&body, requested));
+    let decoded = match decoded {
+        Ok(decoded) => decoded,
+        Err((id, err)) => return json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
+    };
+    let streaming = decoded.request.is_streaming();
+    let (id, version) = (decoded.id, decoded.version);
+    tracing::debug!(caller = %caller.name, binding = "jsonrpc", version = version.as_str(), "a2a request");
+    match inner.handle(&caller, decoded.request, &base).await {
+        Ok(Outcome::Reply(reply)) => {
+            json_response(StatusCode::OK, jsonrpc::encode_reply(&id, version, &reply))
+        }
+        Ok(Outcome::Stream(stream)) => {
+            let events = stream.map(move |item| {
+                Ok::<_, Infallible>(
+                    Event::default()
+                        .data(jsonrpc::encode_stream_item(&id, version, &item).to_string()),
+                )
+            });
+            sse(events)
+        }
+        Err(err) if streaming => {
+            // Early errors of a stream go out as one SSE error event (PROTOCOL.md §5.3).
+            let event = Event::default().data(jsonrpc::encode_error(&id, &err).to_string());
+            sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]))
+        }
+        Err(err) => json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
+    }
+}
+
+async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
+    let (parts, body) = request.into_parts();
+    let caller = match authenticate(
+        inner.directory.as_ref(),
+        header_text(&parts.headers, "x-api-key").as_deref(),
+        header_text(&parts.headers, "authorization").as_deref(),
+    ) {
+        Ok(caller) => caller,
+        Err(failure) => return unauthorized(&failure.to_string()),
+    };
+    let base = base_url(&inner, &parts.headers);
+    let rest_error = |err: &A2aError| {
+        let (status, body) = rest::encode_error(err);
+        json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), body)
+    };
+    let version = binding::requested_version(
+        header_text(&parts.headers, "a2a-version").as_deref(),
+        parts.uri.query(),
+    )
+    .and_then(rest::check_version);
+    if let Err(err) = version {
+        return rest_error(&err);
+    }
+    let body = match read_body(body, inner.options.max_body_bytes()).await {
+        Ok(body) => body,
+        Err(err) => return rest_error(&err),
+    };
+    let path = parts.uri.path().strip_prefix("/a2a/v1").unwrap_or("");
+    let request = match rest::decode(parts.method.as_str(), path, parts.uri.query(), &body) {
+        Ok(request) => request,
+        Err(err) => return rest_error(&err),
+    };
+    tracing::debug!(caller = %caller.name, binding = "rest", "a2a request");
+    match inner.handle(&caller, request, &base).await {
+        Ok(Outcome::Reply(reply)) => {
+            let (status, body) = rest::encode_reply(&reply);
+            json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
+        }
+        Ok(Outcome::Stream(stream)) => sse(stream.map(|item| {
+            Ok::<_, Infallible>(Event::default().data(rest::encode_stream_item(&item).to_string()))
+        })),
+        Err(err) => rest_error(&err),
+    }
+}
+
+fn sse<S>(events: S) -> Response
+where
+    S: futures_util::Stream<Item = Result<Event, Infallible>> + Send + 'static,
+{
+    let mut response =
+        Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+}

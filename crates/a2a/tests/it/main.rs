@@ -1,0 +1,13 @@
+//! Integration tests of the A2A server: the real server on 127.0.0.1, a real HTTP client, the
+//! Faux provider, temp workspaces.
+
+// clippy.toml allows these inside `#[test]` functions only; shared helpers panic the same way.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod auth;
+mod bad_input;
+mod cards;
+mod runs;
+mod support;
+mod tasks;
+mod v03;

@@ -1,0 +1,306 @@
+//! The test server and client helpers.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use volcanic_a2a::auth::{A2aWorkspace, Caller, WorkspaceCallerDirectory};
+use volcanic_a2a::{A2aOptions, A2aServer, OwnerNotifier};
+use volcanic_core::config::{AgentConfig, RetryConfig};
+use volcanic_core::provider::faux::FauxProvider;
+use volcanic_core::{Extension, Registrar, SessionFactory};
+
+/// Every wait in these tests is bounded by this.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+pub const KEY: &str = "k_travel_bot_key_0001";
+pub const OTHER_KEY: &str = "k_other_bot_key_0002";
+
+/// Records owner notifications.
+#[derive(Default)]
+pub struct Notes(pub Mutex<Vec<(String, String)>>);
+
+#[async_trait::async_trait]
+impl OwnerNotifier for Notes {
+    async fn notify(&self, caller: &Caller, text: &str) -> Result<(), String> {
+        self.0.lock().unwrap().push((caller.name.clone(), text.to_string()));
+        Ok(())
+    }
+}
+
+/// Records `a2a.inbound` bus events of every session.
+#[derive(Default)]
+pub struct Inbound(pub Arc<Mutex<Vec<Value>>>);
+
+impl Extension for Inbound {
+    fn name(&self) -> &str {
+        "inbound-recorder"
+    }
+
+    fn register(&self, registrar: &mut Registrar) {
+        let seen = self.0.clone();
+        registrar
+            .bus()
+            .on("a2a.inbound", move |event| seen.lock().unwrap().push(event.data.clone()));
+    }
+}
+
+/// Options of a test server.
+pub struct Setup {
+    pub notifier: bool,
+    pub options: A2aOptions,
+    /// Extra workspaces (each gets its own callers.json written by the test).
+    pub extra_workspaces: usize,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup { notifier: true, options: A2aOptions::default(), extra_workspaces: 0 }
+    }
+}
+
+/// A running server with one workspace (plus extras), the Faux provider and a client.
+pub struct TestServer {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub workspace: tempfile::TempDir,
+    pub extra: Vec<tempfile::TempDir>,
+    pub state: tempfile::TempDir,
+    pub faux: Arc<FauxProvider>,
+    pub notes: Arc<Notes>,
+    pub inbound: Arc<Mutex<Vec<Value>>>,
+    shutdown: CancellationToken,
+    handle: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::with(Setup::default()).await
+    }
+
+    pub async fn with(setup: Setup) -> Self {
+        let workspace = tempfile::tempdir().unwrap();
+        let extra: Vec<tempfile::TempDir> =
+            (0..setup.extra_workspaces).map(|_| tempfile::tempdir().unwrap()).collect();
+        write_callers(workspace.path(), &[("travel-bot", KEY), ("other-bot", OTHER_KEY)]);
+        let state = tempfile::tempdir().unwrap();
+        Self::start_in(workspace, extra, state, setup).await
+    }
+
+    /// Starts a server over existing folders (restart tests).
+    pub async fn start_in(
+        workspace: tempfile::TempDir,
+        extra: Vec<tempfile::TempDir>,
+        state: tempfile::TempDir,
+        setup: Setup,
+    ) -> Self {
+        let faux = Arc::new(FauxProvider::new());
+        let inbound = Inbound::default();
+        let seen = inbound.0.clone();
+        let shutdown = CancellationToken::new();
+        let config = AgentConfig {
+            retry: RetryConfig {
+                max_retries: 1,
+                base_delay: Duration::from_millis(1),
+                max_delay: Duration::from_millis(5),
+            },
+            ..AgentConfig::default()
+        };
+        let factory = Arc::new(
+            SessionFactory::builder(faux.clone(), state.path())
+                .config(config)
+                .extension(Arc::new(inbound))
+                .shutdown(shutdown.clone())
+                .build(),
+        );
+        let mut workspaces = vec![A2aWorkspace {
+            path: workspace.path().to_path_buf(),
+            scope_prefix: "test".into(),
+            owner_id: "owner-1".into(),
+        }];
+        for (i, dir) in extra.iter().enumerate() {
+            workspaces.push(A2aWorkspace {
+                path: dir.path().to_path_buf(),
+                scope_prefix: format!("extra{i}"),
+                owner_id: format!("owner-{}", i + 2),
+            });
+        }
+        let directory =
+            Arc::new(WorkspaceCallerDirectory::new(Arc::new(move || workspaces.clone())));
+        let notes = Arc::new(Notes::default());
+        let mut builder = A2aServer::builder(factory, directory).options(setup.options);
+        if setup.notifier {
+            builder = builder.notifier(notes.clone());
+        }
+        let server = builder.build();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let stop = shutdown.clone();
+        let handle = tokio::spawn(async move { server.serve(listener, stop).await.unwrap() });
+        TestServer {
+            base,
+            client: reqwest::Client::new(),
+            workspace,
+            extra,
+            state,
+            faux,
+            notes,
+            inbound: seen,
+            shutdown,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops the server and gives its folders back (for a restart).
+    pub async fn stop(mut self) -> (tempfile::TempDir, Vec<tempfile::TempDir>, tempfile::TempDir) {
+        self.shutdown.cancel();
+        if let Some(handle) = self.handle.take() {
+            tokio::time::timeout(DEADLINE, handle).await.unwrap().unwrap();
+        }
+        let TestServer { workspace, extra, state, .. } = self;
+        (workspace, extra, state)
+    }
+
+    pub fn ws(&self) -> &Path {
+        self.workspace.path()
+    }
+
+    pub fn task_path(&self, task_id: &str) -> PathBuf {
+        self.ws().join(".volcanic/a2a/tasks").join(format!("{task_id}.json"))
+    }
+
+    /// A JSON-RPC call with a key and `A2A-Version: 1.0`; returns the whole response body.
+    pub async fn rpc(&self, key: &str, method: &str, params: Value) -> Value {
+        self.rpc_versioned(key, Some("1.0"), method, params).await
+    }
+
+    pub async fn rpc_versioned(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Value {
+        let mut request = self
+            .client
+            .post(format!("{}/a2a", self.base))
+            .header("X-API-Key", key)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        if let Some(version) = version {
+            request = request.header("A2A-Version", version);
+        }
+        let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
+        assert_eq!(response.status(), 200, "{method}");
+        response.json().await.unwrap()
+    }
+
+    /// A streaming JSON-RPC call: every SSE event's data, parsed, until the stream closes.
+    pub async fn rpc_stream(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Vec<Value> {
+        let mut request = self
+            .client
+            .post(format!("{}/a2a", self.base))
+            .header("X-API-Key", key)
+            .json(&json!({"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}));
+        if let Some(version) = version {
+            request = request.header("A2A-Version", version);
+        }
+        let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        collect_sse(response).await
+    }
+
+    /// A REST call; returns status and body.
+    pub async fn rest(
+        &self,
+        key: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut request = self
+            .client
+            .request(method, format!("{}/a2a/v1{path}", self.base))
+            .header("Authorization", format!("Bearer {key}"))
+            .header("A2A-Version", "1.0");
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    pub async fn rest_stream(&self, key: &str, path: &str, body: Value) -> Vec<Value> {
+        let request = self
+            .client
+            .post(format!("{}/a2a/v1{path}", self.base))
+            .header("X-API-Key", key)
+            .header("A2A-Version", "1.0")
+            .json(&body);
+        let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
+        assert_eq!(response.status(), 200);
+        collect_sse(response).await
+    }
+
+    /// Sends a message (blocking) and returns the JSON-RPC result.
+    pub async fn send(&self, text: &str) -> Value {
+        let body = self.rpc(KEY, "SendMessage", send_params(text, None)).await;
+        body.get("result").cloned().unwrap_or_else(|| panic!("no result: {body}"))
+    }
+}
+
+/// SendMessage params for one text part.
+pub fn send_params(text: &str, extra: Option<Value>) -> Value {
+    let mut message = json!({"messageId": uuid(), "role": "ROLE_USER", "parts": [{"text": text}]});
+    if let Some(Value::Object(extra)) = extra {
+        for (k, v) in extra {
+            message[k] = v;
+        }
+    }
+    json!({"message": message})
+}
+
+pub fn uuid() -> String {
+    format!(
+        "m-{}",
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+    )
+}
+
+/// A `faux>` directive line.
+pub fn directive(steps: Value) -> String {
+    format!("faux> {}", json!({ "steps": steps }))
+}
+
+pub fn write_callers(workspace: &Path, callers: &[(&str, &str)]) {
+    let dir = workspace.join(".volcanic/a2a");
+    std::fs::create_dir_all(&dir).unwrap();
+    let list: Vec<Value> =
+        callers.iter().map(|(name, key)| json!({"name": name, "key": key})).collect();
+    std::fs::write(dir.join("callers.json"), serde_json::to_string_pretty(&list).unwrap()).unwrap();
+}
+
+async fn collect_sse(response: reqwest::Response) -> Vec<Value> {
+    let mut events = Vec::new();
+    let mut stream = response.bytes_stream().eventsource();
+    tokio::time::timeout(DEADLINE, async {
+        while let Some(event) = stream.next().await {
+            let event = event.unwrap();
+            events.push(serde_json::from_str(&event.data).unwrap());
+        }
+    })
+    .await
+    .expect("stream did not end in time");
+    events
+}

@@ -1,0 +1,140 @@
+//! `volcanic serve` as a real child process: the listening line, a real request, SIGTERM, and no
+//! key in the logs.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use assert_cmd::cargo::CommandCargoExt;
+
+const KEY: &str = "k_serve_test_key_77";
+
+struct Served {
+    child: Child,
+    base: String,
+}
+
+fn serve(workspace: &Path, state: &Path, extra_env: &[(&str, &str)]) -> Served {
+    let mut cmd = Command::cargo_bin("volcanic").unwrap();
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", state)
+        .env("RUST_LOG", "debug")
+        .args(["serve", "--faux", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(workspace)
+        .arg("--state-dir")
+        .arg(state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        if let Some(Ok(line)) = lines.next() {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx.recv_timeout(Duration::from_secs(30)).expect("listening line");
+    let base = line.strip_prefix("volcanic: listening on ").expect("the contract line").to_string();
+    Served { child, base }
+}
+
+fn workspace_with_caller() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".volcanic/a2a")).unwrap();
+    std::fs::write(
+        ws.path().join(".volcanic/a2a/callers.json"),
+        format!(r#"[{{"name":"tester","key":"{KEY}"}}]"#),
+    )
+    .unwrap();
+    ws
+}
+
+fn post(base: &str, key: &str, body: &str) -> (u16, String) {
+    // A tiny HTTP/1.1 client over std, so this test needs no async runtime.
+    let address = base.strip_prefix("http://").unwrap();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let request = format!(
+        "POST /a2a HTTP/1.1\r\nHost: {address}\r\nX-API-Key: {key}\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, response)
+}
+
+fn stop(mut served: Served) -> (i32, String) {
+    let status =
+        Command::new("kill").arg("-TERM").arg(served.child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    let mut stderr = String::new();
+    served.child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let code = served.child.wait().unwrap().code().unwrap_or(-1);
+    (code, stderr)
+}
+
+#[test]
+fn serve_prints_listening_line_answers_and_exits_0_on_sigterm() {
+    let ws = workspace_with_caller();
+    let state = tempfile::tempdir().unwrap();
+    let served = serve(ws.path(), state.path(), &[]);
+    assert!(served.base.starts_with("http://127.0.0.1:"), "{}", served.base);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
+    let (status, response) = post(&served.base, KEY, body);
+    assert_eq!(status, 200);
+    assert!(response.contains("TASK_STATE_COMPLETED"), "{response}");
+    let (status, _) = post(&served.base, "wrong-key", body);
+    assert_eq!(status, 401);
+    let (code, stderr) = stop(served);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("a2a task"), "the task-end line is logged: {stderr}");
+    assert!(!stderr.contains(KEY), "a caller key reached the log");
+}
+
+#[test]
+fn serve_without_provider_exits_2() {
+    let ws = workspace_with_caller();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("volcanic")
+        .unwrap()
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", state.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--faux"));
+}
+
+#[test]
+fn serve_bad_a2a_config_exits_2_naming_the_key() {
+    let ws = workspace_with_caller();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("volcanic")
+        .unwrap()
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("A2A__MaxHops", "three")
+        .args(["serve", "--faux", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(state.path())
+        .arg("--workspace")
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a2a.max_hops"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
