@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 use volcanic_core::{Extension, Session, SessionFactory, SessionOptions};
@@ -157,5 +159,61 @@ impl SessionPool {
                 tracing::warn!(scope = %scope, error = %err, "closing a session at shutdown failed");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use volcanic_core::provider::faux::FauxProvider;
+
+    use super::*;
+    use crate::auth::{A2aWorkspace, CallerMode};
+
+    struct Nothing;
+
+    impl Extension for Nothing {
+        fn name(&self) -> &str {
+            "nothing"
+        }
+
+        fn register(&self, _registrar: &mut volcanic_core::Registrar) {}
+    }
+
+    fn caller(path: PathBuf) -> Caller {
+        Caller {
+            name: "bot".into(),
+            mode: CallerMode::Isolated,
+            workspace: Arc::new(A2aWorkspace {
+                path,
+                scope_prefix: "t".into(),
+                owner_id: "o".into(),
+            }),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_sessions_are_closed_after_the_timeout_and_reopen() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let factory =
+            Arc::new(SessionFactory::builder(Arc::new(FauxProvider::new()), state.path()).build());
+        let pool = SessionPool::new(factory, Duration::from_secs(60), 1024);
+        let caller = caller(ws.path().to_path_buf());
+        let extension = || -> Arc<dyn Extension> { Arc::new(Nothing) };
+
+        let claim = pool.claim(&caller, "ctx", extension).await.unwrap();
+        assert_eq!(claim.scope, "t-a2a-bot_ctx");
+        assert!(
+            matches!(pool.claim(&caller, "ctx", extension).await, Err(A2aError::UnsupportedOperation(m)) if m == CONTEXT_BUSY)
+        );
+        pool.release(&claim.scope).await;
+        assert_eq!(pool.evict_idle().await, 0, "not idle long enough");
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert_eq!(pool.evict_idle().await, 1);
+        // Closed means the scope is free again: it reopens (resuming the journal).
+        let again = pool.claim(&caller, "ctx", extension).await.unwrap();
+        assert_eq!(again.session.id(), claim.session.id());
     }
 }
