@@ -12,6 +12,14 @@ use std::path::Path;
 /// # Errors
 /// Any I/O error of the steps above; the target is untouched when it fails.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    // Write through a symlink to its target, so the link survives (CLAUDE.md → AGENTS.md).
+    let resolved;
+    let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        resolved = std::fs::canonicalize(path)?;
+        resolved.as_path()
+    } else {
+        path
+    };
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -43,5 +51,20 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(names, vec!["file.txt"]);
+    }
+
+    #[test]
+    fn write_atomic_through_a_symlink_keeps_the_link() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("AGENTS.md"), "old").unwrap();
+        std::os::unix::fs::symlink("AGENTS.md", dir.path().join("CLAUDE.md")).unwrap();
+        write_atomic(&dir.path().join("CLAUDE.md"), b"new").unwrap();
+        assert!(
+            std::fs::symlink_metadata(dir.path().join("CLAUDE.md"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(dir.path().join("AGENTS.md")).unwrap(), "new");
     }
 }

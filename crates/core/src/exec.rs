@@ -10,41 +10,56 @@ use std::fmt;
 
 use crate::redact::Secret;
 
-/// Name fragments (upper case) that mark a variable as secret.
+/// Name fragments (upper case) that mark a variable as secret: kept from children, and its value
+/// redacted wherever it shows up.
 const SECRET_NAME_PARTS: &[&str] =
-    &["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE", "COOKIE", "AUTH"];
+    &["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE", "COOKIE"];
 
-/// Name prefixes (upper case) of provider variables and host config sections that carry secrets.
-const SECRET_NAME_PREFIXES: &[&str] = &[
+/// Whole `_`-separated words (upper case) that mark a variable as secret (`AUTH` as a word, so
+/// `GIT_AUTHOR_NAME` is not one).
+const SECRET_NAME_WORDS: &[&str] = &["AUTH", "AUTHORIZATION", "DSN"];
+
+/// Exact names (upper case) that carry secrets without saying so.
+const SECRET_NAMES: &[&str] = &["DATABASE_URL"];
+
+/// Name prefixes (upper case) of sections whose every value is a secret.
+const SECRET_PREFIXES: &[&str] = &["CONNECTIONSTRINGS__"];
+
+/// Name prefixes (upper case) of provider variables and host configuration: kept from children
+/// (the agent has no business with the host's setup) but not redacted unless they look secret.
+const HOST_PREFIXES: &[&str] = &[
     "ANTHROPIC_",
     "OPENAI_",
     "GEMINI_",
     "OPENROUTER_",
-    "AZURE_",
-    "AWS_",
+    "AZURE_OPENAI_",
     "TELEGRAM__",
     "A2A__",
     "PROVIDER__",
-    "CONNECTIONSTRINGS__",
+    "AGENT__",
     "GOOGLE__",
 ];
 
-/// Exact names (upper case) that carry secrets without saying so.
-const SECRET_NAMES: &[&str] = &["DATABASE_URL", "GOOGLE_API_KEY"];
-
-/// Whether a variable with this name should be kept from child processes.
+/// Whether a variable's value is a secret (kept from children and redacted).
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
-        || SECRET_NAME_PREFIXES.iter().any(|prefix| upper.starts_with(prefix))
+        || upper.split('_').any(|word| SECRET_NAME_WORDS.contains(&word))
         || SECRET_NAMES.contains(&upper.as_str())
-        || upper.ends_with("_DSN")
+        || SECRET_PREFIXES.iter().any(|prefix| upper.starts_with(prefix))
+}
+
+/// Whether a variable belongs to the host's configuration (kept from children).
+pub fn is_host_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    HOST_PREFIXES.iter().any(|prefix| upper.starts_with(prefix))
 }
 
 /// The environment for child processes plus the secrets removed from it.
 #[derive(Clone, Default)]
 pub struct ExecEnv {
     vars: BTreeMap<String, String>,
+    /// Secret variables: kept from children and redacted.
     removed: Vec<Secret>,
 }
 
@@ -64,9 +79,11 @@ impl ExecEnv {
         let mut vars = BTreeMap::new();
         let mut removed = Vec::new();
         for (name, value) in host {
-            if is_secret_name(&name) && !allow.iter().any(|a| a.eq_ignore_ascii_case(&name)) {
+            if allow.iter().any(|a| a.eq_ignore_ascii_case(&name)) {
+                vars.insert(name, value);
+            } else if is_secret_name(&name) {
                 removed.push(Secret { name, value });
-            } else {
+            } else if !is_host_name(&name) {
                 vars.insert(name, value);
             }
         }
@@ -78,7 +95,8 @@ impl ExecEnv {
         self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
-    /// The secrets removed from the host environment.
+    /// The secrets removed from the host environment (host configuration that is not secret is
+    /// removed too, but not listed here: it is not redacted).
     pub fn removed(&self) -> &[Secret] {
         &self.removed
     }
@@ -89,7 +107,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secret_looking_names_are_removed() {
+    fn secret_looking_names_are_removed_and_host_config_kept_from_children() {
         let host = [
             ("PATH", "/usr/bin"),
             ("HOME", "/home/me"),
@@ -101,20 +119,26 @@ mod tests {
             ("A2A__PublicUrl", "u"),
             ("PG_DSN", "d"),
             ("GH_TOKEN", "allowed"),
+            ("GIT_AUTHOR_NAME", "Ada"),
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("HTTP_AUTH", "h"),
+            ("ConnectionStrings__Main", "Server=x;Password=y"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()));
         let env = ExecEnv::from_host(host, &["gh_token".to_string()]);
         let kept: Vec<&str> = env.vars().map(|(k, _)| k).collect();
-        assert_eq!(kept, vec!["GH_TOKEN", "HOME", "PATH"]);
+        assert_eq!(kept, vec!["AWS_REGION", "GH_TOKEN", "GIT_AUTHOR_NAME", "HOME", "PATH"]);
         let mut removed: Vec<&str> = env.removed().iter().map(|s| s.name.as_str()).collect();
         removed.sort_unstable();
         assert_eq!(
             removed,
             vec![
-                "A2A__PublicUrl",
                 "ANTHROPIC_API_KEY",
+                "AWS_SECRET_ACCESS_KEY",
+                "ConnectionStrings__Main",
+                "HTTP_AUTH",
                 "MY_SERVICE_TOKEN",
-                "OPENAI_BASE_URL",
                 "PG_DSN",
                 "Telegram__BotToken",
                 "db_password"

@@ -58,7 +58,7 @@ learn something worth keeping; keep it short.",
     let mut budget = limits.max_total_chars;
     for section in sections {
         let path = cwd.join(section.file);
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let Some(text) = read_capped(&path, limits.max_file_chars) else { continue };
         let cap = limits.max_file_chars.min(budget);
         let (text, cut) = cut_chars(text.trim(), cap);
         if cut {
@@ -95,11 +95,25 @@ learn something worth keeping; keep it short.",
 /// The first non-empty line of PERSONA.md, without Markdown heading marks: a one-sentence
 /// self-description for cards and listings.
 pub fn persona_summary(workspace: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(workspace.join("PERSONA.md")).ok()?;
+    let text = read_capped(&workspace.join("PERSONA.md"), 4096)?;
     text.lines()
         .map(|line| line.trim().trim_start_matches('#').trim())
         .find(|line| !line.is_empty())
         .map(str::to_string)
+}
+
+/// Reads a regular file (symlinks followed), at most enough bytes for `max_chars` characters plus
+/// a marker's worth, so a FIFO, a device or a huge file cannot stall or exhaust the run.
+fn read_capped(path: &Path, max_chars: usize) -> Option<String> {
+    use std::io::Read;
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let file = std::fs::File::open(path).ok()?;
+    let limit = u64::try_from(max_chars.saturating_add(1).saturating_mul(4)).unwrap_or(u64::MAX);
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn cut_chars(text: &str, max: usize) -> (&str, bool) {
@@ -150,6 +164,22 @@ mod tests {
         assert!(
             p.contains(&format!("{}\n[… MEMORY.md truncated at 10 characters", "é".repeat(10)))
         );
+    }
+
+    #[test]
+    fn special_files_are_skipped_and_big_files_read_in_part() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("MEMORY.md")).unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("PERSONA.md"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
+        std::fs::write(dir.path().join("AGENTS.md"), "x".repeat(5_000_000)).unwrap();
+        let limits = ContextLimits { max_file_chars: 100, max_total_chars: 1000 };
+        let p = prompt(dir.path(), &limits);
+        assert!(!p.contains("# Persona") && !p.contains("# Memory"), "{p}");
+        assert!(p.contains("[… AGENTS.md truncated at 100 characters"));
     }
 
     #[test]

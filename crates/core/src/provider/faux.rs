@@ -5,7 +5,9 @@
 //! - A line `faux> {"steps": [...]}` in the latest user message scripts the run; each model call
 //!   takes the next step: `{"text", "chunk"?, "delay_ms"?}`, `{"tool", "args"}`,
 //!   `{"calls": [{"tool", "args"}, ...]}`, `{"error"}`, `{"sleep_ms"}` (a wait before the next
-//!   step, within the same call). When the steps run out the answer is `done`.
+//!   step, within the same call). A text step directly followed by a tool step is one answer
+//!   (text, then the calls), so text ends the run only as the last step. When the steps run out
+//!   the answer is `done`.
 //! - A script file (`--faux-script`) gives `{"rules": [{"match": REGEX, "steps": [...]}],
 //!   "default": {"steps": [...]}}` for user messages without a directive.
 //!
@@ -13,6 +15,7 @@
 //! after the latest user message, so it behaves the same after a resume. Every request is recorded
 //! for tests.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -163,11 +166,14 @@ pub fn directive(text: &str) -> Option<Result<Steps, String>> {
     )
 }
 
+/// How many of the latest requests the provider keeps for inspection.
+pub const RECORDED_REQUESTS: usize = 256;
+
 /// The deterministic provider.
 #[derive(Default)]
 pub struct FauxProvider {
     script: FauxScript,
-    requests: Mutex<Vec<ModelRequest>>,
+    requests: Mutex<VecDeque<ModelRequest>>,
 }
 
 impl FauxProvider {
@@ -178,16 +184,16 @@ impl FauxProvider {
 
     /// A Faux provider with a `--faux-script`.
     pub fn with_script(script: FauxScript) -> Self {
-        FauxProvider { script, requests: Mutex::new(Vec::new()) }
+        FauxProvider { script, requests: Mutex::new(VecDeque::new()) }
     }
 
-    /// Every request received so far.
+    /// The requests received so far, oldest first (at most the latest [`RECORDED_REQUESTS`]).
     pub fn requests(&self) -> Vec<ModelRequest> {
-        self.requests.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.requests.lock().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect()
     }
 
-    /// What the next answer to `request` is: the wait before it and the step.
-    fn plan(&self, request: &ModelRequest) -> Result<(Duration, Option<Step>), String> {
+    /// What the next answer to `request` is.
+    fn plan(&self, request: &ModelRequest) -> Result<Answer, String> {
         let user = request.latest_user_text().unwrap_or("");
         let answered = request
             .messages
@@ -200,33 +206,66 @@ impl FauxProvider {
             Some(parsed) => parsed.map_err(|e| format!("faux: invalid directive: {e}"))?,
             None => match self.script.steps_for(user) {
                 Some(steps) => steps.clone(),
+                None if answered > 0 => Steps::default(),
                 None => {
-                    if answered > 0 {
-                        return Ok((Duration::ZERO, None));
-                    }
                     let text = format!("echo: {user}");
                     let chunk = text.chars().count().div_ceil(3).max(1);
-                    return Ok((
-                        Duration::ZERO,
-                        Some(Step::Text { text, chunk, delay: Duration::ZERO }),
-                    ));
+                    Steps(vec![Step::Text { text, chunk, delay: Duration::ZERO }])
                 }
             },
         };
-        let mut wait = Duration::ZERO;
-        let mut index = 0;
-        for step in steps.0 {
-            match step {
-                Step::Sleep(d) => wait += d,
-                other if index == answered => return Ok((wait, Some(other))),
-                _ => {
-                    index += 1;
-                    wait = Duration::ZERO;
-                }
+        Ok(answers(steps).into_iter().nth(answered).unwrap_or_default())
+    }
+}
+
+/// One model call's worth of steps.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Answer {
+    wait: Duration,
+    /// Text, chunk size (0 = whole), delay before each chunk.
+    text: Option<(String, usize, Duration)>,
+    calls: Vec<(String, Value)>,
+    error: Option<String>,
+}
+
+/// Groups steps into answers: sleeps add to the wait of the next answer, and a text step directly
+/// followed by a tool step is one answer ("let me check" plus the call), so a text step ends the
+/// run only when it is the last one.
+fn answers(steps: Steps) -> Vec<Answer> {
+    let mut out = Vec::new();
+    let mut wait = Duration::ZERO;
+    let mut steps = steps.0.into_iter().peekable();
+    while let Some(step) = steps.next() {
+        match step {
+            Step::Sleep(d) => wait = wait.saturating_add(d),
+            Step::Text { text, chunk, delay } => {
+                let calls = match steps.peek() {
+                    Some(Step::Calls(_)) => match steps.next() {
+                        Some(Step::Calls(calls)) => calls,
+                        Some(Step::Text { .. } | Step::Error(_) | Step::Sleep(_)) | None => {
+                            Vec::new()
+                        }
+                    },
+                    Some(Step::Text { .. } | Step::Error(_) | Step::Sleep(_)) | None => Vec::new(),
+                };
+                out.push(Answer { wait, text: Some((text, chunk, delay)), calls, error: None });
+                wait = Duration::ZERO;
+            }
+            Step::Calls(calls) => {
+                out.push(Answer { wait, text: None, calls, error: None });
+                wait = Duration::ZERO;
+            }
+            Step::Error(error) => {
+                out.push(Answer { wait, text: None, calls: Vec::new(), error: Some(error) });
+                wait = Duration::ZERO;
             }
         }
-        Ok((wait, None))
     }
+    // Trailing sleeps wait before the final `done`.
+    if !wait.is_zero() {
+        out.push(Answer { wait, ..Answer::default() });
+    }
+    out
 }
 
 #[async_trait::async_trait]
@@ -245,56 +284,58 @@ impl Provider for FauxProvider {
         sink: DeltaSink<'_>,
         _cancel: &CancellationToken,
     ) -> Result<AssistantMessage, ProviderError> {
-        self.requests.lock().unwrap_or_else(PoisonError::into_inner).push(request.clone());
-        let (wait, step) =
-            self.plan(request).map_err(|e| ProviderError::new(ProviderErrorKind::Other, e))?;
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+        {
+            let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+            if requests.len() >= RECORDED_REQUESTS {
+                requests.pop_front();
+            }
+            requests.push_back(request.clone());
         }
-        let step =
-            step.unwrap_or(Step::Text { text: "done".into(), chunk: 0, delay: Duration::ZERO });
-        let input_tokens = estimate_tokens(request);
-        let message = |content: Vec<AssistantBlock>, stop_reason, output: usize| AssistantMessage {
+        let answer =
+            self.plan(request).map_err(|e| ProviderError::new(ProviderErrorKind::Other, e))?;
+        if !answer.wait.is_zero() {
+            tokio::time::sleep(answer.wait).await;
+        }
+        if let Some(error) = answer.error {
+            return Err(ProviderError::new(ProviderErrorKind::Other, error));
+        }
+        let (text, chunk, delay) = match answer.text {
+            Some(text) => text,
+            None if answer.calls.is_empty() => ("done".to_string(), 0, Duration::ZERO),
+            None => (String::new(), 0, Duration::ZERO),
+        };
+        let mut content = Vec::new();
+        if !text.is_empty() {
+            let chars: Vec<char> = text.chars().collect();
+            let size = if chunk == 0 { chars.len() } else { chunk };
+            for piece in chars.chunks(size) {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                sink(Delta::Text(piece.iter().collect()));
+            }
+            content.push(AssistantBlock::Text { text: text.clone() });
+        }
+        let stop_reason =
+            if answer.calls.is_empty() { StopReason::Stop } else { StopReason::ToolUse };
+        let output =
+            text.len() + answer.calls.iter().map(|(_, a)| a.to_string().len()).sum::<usize>();
+        for (name, args) in answer.calls {
+            let id = format!("faux_{}", uuid::Uuid::now_v7().simple());
+            content.push(AssistantBlock::ToolCall(ToolCall { id, name, args }));
+        }
+        Ok(AssistantMessage {
             content,
             stop_reason,
             error: None,
             usage: Usage {
-                input_tokens,
+                input_tokens: estimate_tokens(request),
                 output_tokens: (output / 4).max(1) as u64,
                 ..Usage::default()
             },
             provider: "faux".into(),
             model: request.model.clone(),
-        };
-        match step {
-            Step::Text { text, chunk, delay } => {
-                let chars: Vec<char> = text.chars().collect();
-                let size = if chunk == 0 { chars.len().max(1) } else { chunk };
-                for piece in chars.chunks(size) {
-                    if !delay.is_zero() {
-                        tokio::time::sleep(delay).await;
-                    }
-                    sink(Delta::Text(piece.iter().collect()));
-                }
-                let len = text.len();
-                Ok(message(vec![AssistantBlock::Text { text }], StopReason::Stop, len))
-            }
-            Step::Calls(calls) => {
-                let len = calls.iter().map(|(_, a)| a.to_string().len()).sum();
-                let blocks = calls
-                    .into_iter()
-                    .map(|(name, args)| {
-                        let id = format!("faux_{}", uuid::Uuid::now_v7().simple());
-                        AssistantBlock::ToolCall(ToolCall { id, name, args })
-                    })
-                    .collect();
-                Ok(message(blocks, StopReason::ToolUse, len))
-            }
-            Step::Error(text) => Err(ProviderError::new(ProviderErrorKind::Other, text)),
-            Step::Sleep(_) => {
-                Ok(message(vec![AssistantBlock::Text { text: "done".into() }], StopReason::Stop, 4))
-            }
-        }
+        })
     }
 }
 

@@ -1,8 +1,9 @@
 //! Delivery of session events to any number of subscribers without ever blocking the run.
 //!
 //! Each subscriber has its own bounded queue. When it is full, the oldest event is evicted,
-//! droppable ones (deltas, tool updates) first, and the newest `Settled` never: a subscriber that
-//! lags loses detail but always learns how the run ended. Memory per subscriber is bounded.
+//! droppable ones (deltas, tool updates) first, and a `Settled` never: a subscriber that lags
+//! loses detail but always learns how every run ended. Memory per subscriber is bounded by the
+//! capacity plus one `Settled` per run it has not read.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -79,12 +80,10 @@ impl Hub {
 }
 
 fn evict_one(events: &mut VecDeque<Arc<SessionEvent>>) {
-    if let Some(pos) = events.iter().position(|e| e.kind.is_droppable()) {
-        events.remove(pos);
-        return;
-    }
-    let newest_settled = events.iter().rposition(|e| matches!(e.kind, EventKind::Settled(_)));
-    let victim = (0..events.len()).find(|&i| Some(i) != newest_settled);
+    let victim = events
+        .iter()
+        .position(|e| e.kind.is_droppable())
+        .or_else(|| events.iter().position(|e| !matches!(e.kind, EventKind::Settled(_))));
     if let Some(pos) = victim {
         events.remove(pos);
     }
@@ -119,10 +118,12 @@ impl EventStream {
                 let mut queue = self.slot.lock();
                 if let Some(event) = queue.events.pop_front() {
                     drop(queue);
-                    if let (Some(run), EventKind::Settled(_)) = (&self.until_run, &event.kind)
-                        && *run == event.run_id
-                    {
-                        self.done = true;
+                    match &self.until_run {
+                        // A run's stream shows only that run (a new run may start while an
+                        // older run's last events are still queued).
+                        Some(run) if *run != event.run_id => continue,
+                        Some(_) if matches!(event.kind, EventKind::Settled(_)) => self.done = true,
+                        Some(_) | None => {}
                     }
                     return Some(event);
                 }
@@ -177,6 +178,60 @@ mod tests {
         assert_eq!(count, SUBSCRIBER_CAPACITY);
         assert_eq!(last.map(|e| e.kind.clone()), Some(EventKind::Settled(settled)));
         assert!(stream.missed() > 0);
+    }
+
+    #[tokio::test]
+    async fn lagging_subscriber_keeps_every_runs_settled() {
+        let hub = Hub::default();
+        let mut stream = hub.subscribe();
+        let settled = |run: &str| {
+            Arc::new(SessionEvent {
+                session_id: "s".into(),
+                run_id: run.into(),
+                seq: 0,
+                kind: EventKind::Settled(RunSettled {
+                    outcome: RunOutcome::Completed,
+                    final_text: run.into(),
+                    usage: Default::default(),
+                    turns: 1,
+                }),
+            })
+        };
+        for run in ["r1", "r2", "r3"] {
+            for seq in 0..(SUBSCRIBER_CAPACITY as u64 * 2) {
+                hub.publish(event(seq, EventKind::TurnStart { turn: 1 }));
+            }
+            hub.publish(settled(run));
+        }
+        hub.close();
+        let mut runs = Vec::new();
+        while let Some(e) = stream.recv().await {
+            if let EventKind::Settled(s) = &e.kind {
+                runs.push(s.final_text.clone());
+            }
+        }
+        assert_eq!(runs, vec!["r1", "r2", "r3"]);
+    }
+
+    #[tokio::test]
+    async fn run_stream_skips_other_runs_events() {
+        let hub = Hub::default();
+        let mut stream = hub.subscribe().for_run("r2".into());
+        let other = Arc::new(SessionEvent {
+            session_id: "s".into(),
+            run_id: "r1".into(),
+            seq: 1,
+            kind: EventKind::RunStart,
+        });
+        hub.publish(other);
+        let mine = Arc::new(SessionEvent {
+            session_id: "s".into(),
+            run_id: "r2".into(),
+            seq: 2,
+            kind: EventKind::RunStart,
+        });
+        hub.publish(mine);
+        assert_eq!(stream.recv().await.map(|e| e.seq), Some(2));
     }
 
     #[tokio::test]

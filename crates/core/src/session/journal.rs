@@ -89,6 +89,8 @@ pub(crate) struct Journal {
     dir: PathBuf,
     path: PathBuf,
     file: File,
+    /// Bytes of whole lines written so far: a failed append is cut back to this.
+    len: u64,
     /// Held for the lifetime of the journal; the advisory lock goes with it.
     _lock: File,
     next_seq: u64,
@@ -147,7 +149,9 @@ impl Journal {
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
         let next_seq = lines.iter().map(|l| l.seq).max().map_or(0, |s| s + 1);
-        let mut journal = Journal { dir: dir.to_path_buf(), path, file, _lock: lock, next_seq };
+        let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+        let mut journal =
+            Journal { dir: dir.to_path_buf(), path, file, len, _lock: lock, next_seq };
 
         if lines.is_empty() {
             journal.append(
@@ -243,7 +247,15 @@ impl Journal {
         redactor.redact_json_values(&mut value);
         let mut bytes = value.to_string().into_bytes();
         bytes.push(b'\n');
-        self.file.write_all(&bytes).map_err(|e| Error::io(&self.path, e))?;
+        if let Err(err) = self.file.write_all(&bytes) {
+            // A short write (disk full) would leave a torn line that the next append glues onto;
+            // cut the file back to its last whole line so later entries stay readable.
+            if let Err(cut) = self.file.set_len(self.len) {
+                tracing::error!(file = %self.path.display(), error = %cut, "cannot cut a failed journal write back");
+            }
+            return Err(Error::io(&self.path, err));
+        }
+        self.len += bytes.len() as u64;
         self.next_seq += 1;
         Ok(())
     }

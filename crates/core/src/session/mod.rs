@@ -11,7 +11,6 @@ mod journal;
 mod run;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
@@ -224,7 +223,7 @@ impl SessionFactory {
                 redactor,
                 bus,
                 hub: fanout::Hub::default(),
-                seq: AtomicU64::new(0),
+                seq: Mutex::new(0),
                 state: Mutex::new(State {
                     messages: loaded.messages,
                     journal: Some(loaded.journal),
@@ -261,7 +260,8 @@ pub(crate) struct Inner {
     pub redactor: Arc<Redactor>,
     pub bus: EventBus,
     pub hub: fanout::Hub,
-    pub seq: AtomicU64,
+    /// The next event number; also serialises delivery (see `emit`).
+    pub seq: Mutex<u64>,
     pub state: Mutex<State>,
     pub load_report: LoadReport,
 }
@@ -284,16 +284,23 @@ impl Inner {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Stamps and delivers an event: listeners first, then subscribers.
+    /// Stamps and delivers an event: listeners first, then subscribers. One lock covers the
+    /// numbering and the delivery, so events reach everyone in `seq` order even when an old run's
+    /// last event and a new run's first one race. A panicking listener is logged and skipped.
     pub(crate) fn emit(&self, run_id: &Arc<str>, kind: EventKind) {
+        let mut seq = self.seq.lock().unwrap_or_else(PoisonError::into_inner);
         let event = Arc::new(SessionEvent {
             session_id: self.id.clone(),
             run_id: run_id.clone(),
-            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            seq: *seq,
             kind,
         });
+        *seq += 1;
         for listener in &self.listeners {
-            listener(&event);
+            let call = std::panic::AssertUnwindSafe(|| listener(&event));
+            if std::panic::catch_unwind(call).is_err() {
+                tracing::error!(scope = %self.scope, "a session listener panicked");
+            }
         }
         self.hub.publish(event);
     }

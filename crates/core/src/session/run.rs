@@ -145,19 +145,35 @@ impl<'a> Run<'a> {
 
         let specs: Vec<ToolSpec> = self.inner.specs.clone();
         let config = &self.inner.shared.config;
-        let system = crate::workspace::system_prompt(
-            &self.inner.cwd,
-            &config.context,
-            &specs,
-            &self.inner.fragments,
-            chrono::Local::now(),
-        );
+        let system = {
+            // File reads: off the async threads.
+            let (cwd, limits, tools, fragments) = (
+                self.inner.cwd.clone(),
+                config.context.clone(),
+                specs.clone(),
+                self.inner.fragments.clone(),
+            );
+            tokio::task::spawn_blocking(move || {
+                crate::workspace::system_prompt(
+                    &cwd,
+                    &limits,
+                    &tools,
+                    &fragments,
+                    chrono::Local::now(),
+                )
+            })
+            .await
+            .map_err(|e| Error::io(&self.inner.cwd, std::io::Error::other(e)))?
+        };
         let model = config
             .model
             .clone()
             .unwrap_or_else(|| self.inner.shared.provider.default_model().to_string());
 
         loop {
+            if self.cancel.is_cancelled() {
+                return Ok(RunOutcome::Aborted);
+            }
             if self.turns >= config.max_turns {
                 return Ok(RunOutcome::MaxTurns);
             }
@@ -227,8 +243,9 @@ impl<'a> Run<'a> {
                     Delta::Thinking(text) => self.emit(EventKind::ThinkingDelta { index, text }),
                 };
                 tokio::select! {
-                    result = provider.complete(request, &sink, &self.cancel) => Some(result),
+                    biased;
                     () = self.cancel.cancelled() => None,
+                    result = provider.complete(request, &sink, &self.cancel) => Some(result),
                 }
             };
             let partial = partial.into_inner().unwrap_or_else(PoisonError::into_inner);
@@ -278,8 +295,9 @@ impl<'a> Run<'a> {
                         error: message,
                     });
                     tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
+                        biased;
                         () = self.cancel.cancelled() => return Ok(Answer::Aborted),
+                        () = tokio::time::sleep(delay) => {}
                     }
                 }
             }
@@ -331,8 +349,9 @@ impl<'a> Run<'a> {
         let execution = AssertUnwindSafe(tool.execute(call.args.clone(), ctx)).catch_unwind();
         tokio::pin!(execution);
         let finished = tokio::select! {
-            result = &mut execution => Some(result),
+            biased;
             () = self.cancel.cancelled() => tokio::time::timeout(ABORT_GRACE, &mut execution).await.ok(),
+            result = &mut execution => Some(result),
         };
         let mut output = match finished {
             Some(Ok(Ok(output))) => output,

@@ -185,7 +185,9 @@ async fn planted_secret_is_redacted_in_tool_output_errors_and_journal() {
     assert!(journal.contains("my token is [REDACTED:MY_API_TOKEN]"));
 }
 
-struct KeyExtension;
+struct KeyExtension {
+    seen: Arc<Mutex<u32>>,
+}
 
 impl Extension for KeyExtension {
     fn name(&self) -> &str {
@@ -194,7 +196,7 @@ impl Extension for KeyExtension {
 
     fn register(&self, registrar: &mut Registrar) {
         registrar.secret("caller-key", "k_extension_secret_1");
-        let seen = Arc::new(Mutex::new(0u32));
+        let seen = self.seen.clone();
         registrar.listener(Arc::new(move |_| *seen.lock().unwrap() += 1));
     }
 }
@@ -203,8 +205,9 @@ impl Extension for KeyExtension {
 async fn extension_secrets_are_redacted() {
     let dirs = Dirs::new();
     let factory = factory(&dirs, faux());
+    let seen = Arc::new(Mutex::new(0u32));
     let options = SessionOptions {
-        extensions: vec![Arc::new(KeyExtension)],
+        extensions: vec![Arc::new(KeyExtension { seen: seen.clone() })],
         ..SessionOptions::new("ext", dirs.ws())
     };
     let session = factory.open(options).await.unwrap();
@@ -216,6 +219,7 @@ async fn extension_secrets_are_redacted() {
         _ => None,
     });
     assert!(output.unwrap().starts_with("[REDACTED:caller-key]"));
+    assert_eq!(*seen.lock().unwrap() as usize, events.len(), "the listener saw every event");
 }
 
 #[tokio::test]

@@ -503,3 +503,126 @@ async fn send_tool_exists_only_with_a_channel_and_delivers() {
         .collect();
     assert_eq!(errors, vec![false, false, true]);
 }
+
+/// An extension whose listener prompts again when a run settles, or panics.
+struct ReactingExtension {
+    session: std::sync::Mutex<Option<volcanic_core::Session>>,
+    second: std::sync::Mutex<Option<volcanic_core::RunHandle>>,
+    panic: bool,
+}
+
+struct ReactingRegistration(Arc<ReactingExtension>);
+
+impl volcanic_core::Extension for ReactingRegistration {
+    fn name(&self) -> &str {
+        "reacting"
+    }
+
+    fn register(&self, registrar: &mut volcanic_core::Registrar) {
+        let this = self.0.clone();
+        registrar.listener(Arc::new(move |event| {
+            if this.panic {
+                panic!("listener bug");
+            }
+            if let EventKind::Settled(s) = &event.kind
+                && s.final_text == "echo: first"
+            {
+                let session = this.session.lock().unwrap().clone().unwrap();
+                *this.second.lock().unwrap() = Some(session.prompt("second").unwrap());
+            }
+        }));
+    }
+}
+
+#[tokio::test]
+async fn listener_may_prompt_again_and_the_new_run_sees_only_its_own_events() {
+    let dirs = Dirs::new();
+    let factory = factory(&dirs, faux());
+    let reacting = Arc::new(ReactingExtension {
+        session: Default::default(),
+        second: Default::default(),
+        panic: false,
+    });
+    let options = SessionOptions {
+        extensions: vec![Arc::new(ReactingRegistration(reacting.clone()))],
+        ..SessionOptions::new("react", dirs.ws())
+    };
+    let session = factory.open(options).await.unwrap();
+    *reacting.session.lock().unwrap() = Some(session.clone());
+    let (_, first) = collect(session.prompt("first").unwrap()).await;
+    assert_eq!(first.final_text, "echo: first");
+    let second = reacting.second.lock().unwrap().take().expect("the listener prompted");
+    let run_id = second.run_id().to_string();
+    let mut second = second;
+    let mut kinds = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        while let Some(event) = second.events().recv().await {
+            assert_eq!(&*event.run_id, run_id);
+            kinds.push(event.kind.clone());
+        }
+    })
+    .await
+    .unwrap();
+    assert!(matches!(kinds.first(), Some(EventKind::RunStart)));
+    assert!(matches!(kinds.last(), Some(EventKind::Settled(s)) if s.final_text == "echo: second"));
+}
+
+#[tokio::test]
+async fn panicking_listener_does_not_lose_settled() {
+    let dirs = Dirs::new();
+    let factory = factory(&dirs, faux());
+    let reacting = Arc::new(ReactingExtension {
+        session: Default::default(),
+        second: Default::default(),
+        panic: true,
+    });
+    let options = SessionOptions {
+        extensions: vec![Arc::new(ReactingRegistration(reacting))],
+        ..SessionOptions::new("panicky", dirs.ws())
+    };
+    let session = factory.open(options).await.unwrap();
+    let (events, settled) = collect(session.prompt("hi").unwrap()).await;
+    assert_eq!(settled.outcome, RunOutcome::Completed);
+    assert_eq!(events.iter().filter(|e| matches!(e, EventKind::Settled(_))).count(), 1);
+}
+
+#[tokio::test]
+async fn abort_right_after_prompt_settles_aborted() {
+    let dirs = Dirs::new();
+    let factory = factory(&dirs, faux());
+    let session = open(&factory, &dirs, "early-abort").await;
+    for _ in 0..20 {
+        let handle =
+            session.prompt(directive(json!([{"sleep_ms": 20}, {"text": "too late"}]))).unwrap();
+        assert!(session.abort());
+        let (events, settled) = collect(handle).await;
+        assert_eq!(settled.outcome, RunOutcome::Aborted);
+        let starts = events.iter().filter(|e| matches!(e, EventKind::ToolStart { .. })).count();
+        let ends = events.iter().filter(|e| matches!(e, EventKind::ToolEnd { .. })).count();
+        assert_eq!(starts, ends);
+    }
+}
+
+#[tokio::test]
+async fn faux_text_then_tool_is_one_answer() {
+    let dirs = Dirs::new();
+    let factory = factory(&dirs, faux());
+    let session = open(&factory, &dirs, "text-tool").await;
+    let prompt = directive(
+        json!([{"text": "let me check"}, {"tool": "ls", "args": {}}, {"text": "all good"}]),
+    );
+    let (events, settled) = collect(session.prompt(prompt).unwrap()).await;
+    assert_eq!(settled.outcome, RunOutcome::Completed);
+    assert_eq!(settled.final_text, "all good");
+    assert_eq!(settled.turns, 2);
+    let first = events.iter().find_map(|e| match e {
+        EventKind::MessageEnd { message, .. } => match &**message {
+            Message::Assistant(a) => Some(a.clone()),
+            _ => None,
+        },
+        _ => None,
+    });
+    let first = first.unwrap();
+    assert_eq!(first.text(), "let me check");
+    assert_eq!(first.tool_calls().count(), 1);
+}
