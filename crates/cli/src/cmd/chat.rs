@@ -3,9 +3,7 @@
 //! Answers stream to stdout; tool use, retries and errors go to stderr, one line each, so stdout
 //! holds only what the assistant said. Ctrl-C aborts the current run, not the program.
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
-
-use std::io::Write;
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -62,54 +60,123 @@ pub async fn run(args: ChatArgs) -> Result<u8, Failure> {
         .await
         .map_err(|e| Failure { code: 1, message: e.to_string() })?;
 
-    // One listener for the whole program: a Ctrl-C between two events is not lost.
-    let mut sigint = signal(SignalKind::interrupt())
-        .map_err(|e| Failure { code: 1, message: format!("cannot listen for Ctrl-C: {e}") })?;
+    let mut signals = Signals::new()?;
     let code = match args.prompt {
-        Some(prompt) => one_run(&session, prompt, &mut sigint).await?,
-        None => interactive(&session, &mut sigint).await?,
+        Some(prompt) => one_run(&session, prompt, &mut signals).await?,
+        None => interactive(&session, &mut signals).await?,
     };
+    // A run may still be settling after a quit (second Ctrl-C, SIGTERM); give it a moment.
+    if tokio::time::timeout(QUIT_GRACE, session.wait_idle()).await.is_err() {
+        note("volcanic: the run did not stop in time; exiting anyway");
+    }
     if let Err(err) = session.close() {
-        eprintln!("volcanic: {err}");
+        note(&format!("volcanic: {err}"));
     }
     Ok(code)
 }
 
+/// How long a quitting chat waits for an aborted run to settle (its tools to be killed).
+const QUIT_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The signals chat reacts to. One listener each for the whole program, so a signal arriving
+/// between two events is not lost.
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+    hangup: Signal,
+}
+
+/// What the user (or the system) asked for.
+enum Asked {
+    /// Ctrl-C: stop the run (twice: quit).
+    Interrupt,
+    /// SIGTERM or SIGHUP: stop the run and quit.
+    Quit,
+}
+
+impl Signals {
+    fn new() -> Result<Self, Failure> {
+        let listen = |kind: SignalKind| {
+            signal(kind).map_err(|e| Failure {
+                code: 1,
+                message: format!("cannot listen for signals: {e}"),
+            })
+        };
+        Ok(Signals {
+            interrupt: listen(SignalKind::interrupt())?,
+            terminate: listen(SignalKind::terminate())?,
+            hangup: listen(SignalKind::hangup())?,
+        })
+    }
+
+    /// # Cancel safety
+    /// Cancel safe: a signal not taken stays pending for the next call.
+    async fn next(&mut self) -> Asked {
+        tokio::select! {
+            _ = self.interrupt.recv() => Asked::Interrupt,
+            _ = self.terminate.recv() => Asked::Quit,
+            _ = self.hangup.recv() => Asked::Quit,
+        }
+    }
+}
+
+/// Writes the assistant's words to stdout. `false` when stdout is gone (a closed pipe).
+fn say(text: &str) -> bool {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_ok()
+}
+
+/// Writes a status line to stderr; a closed stderr is not worth failing over.
+fn note(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// Drops control characters (escape sequences, carriage returns) except newlines and tabs, so
+/// model text and tool arguments cannot drive the terminal.
+fn printable(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
+}
 /// How a printed run ended.
 enum Ended {
     Done,
     Failed,
     Aborted,
+    /// The program should exit with this code now.
+    Quit(u8),
 }
 
-async fn one_run(session: &Session, prompt: String, sigint: &mut Signal) -> Result<u8, Failure> {
-    Ok(match print_run(session, prompt, sigint).await? {
+async fn one_run(session: &Session, prompt: String, signals: &mut Signals) -> Result<u8, Failure> {
+    Ok(match print_run(session, prompt, signals).await? {
         Ended::Done => 0,
         Ended::Failed => 1,
         Ended::Aborted => 130,
+        Ended::Quit(code) => code,
     })
 }
 
-async fn interactive(session: &Session, sigint: &mut Signal) -> Result<u8, Failure> {
-    eprintln!(
+async fn interactive(session: &Session, signals: &mut Signals) -> Result<u8, Failure> {
+    note(&format!(
         "volcanic chat: session {} in {}. Ctrl-C stops a run; Ctrl-D or /exit quits.",
         session.scope(),
         session.cwd().display()
-    );
+    ));
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     loop {
-        eprint!("> ");
+        let _ = write!(std::io::stderr().lock(), "> ");
         let line = tokio::select! {
             line = lines.next_line() => line,
-            _ = sigint.recv() => {
-                eprintln!();
-                return Ok(130);
+            asked = signals.next() => {
+                note("");
+                return Ok(match asked {
+                    Asked::Interrupt => 130,
+                    Asked::Quit => 143,
+                });
             }
         };
         let line = match line {
             Ok(Some(line)) => line,
             Ok(None) => {
-                eprintln!();
+                note("");
                 return Ok(0);
             }
             Err(err) => return Err(Failure { code: 1, message: format!("reading input: {err}") }),
@@ -121,7 +188,9 @@ async fn interactive(session: &Session, sigint: &mut Signal) -> Result<u8, Failu
         if text == "/exit" || text == "/quit" {
             return Ok(0);
         }
-        print_run(session, text.to_string(), sigint).await?;
+        if let Ended::Quit(code) = print_run(session, text.to_string(), signals).await? {
+            return Ok(code);
+        }
     }
 }
 
@@ -129,69 +198,76 @@ async fn interactive(session: &Session, sigint: &mut Signal) -> Result<u8, Failu
 async fn print_run(
     session: &Session,
     prompt: String,
-    sigint: &mut Signal,
+    signals: &mut Signals,
 ) -> Result<Ended, Failure> {
     let mut handle =
         session.prompt(prompt).map_err(|e| Failure { code: 1, message: e.to_string() })?;
-    let mut stdout = std::io::stdout();
     let mut at_line_start = true;
     let mut interrupted = false;
     loop {
         let event = tokio::select! {
             event = handle.events().recv() => event,
-            _ = sigint.recv(), if !interrupted => {
-                interrupted = true;
+            asked = signals.next() => {
                 session.abort();
-                continue;
+                match asked {
+                    Asked::Interrupt if !interrupted => {
+                        interrupted = true;
+                        continue;
+                    }
+                    Asked::Interrupt => return Ok(Ended::Quit(130)),
+                    Asked::Quit => return Ok(Ended::Quit(143)),
+                }
             }
         };
         let Some(event) = event else { break };
         match &event.kind {
             EventKind::TextDelta { text, .. } => {
-                print!("{text}");
-                // A closed stdout (a pipe that went away) is not worth failing the run over.
-                let _ = stdout.flush();
+                if !say(&printable(text)) {
+                    // Whoever read our output is gone (a closed pipe): stop quietly, like `rg`.
+                    session.abort();
+                    return Ok(Ended::Quit(0));
+                }
                 at_line_start = text.ends_with('\n');
             }
             EventKind::ToolStart { name, args, .. } => {
                 if !at_line_start {
-                    println!();
+                    say("\n");
                     at_line_start = true;
                 }
-                eprintln!("· {name} {}", summarize(args));
+                note(&format!("· {name} {}", summarize(args)));
             }
             EventKind::ToolEnd { name, result, .. } => {
                 if result.is_error {
                     let last = result.content.lines().last().unwrap_or("");
-                    eprintln!("· {name} failed: {}", clip(last, 120));
+                    note(&format!("· {name} failed: {}", clip(&printable(last), 120)));
                 }
             }
             EventKind::Retry { attempt, max, delay, error, .. } => {
-                eprintln!(
+                note(&format!(
                     "· model call failed ({}), retry {attempt}/{max} in {:.1}s",
-                    clip(error, 120),
+                    clip(&printable(error), 120),
                     delay.as_secs_f32()
-                );
+                ));
             }
             EventKind::Settled(settled) => {
                 if !at_line_start {
-                    println!();
+                    say("\n");
                 }
                 return Ok(match &settled.outcome {
                     RunOutcome::Completed | RunOutcome::StoppedByTool { .. } => Ended::Done,
                     RunOutcome::MaxTurns => {
-                        eprintln!(
+                        note(&format!(
                             "volcanic: stopped after {} model calls (Agent__MaxTurns)",
                             settled.turns
-                        );
+                        ));
                         Ended::Done
                     }
                     RunOutcome::Aborted => {
-                        eprintln!("(aborted)");
+                        note("(aborted)");
                         Ended::Aborted
                     }
                     RunOutcome::Failed { error } => {
-                        eprintln!("volcanic: the run failed: {error}");
+                        note(&format!("volcanic: the run failed: {}", printable(error)));
                         Ended::Failed
                     }
                 });
@@ -216,6 +292,7 @@ fn summarize(args: &Value) -> String {
         Some(text) => text.replace('\n', " "),
         None => args.to_string(),
     };
+    let text = printable(&text);
     clip(&text, 100)
 }
 

@@ -201,3 +201,59 @@ fn chat_ctrl_c_aborts_the_run_not_the_program() {
     assert!(status.success(), "{seen:?}");
     assert!(stdout.contains("echo: still here"), "{stdout}");
 }
+
+#[test]
+fn chat_closed_stdout_exits_quietly() {
+    let state = tempfile::tempdir().unwrap();
+    let mut child = chat(state.path())
+        .args(["--faux", "--workspace"])
+        .arg(examples())
+        .arg(r#"faux> {"steps":[{"text":"a long answer streamed slowly","chunk":2,"delay_ms":5}]}"#)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+#[test]
+fn chat_sigterm_stops_the_run_and_its_processes() {
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let pid_file = ws.path().join("sleep.pid");
+    let prompt = format!(
+        r#"faux> {{"steps":[{{"tool":"bash","args":{{"command":"sleep 300 & echo $! > {}; wait"}}}}]}}"#,
+        pid_file.display()
+    );
+    let mut child = chat(state.path())
+        .args(["--faux", "--workspace"])
+        .arg(ws.path())
+        .arg(prompt)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&pid_file).map(|s| s.trim().is_empty()).unwrap_or(true) {
+        assert!(std::time::Instant::now() < deadline, "the tool did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(
+        Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success()
+    );
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.is_empty() || stat.contains(") Z ") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "sleep {pid} outlived volcanic chat");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
