@@ -119,7 +119,7 @@ impl Journal {
             .write(true)
             .open(&lock_path)
             .map_err(|e| Error::io(&lock_path, e))?;
-        if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        if !lock_with_patience(&lock) {
             return Err(Error::ScopeInUse { scope: scope.to_string() });
         }
         let path = dir.join("session.jsonl");
@@ -268,6 +268,25 @@ impl Journal {
     /// Makes everything appended so far durable.
     pub(crate) fn sync(&self) -> Result<()> {
         self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+/// How long opening waits for a lock held by someone else before giving up.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Takes the scope's lock, waiting briefly: a child process forked by another thread at the
+/// moment the previous holder closed the file still has a copy of its descriptor (and so the
+/// lock) until it execs, which takes microseconds to milliseconds.
+fn lock_with_patience(lock: &File) -> bool {
+    let started = std::time::Instant::now();
+    loop {
+        if rustix::fs::flock(lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
+            return true;
+        }
+        if started.elapsed() >= LOCK_PATIENCE {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
