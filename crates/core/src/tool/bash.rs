@@ -86,7 +86,10 @@ impl Tool for BashTool {
                  most {} s. Long output is cut to {} lines or {} KiB, keeping the start and the \
                  end; the full output is saved to a file named in the output, which you can read \
                  with the read tool. The result ends with the exit code. Redirect the output of \
-                 background processes (cmd > log 2>&1 &), or the call waits up to {} s for them.",
+                 background processes (cmd > log 2>&1 &), or the call waits up to {} s for them. \
+                 A timeout or abort stops the command's whole process group, but processes that \
+                 leave it (setsid, double-forked daemons) keep running, so do not start \
+                 long-lived background daemons.",
                 limits.bash_default_timeout.as_secs(),
                 limits.bash_max_timeout.as_secs(),
                 limits.max_output_lines,
@@ -701,6 +704,15 @@ mod tests {
             seen.iter().filter(|u| fragments.iter().any(|f| u.contains(f))).collect();
         assert_eq!(leaks, Vec::<&String>::new());
         assert_eq!(*seen, vec![UPDATE_LONG_LINE.to_string(), "more\n".to_string()]);
+    }
+
+    #[test]
+    fn bash_spec_warns_that_detached_daemons_escape_the_group_kill() {
+        let description = BashTool.spec().description;
+        let warning = "A timeout or abort stops the command's whole process group, but processes \
+                       that leave it (setsid, double-forked daemons) keep running, so do not \
+                       start long-lived background daemons.";
+        assert!(description.ends_with(warning), "description: {description}");
     }
 
     #[test]
