@@ -221,8 +221,28 @@ impl Answer {
             (PartialBlock::ToolUse { json, .. }, BlockDelta::InputJsonDelta { partial_json }) => {
                 json.push_str(&partial_json);
             }
-            // A delta that does not fit its block (or a kind we do not model) is dropped.
-            (_, _) => {}
+            // A delta that does not fit its block, or of a kind we do not model, is dropped.
+            // Spelled out so that a new block or delta kind has to be placed here on purpose.
+            (
+                PartialBlock::Text(_),
+                BlockDelta::InputJsonDelta { .. }
+                | BlockDelta::ThinkingDelta { .. }
+                | BlockDelta::SignatureDelta { .. }
+                | BlockDelta::Unknown,
+            )
+            | (
+                PartialBlock::Thinking { .. },
+                BlockDelta::TextDelta { .. }
+                | BlockDelta::InputJsonDelta { .. }
+                | BlockDelta::Unknown,
+            )
+            | (
+                PartialBlock::ToolUse { .. },
+                BlockDelta::TextDelta { .. }
+                | BlockDelta::ThinkingDelta { .. }
+                | BlockDelta::SignatureDelta { .. }
+                | BlockDelta::Unknown,
+            ) => {}
         }
     }
 
@@ -510,4 +530,60 @@ struct WireUsage {
     cache_creation_input_tokens: Option<u64>,
     #[serde(default)]
     cache_read_input_tokens: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn anthropic_delta_not_fitting_its_block_is_dropped() {
+        let streamed = Mutex::new(Vec::new());
+        let sink = |delta: Delta| streamed.lock().unwrap().push(delta);
+        let mut answer = Answer::default();
+        let blocks = [
+            json!({"type": "text", "text": ""}),
+            json!({"type": "thinking", "thinking": ""}),
+            json!({"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}),
+        ];
+        for (index, block) in blocks.into_iter().enumerate() {
+            answer.start(index, serde_json::from_value(block).unwrap());
+        }
+        let deltas = [
+            (0, json!({"type": "text_delta", "text": "hi"})),
+            (0, json!({"type": "thinking_delta", "thinking": "not here"})),
+            (1, json!({"type": "thinking_delta", "thinking": "hmm"})),
+            (1, json!({"type": "text_delta", "text": "not here"})),
+            (1, json!({"type": "signature_delta", "signature": "sig"})),
+            (2, json!({"type": "input_json_delta", "partial_json": "{\"path\":\"src\"}"})),
+            (2, json!({"type": "signature_delta", "signature": "not here"})),
+            (2, json!({"type": "citations_delta", "citation": {}})),
+        ];
+        for (index, delta) in deltas {
+            answer.delta(index, serde_json::from_value(delta).unwrap(), &sink);
+        }
+        assert_eq!(
+            answer.finish("claude-sonnet-4-5").content,
+            vec![
+                AssistantBlock::Text { text: "hi".to_owned() },
+                AssistantBlock::Thinking {
+                    text: "hmm".to_owned(),
+                    signature: Some("sig".to_owned())
+                },
+                AssistantBlock::ToolCall(ToolCall {
+                    id: "toolu_1".to_owned(),
+                    name: "ls".to_owned(),
+                    args: json!({"path": "src"}),
+                }),
+            ]
+        );
+        assert_eq!(
+            *streamed.lock().unwrap(),
+            vec![Delta::Text("hi".to_owned()), Delta::Thinking("hmm".to_owned())]
+        );
+    }
 }

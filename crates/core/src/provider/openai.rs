@@ -258,9 +258,16 @@ impl Answer {
             content.push(AssistantBlock::Text { text: self.text });
         }
         let has_calls = !self.calls.is_empty();
-        content.extend(self.calls.into_iter().map(|(index, call)| {
+        content.extend(self.calls.into_values().map(|call| {
             AssistantBlock::ToolCall(ToolCall {
-                id: if call.id.is_empty() { format!("call_{index}") } else { call.id },
+                // Some servers send no id. The made-up one must be unique across turns, not just
+                // within this answer: results are paired with calls and spill files are named
+                // by it.
+                id: if call.id.is_empty() {
+                    format!("call_{}", uuid::Uuid::now_v7().simple())
+                } else {
+                    call.id
+                },
                 name: call.name,
                 args: http::parse_tool_args(&call.arguments),
             })
@@ -482,4 +489,55 @@ struct ChunkUsage {
 struct PromptTokensDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The ids of the calls in one streamed answer whose chunks carry no `id`.
+    fn ids_of_an_answer_without_ids() -> Vec<String> {
+        let mut answer = Answer::default();
+        let chunk = r#"{"choices":[{"delta":{"tool_calls":[
+            {"index":0,"function":{"name":"ls","arguments":"{}"}},
+            {"index":1,"function":{"name":"read","arguments":"{}"}}
+        ]},"finish_reason":"tool_calls"}]}"#;
+        answer.chunk(serde_json::from_str(chunk).unwrap(), &|_| {});
+        answer.finish("llama3.2").tool_calls().map(|call| call.id.clone()).collect()
+    }
+
+    #[test]
+    fn openai_calls_without_ids_get_ids_unique_across_turns() {
+        let first = ids_of_an_answer_without_ids();
+        let second = ids_of_an_answer_without_ids();
+        let all: Vec<&String> = first.iter().chain(&second).collect();
+        let mut unique = all.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), 4, "ids: {all:?}");
+        for id in all {
+            let hex = id.strip_prefix("call_").unwrap_or_default();
+            assert!(hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()), "id: {id}");
+        }
+    }
+
+    #[test]
+    fn openai_calls_with_ids_keep_them() {
+        let mut answer = Answer::default();
+        let chunk = json!({"choices": [{"delta": {"tool_calls": [
+            {"index": 0, "id": "call_x1v2ab9c", "function": {"name": "ls", "arguments": "{}"}}
+        ]}}]});
+        answer.chunk(serde_json::from_value(chunk).unwrap(), &|_| {});
+        let calls: Vec<ToolCall> = answer.finish("llama3.2").tool_calls().cloned().collect();
+        assert_eq!(
+            calls,
+            vec![ToolCall {
+                id: "call_x1v2ab9c".to_owned(),
+                name: "ls".to_owned(),
+                args: json!({})
+            }]
+        );
+    }
 }

@@ -10,6 +10,10 @@
 //! UTF-8 replaced, ANSI escapes stripped, `\r\n` → `\n`), redacted, and only then capped and
 //! spilled, so neither the model nor the spill file ever sees a known secret.
 //!
+//! Partial-output updates follow the same order: a wider window at the end is cleaned and
+//! redacted first, and only then cut back to whole lines, so an update never starts inside a
+//! secret that the redactor could no longer recognise.
+//!
 //! [`ExecEnv`]: crate::exec::ExecEnv
 
 use std::collections::VecDeque;
@@ -30,6 +34,7 @@ use super::output::{Keep, cap_output};
 use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
 use crate::config::ToolLimits;
 use crate::provider::ToolSpec;
+use crate::redact::Redactor;
 
 /// Time between SIGTERM and SIGKILL, and the longest wait for the pipe to close once the shell
 /// has ended or been stopped.
@@ -38,6 +43,11 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 const UPDATE_INTERVAL: Duration = Duration::from_millis(250);
 /// Bytes from the end of the output that an update shows.
 const UPDATE_TAIL_BYTES: usize = 2048;
+/// Bytes before the update window that are redacted with it, so a secret (or a multi-line key)
+/// that begins before the window is still recognised whole.
+const UPDATE_CONTEXT_BYTES: usize = 16 * 1024;
+/// What an update shows when the last line alone is longer than [`UPDATE_TAIL_BYTES`].
+const UPDATE_LONG_LINE: &str = "[… output continues]";
 /// Bytes read from the pipe at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -76,7 +86,10 @@ impl Tool for BashTool {
                  most {} s. Long output is cut to {} lines or {} KiB, keeping the start and the \
                  end; the full output is saved to a file named in the output, which you can read \
                  with the read tool. The result ends with the exit code. Redirect the output of \
-                 background processes (cmd > log 2>&1 &), or the call waits up to {} s for them.",
+                 background processes (cmd > log 2>&1 &), or the call waits up to {} s for them. \
+                 A timeout or abort stops the command's whole process group, but processes that \
+                 leave it (setsid, double-forked daemons) keep running, so do not start \
+                 long-lived background daemons.",
                 limits.bash_default_timeout.as_secs(),
                 limits.bash_max_timeout.as_secs(),
                 limits.max_output_lines,
@@ -228,8 +241,7 @@ async fn drive(
                 drain_until = Some(Instant::now() + KILL_GRACE);
             },
             () = sleep_until(last_update + UPDATE_INTERVAL), if update_pending => {
-                let partial = clean(&output.last_lines(UPDATE_TAIL_BYTES));
-                ctx.update(ctx.redactor.redact(&partial).into_owned());
+                ctx.update(update_text(output, &ctx.redactor));
                 last_update = Instant::now();
                 update_pending = false;
             },
@@ -254,6 +266,31 @@ async fn drive(
         guard.signal(Signal::KILL);
     }
     Ended { status, stop }
+}
+
+/// What an update shows: the whole lines at the end of the output that fit in
+/// [`UPDATE_TAIL_BYTES`], or [`UPDATE_LONG_LINE`] when the last line alone is longer.
+fn update_text(output: &Collected, redactor: &Redactor) -> String {
+    let (raw, at_line_start) = output.last_bytes(UPDATE_TAIL_BYTES + UPDATE_CONTEXT_BYTES);
+    let cleaned = clean(&raw);
+    let text = redactor.redact(&cleaned);
+    tail_lines(&text, UPDATE_TAIL_BYTES, at_line_start).unwrap_or(UPDATE_LONG_LINE).to_string()
+}
+
+/// The whole lines at the end of `text` that fit in `max` bytes, or `None` when the last line
+/// alone does not fit. `at_line_start` says whether `text` itself begins at a line start.
+fn tail_lines(text: &str, max: usize, at_line_start: bool) -> Option<&str> {
+    let from = text.len().saturating_sub(max);
+    let bytes = text.as_bytes();
+    let starts_line = match from.checked_sub(1) {
+        None => at_line_start,
+        Some(before) => bytes.get(before) == Some(&b'\n'),
+    };
+    if starts_line {
+        return text.get(from..);
+    }
+    let newline = bytes.get(from..)?.iter().position(|&b| b == b'\n')?;
+    text.get(from + newline + 1..).filter(|rest| !rest.is_empty())
 }
 
 /// Invalid UTF-8 replaced, ANSI escape sequences removed, `\r\n` turned into `\n`.
@@ -383,20 +420,26 @@ impl Collected {
         self.dropped += over as u64;
     }
 
-    /// About the last `max` bytes, starting at a line start so a secret is not cut in half.
-    fn last_lines(&self, max: usize) -> Vec<u8> {
-        let skip = (self.head.len() + self.tail.len()).saturating_sub(max);
-        let mut window = Vec::with_capacity(max);
-        if let Some(head) = self.head.get(skip..) {
+    /// The last `max` bytes of the output (fewer when less is kept), and whether they begin at
+    /// a line start. The window never reaches back across bytes that were not kept.
+    fn last_bytes(&self, max: usize) -> (Vec<u8>, bool) {
+        // With bytes dropped between head and tail, the end of the output is the tail alone, and
+        // whatever came before the tail's first byte is unknown.
+        let head: &[u8] = if self.dropped > 0 { &[] } else { &self.head };
+        let skip = (head.len() + self.tail.len()).saturating_sub(max);
+        let before = skip.checked_sub(1).and_then(|at| match head.get(at) {
+            Some(&byte) => Some(byte),
+            None => self.tail.get(at - head.len()).copied(),
+        });
+        let at_line_start = before.map_or(self.dropped == 0, |byte| byte == b'\n');
+        let mut window = Vec::with_capacity(max.min(head.len() + self.tail.len()));
+        if let Some(head) = head.get(skip..) {
             window.extend_from_slice(head);
             window.extend(&self.tail);
         } else {
-            window.extend(self.tail.range(skip - self.head.len()..));
+            window.extend(self.tail.range(skip - head.len()..));
         }
-        match window.iter().position(|&b| b == b'\n') {
-            Some(at) if skip > 0 && at + 1 < window.len() => window[at + 1..].to_vec(),
-            _ => window,
-        }
+        (window, at_line_start)
     }
 
     fn into_bytes(self) -> Vec<u8> {
@@ -621,6 +664,57 @@ mod tests {
         assert_eq!(*seen.lock().unwrap(), vec!["first\n".to_string()]);
     }
 
+    #[tokio::test]
+    async fn bash_update_window_cutting_a_secret_shows_no_fragment_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = "planted-secret-value-42";
+        let env = ExecEnv::from_host(
+            [
+                ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+                ("HOME", "/nonexistent"),
+                ("MY_API_TOKEN", secret),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+            &[],
+        );
+        // The line ends 2035 bytes after the secret, so the last 2 KiB start 12 bytes into it.
+        let line = format!("{}{secret}{}\n", "A".repeat(3000), "B".repeat(2035));
+        std::fs::write(dir.path().join("line.txt"), line).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut ctx = test_context(dir.path());
+        ctx.redactor = Arc::new(Redactor::new(env.removed().to_vec()));
+        ctx.exec = Arc::new(env);
+        let (sink, folder) = (seen.clone(), dir.path().to_path_buf());
+        // Each update lets the command go on, so every state of the output is shown once.
+        ctx.updates = Arc::new(move |partial: String| {
+            let step = if partial == "more\n" { "done" } else { "next" };
+            std::fs::write(folder.join(step), "").unwrap();
+            sink.lock().unwrap().push(partial);
+        });
+        // `cat` writes the whole line at once, so no update sees only part of it.
+        let command = "cat line.txt; until [ -e next ]; do sleep 0.01; done; \
+                       echo more; until [ -e done ]; do sleep 0.01; done";
+        let args = json!({"command": command, "timeout_secs": 10});
+        let out = BashTool.execute(args, ctx).await.unwrap();
+        assert_eq!(out.details["exit_code"], 0);
+
+        let seen = seen.lock().unwrap();
+        let fragments: Vec<&str> = (0..=secret.len() - 6).map(|at| &secret[at..at + 6]).collect();
+        let leaks: Vec<&String> =
+            seen.iter().filter(|u| fragments.iter().any(|f| u.contains(f))).collect();
+        assert_eq!(leaks, Vec::<&String>::new());
+        assert_eq!(*seen, vec![UPDATE_LONG_LINE.to_string(), "more\n".to_string()]);
+    }
+
+    #[test]
+    fn bash_spec_warns_that_detached_daemons_escape_the_group_kill() {
+        let description = BashTool.spec().description;
+        let warning = "A timeout or abort stops the command's whole process group, but processes \
+                       that leave it (setsid, double-forked daemons) keep running, so do not \
+                       start long-lived background daemons.";
+        assert!(description.ends_with(warning), "description: {description}");
+    }
+
     #[test]
     fn timeout_for_uses_default_and_caps_at_the_maximum() {
         let limits = ToolLimits::default();
@@ -640,11 +734,38 @@ mod tests {
         let mut output = Collected::new(&limits);
         output.push(b"abcdefgh");
         output.push(b"ijklmnopqrst");
-        assert_eq!(output.last_lines(5), b"pqrst".to_vec());
+        assert_eq!(output.last_bytes(5), (b"pqrst".to_vec(), false));
+        assert_eq!(output.last_bytes(100), (b"mnopqrst".to_vec(), false));
         assert_eq!(
             String::from_utf8(output.into_bytes()).unwrap(),
             "abcdef\n[… 6 bytes of output not kept …]\nmnopqrst"
         );
+    }
+
+    #[test]
+    fn collected_output_window_says_whether_it_starts_a_line() {
+        let mut output = Collected::new(&ToolLimits::default());
+        output.push(b"ab\ncd\n");
+        assert_eq!(output.last_bytes(100), (b"ab\ncd\n".to_vec(), true));
+        assert_eq!(output.last_bytes(3), (b"cd\n".to_vec(), true));
+        assert_eq!(output.last_bytes(4), (b"\ncd\n".to_vec(), false));
+    }
+
+    #[test]
+    fn tail_lines_keeps_only_whole_lines() {
+        let cases = [
+            ("one\ntwo\n", 100, true, Some("one\ntwo\n")),
+            ("one\ntwo\n", 100, false, Some("two\n")),
+            ("one\ntwo\n", 4, true, Some("two\n")),
+            ("one\ntwo\n", 6, true, Some("two\n")),
+            ("one\ntwo", 5, true, Some("two")),
+            ("a-very-long-line\n", 5, true, None),
+            ("a-very-long-line", 5, true, None),
+            ("", 5, true, Some("")),
+        ];
+        for (text, max, at_line_start, want) in cases {
+            assert_eq!(tail_lines(text, max, at_line_start), want, "text: {text:?}, max: {max}");
+        }
     }
 
     #[test]

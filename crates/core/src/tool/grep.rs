@@ -2,9 +2,13 @@
 //!
 //! Walks like `find` (gitignore respected, dotfiles included, `.git` skipped), skips binary files,
 //! and stops at whichever limit comes first, saying which one it was.
+//!
+//! Lines are read in bounded chunks: only the first [`MAX_LINE_BYTES`] of a line are kept and
+//! searched, and the rest is skipped, so a huge single-line file (minified code, a data dump)
+//! cannot exhaust memory.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, ErrorKind};
+use std::io::{self, BufRead, BufReader, ErrorKind};
 use std::path::Path;
 
 use regex::bytes::Regex;
@@ -19,6 +23,8 @@ use crate::provider::ToolSpec;
 
 /// Longest part of a matching line that is shown, in characters.
 const MAX_LINE_CHARS: usize = 500;
+/// Longest part of a line that is kept and searched, in bytes; the rest of the line is skipped.
+const MAX_LINE_BYTES: usize = 64 * 1024;
 
 /// Searches file contents: `grep {pattern, path?, glob?}`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -40,10 +46,11 @@ impl Tool for GrepTool {
             description: format!(
                 "Search file contents with a regular expression (Rust regex syntax; (?i) for \
                  case-insensitive) under a folder or in one file (default: the working folder). \
-                 Respects .gitignore, includes dotfiles, skips .git and binary files. Output \
-                 lines are path:LINE: text, cut at {MAX_LINE_CHARS} characters. At most {} \
-                 matches or {} KiB; narrow the pattern, path or glob when the notice says a \
-                 limit was hit.",
+                 Respects .gitignore, includes dotfiles, skips .git and binary files. Only the \
+                 first {} KiB of each line are searched. Output lines are path:LINE: text, cut \
+                 at {MAX_LINE_CHARS} characters. At most {} matches or {} KiB; narrow the \
+                 pattern, path or glob when the notice says a limit was hit.",
+                MAX_LINE_BYTES / 1024,
                 limits.grep_max_matches,
                 limits.max_output_bytes / 1024
             ),
@@ -155,13 +162,11 @@ impl Search {
         let mut line = Vec::new();
         let mut line_no = 0;
         while !self.is_done() {
-            line.clear();
-            if reader.read_until(b'\n', &mut line)? == 0 {
+            if !read_line_capped(&mut reader, &mut line, MAX_LINE_BYTES)? {
                 break;
             }
             line_no += 1;
-            let content = line.strip_suffix(b"\n").unwrap_or(&line);
-            let content = content.strip_suffix(b"\r").unwrap_or(content);
+            let content = line.strip_suffix(b"\r").unwrap_or(&line);
             if regex.is_match(content) {
                 self.add(format!("{shown}:{line_no}: {}", cut(&String::from_utf8_lossy(content))));
             }
@@ -185,6 +190,33 @@ impl Search {
         } else {
             self.bytes += line.len() + 1;
             self.lines.push(line);
+        }
+    }
+}
+
+/// Reads the next line into `line` without its `\n`, keeping at most `max` bytes and consuming
+/// the rest of a longer line unkept. Returns `false` at the end of the input.
+fn read_line_capped(reader: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -> io::Result<bool> {
+    line.clear();
+    let mut read_any = false;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if buf.is_empty() {
+            return Ok(read_any);
+        }
+        read_any = true;
+        let newline = buf.iter().position(|&b| b == b'\n');
+        let content = newline.map_or(buf, |at| &buf[..at]);
+        let room = max.saturating_sub(line.len());
+        line.extend_from_slice(&content[..content.len().min(room)]);
+        let used = newline.map_or(buf.len(), |at| at + 1);
+        reader.consume(used);
+        if newline.is_some() {
+            return Ok(true);
         }
     }
 }
@@ -294,6 +326,41 @@ mod tests {
             ))
             .with_details(json!({"matches": 2, "truncated": true}))
         );
+    }
+
+    #[tokio::test]
+    async fn grep_huge_single_line_is_matched_on_its_kept_prefix_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let huge = format!("start needle {} tailmark\n", "y".repeat(1024 * 1024));
+        std::fs::write(dir.path().join("a.txt"), format!("{huge}needle again, tailmark\n"))
+            .unwrap();
+        let out = grep(dir.path(), json!({"pattern": "needle"})).await.unwrap();
+        let shown = format!("start needle {}", "y".repeat(487));
+        assert_eq!(
+            out,
+            ToolOutput::text(format!(
+                "a.txt:1: {shown} [… line cut]\na.txt:2: needle again, tailmark"
+            ))
+            .with_details(json!({"matches": 2, "truncated": false}))
+        );
+        // Past the first 64 KiB, the rest of the line is skipped unsearched.
+        let out = grep(dir.path(), json!({"pattern": "tailmark"})).await.unwrap();
+        assert_eq!(
+            out,
+            ToolOutput::text("a.txt:2: needle again, tailmark")
+                .with_details(json!({"matches": 1, "truncated": false}))
+        );
+    }
+
+    #[test]
+    fn read_line_capped_keeps_the_start_of_long_lines_and_goes_on() {
+        let mut reader = BufReader::with_capacity(4, &b"abcdefghij\nxy\r\n\nlast"[..]);
+        let mut line = Vec::new();
+        let mut lines = Vec::new();
+        while read_line_capped(&mut reader, &mut line, 6).unwrap() {
+            lines.push(String::from_utf8(line.clone()).unwrap());
+        }
+        assert_eq!(lines, vec!["abcdef", "xy\r", "", "last"]);
     }
 
     #[tokio::test]

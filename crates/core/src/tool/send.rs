@@ -3,6 +3,10 @@
 //!
 //! Sessions register it only when they have a channel; without one it answers with an error
 //! result instead of failing the run.
+//!
+//! What it sends leaves the session directly, without passing the run loop's redaction, so it
+//! redacts the text and caption itself, and it only sends files inside the workspace (symlinks
+//! resolved), so a file elsewhere on the host cannot be handed out.
 
 use std::io::ErrorKind;
 
@@ -31,7 +35,7 @@ impl Tool for SendTool {
                           you are talking with, right away (your final answer is delivered \
                           anyway; use this for files and for messages that should not wait). \
                           With both, the text is the file's caption. Paths are relative to the \
-                          working folder."
+                          working folder, and only files inside it can be sent."
                 .to_string(),
             parameters: json!({
                 "type": "object",
@@ -51,7 +55,10 @@ impl Tool for SendTool {
                 "send is not available: this session has no chat channel",
             ));
         };
-        let text = args.text.filter(|text| !text.trim().is_empty());
+        let text = args
+            .text
+            .filter(|text| !text.trim().is_empty())
+            .map(|text| ctx.redactor.redact(&text).into_owned());
         match (args.path, text) {
             (None, None) => Err(ToolError("give a path, a text or both".to_string())),
             (None, Some(text)) => Ok(match channel.send_text(&text).await {
@@ -67,6 +74,12 @@ impl Tool for SendTool {
                     _ => ToolError(format!("could not read {shown}: {err}")),
                 };
                 let absolute = tokio::fs::canonicalize(&path).await.map_err(not_found)?;
+                let workspace = tokio::fs::canonicalize(&ctx.cwd).await.map_err(|err| {
+                    ToolError(format!("could not resolve the working folder: {err}"))
+                })?;
+                if !absolute.starts_with(&workspace) {
+                    return Ok(ToolOutput::error("can only send files inside the workspace"));
+                }
                 let meta = tokio::fs::metadata(&absolute).await.map_err(not_found)?;
                 if !meta.is_file() {
                     return Err(ToolError(format!("{shown} is not a regular file")));
@@ -89,6 +102,7 @@ mod tests {
 
     use super::*;
     use crate::channel::ChatChannel;
+    use crate::redact::{Redactor, Secret};
     use crate::tool::test_context;
 
     #[derive(Debug, PartialEq)]
@@ -198,5 +212,102 @@ mod tests {
         let channel = Arc::new(FakeChannel { refuse: true, ..FakeChannel::default() });
         let out = SendTool.execute(json!({"text": "hi"}), context(dir.path(), &channel)).await;
         assert_eq!(out, Ok(ToolOutput::error("could not send the text: chat is gone")));
+    }
+
+    #[tokio::test]
+    async fn send_text_and_caption_with_a_planted_secret_arrive_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "notes").unwrap();
+        let channel = Arc::new(FakeChannel::default());
+        let mut ctx = context(dir.path(), &channel);
+        let secret = Secret {
+            name: "MY_API_TOKEN".to_string(),
+            value: "planted-secret-value-42".to_string(),
+        };
+        ctx.redactor = Arc::new(Redactor::new(vec![secret]));
+        let text = json!({"text": "the key is planted-secret-value-42"});
+        let sent_text = SendTool.execute(text, ctx.clone()).await;
+        let file = json!({"path": "notes.txt", "text": "key: planted-secret-value-42"});
+        let sent_file = SendTool.execute(file, ctx).await;
+        assert_eq!(
+            (sent_text, sent_file),
+            (
+                Ok(ToolOutput::text("sent the text").with_details(json!({"text_chars": 34}))),
+                Ok(ToolOutput::text("sent notes.txt with its caption")
+                    .with_details(json!({"path": "notes.txt", "bytes": 5})))
+            )
+        );
+        assert_eq!(
+            *channel.sent.lock().unwrap(),
+            vec![
+                Sent::Text("the key is [REDACTED:MY_API_TOKEN]".to_string()),
+                Sent::File(
+                    dir.path().join("notes.txt").canonicalize().unwrap(),
+                    Some("key: [REDACTED:MY_API_TOKEN]".to_string())
+                ),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn send_parent_path_outside_the_workspace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir(&workspace).unwrap();
+        std::fs::write(dir.path().join("x"), "outside").unwrap();
+        let channel = Arc::new(FakeChannel::default());
+        let out = SendTool.execute(json!({"path": "../x"}), context(&workspace, &channel)).await;
+        assert_eq!(out, Ok(ToolOutput::error("can only send files inside the workspace")));
+        assert_eq!(*channel.sent.lock().unwrap(), vec![]);
+    }
+
+    #[tokio::test]
+    async fn send_absolute_path_outside_the_workspace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir(&workspace).unwrap();
+        let outside = dir.path().join("x");
+        std::fs::write(&outside, "outside").unwrap();
+        let channel = Arc::new(FakeChannel::default());
+        let args = json!({"path": outside.display().to_string()});
+        let out = SendTool.execute(args, context(&workspace, &channel)).await;
+        assert_eq!(out, Ok(ToolOutput::error("can only send files inside the workspace")));
+        assert_eq!(*channel.sent.lock().unwrap(), vec![]);
+    }
+
+    #[tokio::test]
+    async fn send_symlink_pointing_outside_the_workspace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir(&workspace).unwrap();
+        std::fs::write(dir.path().join("secret.txt"), "outside").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret.txt"), workspace.join("link.txt"))
+            .unwrap();
+        let channel = Arc::new(FakeChannel::default());
+        let out =
+            SendTool.execute(json!({"path": "link.txt"}), context(&workspace, &channel)).await;
+        assert_eq!(out, Ok(ToolOutput::error("can only send files inside the workspace")));
+        assert_eq!(*channel.sent.lock().unwrap(), vec![]);
+    }
+
+    #[tokio::test]
+    async fn send_file_inside_a_workspace_reached_through_a_symlink_is_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir(&workspace).unwrap();
+        std::fs::write(workspace.join("plain.txt"), "plain").unwrap();
+        std::os::unix::fs::symlink(&workspace, dir.path().join("ws-link")).unwrap();
+        let channel = Arc::new(FakeChannel::default());
+        let ctx = context(&dir.path().join("ws-link"), &channel);
+        let out = SendTool.execute(json!({"path": "plain.txt"}), ctx).await;
+        assert_eq!(
+            out,
+            Ok(ToolOutput::text("sent plain.txt")
+                .with_details(json!({"path": "plain.txt", "bytes": 5})))
+        );
+        assert_eq!(
+            *channel.sent.lock().unwrap(),
+            vec![Sent::File(workspace.join("plain.txt").canonicalize().unwrap(), None)]
+        );
     }
 }
