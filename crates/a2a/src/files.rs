@@ -39,6 +39,22 @@ pub fn precheck(parts: &[Part], max_file_bytes: u64) -> Result<(), A2aError> {
     Ok(())
 }
 
+/// Replaces file bytes in a task's history by a short note: the file is in `inbox/`, and keeping
+/// its base64 in the task would copy it into every GetTask, ListTasks and stream.
+pub fn strip_bytes(task: &mut a2a::Task) {
+    for message in task.history.iter_mut().flatten() {
+        for part in &mut message.parts {
+            if let PartContent::Raw(bytes) = &part.content {
+                let name = part.filename.clone().unwrap_or_else(|| "file".into());
+                part.content = PartContent::Text(format!(
+                    "(file {name}, {} bytes, saved to the assistant's inbox)",
+                    bytes.len()
+                ));
+            }
+        }
+    }
+}
+
 /// The framing header of every A2A prompt.
 pub fn framing_header(caller: &Caller, has_notifier: bool) -> String {
     let tools = if has_notifier {

@@ -1,12 +1,13 @@
 //! The operations, binding- and version-independent: one [`Request`] in, a [`Reply`] or a stream
 //! of `a2a::StreamResponse` out. Task access is always scoped to the authenticated caller.
 
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use a2a::{StreamResponse, TaskState, TaskStatus};
-use futures_util::Stream;
+use futures_util::{FutureExt, Stream};
 use regex::Regex;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
@@ -103,10 +104,17 @@ impl ServerInner {
         if message.message_id.is_empty() {
             return Err(A2aError::InvalidParams("message.messageId is required".into()));
         }
-        if message.role == a2a::Role::Agent {
+        if message.role != a2a::Role::User {
             return Err(A2aError::InvalidParams("message.role must be ROLE_USER".into()));
         }
         files::precheck(&message.parts, self.options.max_file_bytes)?;
+        // ProtoJSON: an empty string is an unset field.
+        if message.context_id.as_deref() == Some("") {
+            message.context_id = None;
+        }
+        if message.task_id.as_deref() == Some("") {
+            message.task_id = None;
+        }
         if let Some(context_id) = &message.context_id
             && !CONTEXT_ID.is_match(context_id)
         {
@@ -114,43 +122,92 @@ impl ServerInner {
                 "message.contextId must match [A-Za-z0-9_-]{1,100}".into(),
             ));
         }
-        let hops = hops(message.metadata.as_ref().and_then(|m| m.get(HOPS_KEY)))
-            .or_else(|| hops(req.metadata.as_ref().and_then(|m| m.get(HOPS_KEY))))
-            .unwrap_or(0);
+        let hops = match message.metadata.as_ref().and_then(|m| m.get(HOPS_KEY)) {
+            Some(value) => hops(value)?,
+            None => match req.metadata.as_ref().and_then(|m| m.get(HOPS_KEY)) {
+                Some(value) => hops(value)?,
+                None => 0,
+            },
+        };
         let configuration = req.configuration.unwrap_or_default_config();
+        if configuration.history_length.is_some_and(|n| n < 0) {
+            return Err(A2aError::InvalidParams(
+                "configuration.historyLength must not be negative".into(),
+            ));
+        }
 
-        // An existing task (continuation) or a new one.
-        let existing = match &message.task_id {
-            Some(task_id) => {
-                let live = self.live.clone();
-                let file =
-                    self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
-                if let Some(context_id) = &message.context_id
-                    && *context_id != file.task.context_id
-                {
-                    return Err(A2aError::InvalidParams(
-                        "message.contextId does not match the task's contextId".into(),
-                    ));
-                }
-                match file.task.status.state {
-                    TaskState::InputRequired => Some(file),
-                    state if state.is_terminal() => {
-                        return Err(A2aError::UnsupportedOperation(format!(
-                            "task {} is already {}; send a new message without taskId to start a new task",
-                            file.task.id,
-                            state_name(&state)
-                        )));
-                    }
-                    _ => return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into())),
-                }
+        // From here on the work runs on its own task: a client that disconnects must not leave a
+        // context claimed or a task half-created.
+        let inner = self.clone();
+        let owner = caller.clone();
+        let started = self
+            .tracker
+            .spawn(async move { inner.start(&owner, message, hops).await })
+            .await
+            .map_err(|err| {
+                tracing::error!(error = %err, "starting a task failed unexpectedly");
+                A2aError::Internal
+            })??;
+        let (snapshot, events, finished, live) = match started {
+            Started::Finished(task) => {
+                return Ok(finished_outcome(*task, streaming, configuration.history_length));
             }
+            Started::Running { snapshot, events, finished, live } => {
+                (*snapshot, events, finished, live)
+            }
+        };
+        if streaming {
+            return Ok(Outcome::Stream(task_stream(snapshot, events, finished, Some(live))));
+        }
+        let mut task = if configuration.return_immediately {
+            snapshot
+        } else {
+            wait_finished(finished).await.unwrap_or(snapshot)
+        };
+        apply_history_length(&mut task, configuration.history_length)?;
+        Ok(Outcome::Reply(Box::new(Reply::Send(a2a::SendMessageResponse::Task(task)))))
+    }
+
+    /// Creates or continues the task and starts its run. Runs on its own task (see `send`).
+    async fn start(
+        self: &Arc<Self>,
+        caller: &Caller,
+        mut message: a2a::Message,
+        hops: u32,
+    ) -> Result<Started, A2aError> {
+        // The task to continue, if any, and the context.
+        let continued = match &message.task_id {
+            Some(task_id) => Some(self.continuable(caller, task_id, &message).await?),
             None => None,
         };
-        let context_id = match (&existing, &message.context_id) {
+        let context_id = match (&continued, &message.context_id) {
             (Some(file), _) => file.task.context_id.clone(),
             (None, Some(context_id)) => context_id.clone(),
             (None, None) => uuid::Uuid::new_v4().to_string(),
         };
+        let task_id = continued
+            .as_ref()
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |f| f.task.id.clone());
+        message.task_id = Some(task_id.clone());
+        message.context_id = Some(context_id.clone());
+
+        if hops > self.options.max_hops {
+            // Refused before any session is opened or claimed.
+            let mut file = continued.unwrap_or_else(|| new_task_file(caller, &message));
+            if let Some(history) = file.task.history.as_mut()
+                && history.last().map(|m| &m.message_id) != Some(&message.message_id)
+            {
+                history.push(message.clone());
+            }
+            file.task.status = TaskStatus {
+                state: TaskState::Failed,
+                message: Some(agent_message(&task_id, &context_id, "hop limit reached")),
+                timestamp: Some(crate::now()),
+            };
+            self.store.save(&caller.workspace, &file).await?;
+            tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = self.options.max_hops, "a2a task refused: hop limit reached");
+            return Ok(Started::Finished(Box::new(file.task)));
+        }
 
         let extension = {
             let caller = caller.clone();
@@ -166,60 +223,30 @@ impl ServerInner {
             }
         };
         let claim = self.pool.claim(caller, &context_id, extension).await?;
+        let guard = ClaimGuard::new(self.pool.clone(), claim.scope.clone());
 
-        let task_id = existing
-            .as_ref()
-            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |f| f.task.id.clone());
-        message.task_id = Some(task_id.clone());
-        message.context_id = Some(context_id.clone());
-        let is_new = existing.is_none();
-        let mut file = match existing {
-            Some(mut file) => {
+        // Under the claim, the continued task cannot change any more: check it again (a cancel
+        // or another continuation may have won the race).
+        let mut file = match continued {
+            Some(_) => {
+                let file = self.continuable(caller, &task_id, &message).await?;
+                let mut file = file;
                 file.task.history.get_or_insert_with(Vec::new).push(message.clone());
                 file
             }
-            None => TaskFile {
-                task: a2a::Task {
-                    id: task_id.clone(),
-                    context_id: context_id.clone(),
-                    status: TaskStatus {
-                        state: TaskState::Submitted,
-                        message: None,
-                        timestamp: Some(crate::now()),
-                    },
-                    artifacts: None,
-                    history: Some(vec![message.clone()]),
-                    metadata: None,
-                },
-                caller: caller.name.clone(),
-                push_configs: Vec::new(),
-            },
+            None => new_task_file(caller, &message),
         };
-
-        if hops > self.options.max_hops {
-            file.task.status = TaskStatus {
-                state: TaskState::Failed,
-                message: Some(agent_message(&task_id, &context_id, "hop limit reached")),
-                timestamp: Some(crate::now()),
-            };
-            let saved = if is_new {
-                self.store.create(&caller.workspace, &file).await
-            } else {
-                self.store.save(&caller.workspace, &file).await
-            };
-            self.pool.release(&claim.scope).await;
-            saved?;
-            tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = self.options.max_hops, "a2a task refused: hop limit reached");
-            return Ok(finished_outcome(file.task, streaming, configuration.history_length));
-        }
+        files::strip_bytes(&mut file.task);
 
         // Live before the file exists, so a concurrent read never takes it for a leftover of a
         // restart.
         let live =
             LiveTask::new(file.clone(), caller.clone(), self.store.clone(), claim.session.clone());
         self.live.insert(live.clone());
+        let is_new = file.task.status.state == TaskState::Submitted;
         if is_new && let Err(err) = self.store.create(&caller.workspace, &file).await {
             self.end_live(&live, &claim).await;
+            guard.disarm();
             return Err(err);
         }
         let prompt =
@@ -229,6 +256,7 @@ impl ServerInner {
                     live.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
                     live.finish().await;
                     self.end_live(&live, &claim).await;
+                    guard.disarm();
                     return Err(err);
                 }
             };
@@ -242,25 +270,58 @@ impl ServerInner {
                 live.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
                 live.finish().await;
                 self.end_live(&live, &claim).await;
+                guard.disarm();
                 return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
             }
         };
+        if live.cancel_requested() {
+            live.abort();
+        }
         let (snapshot, events, finished) = live.subscribe().await;
         let driver = self.clone();
         let driven = live.clone();
-        self.tracker.spawn(async move { driver.drive(driven, handle, claim).await });
+        guard.disarm();
+        self.tracker.spawn(async move {
+            let ended = driver.clone();
+            let (task, claim_for_panic) = (driven.clone(), claim.scope.clone());
+            let result = AssertUnwindSafe(driver.drive(driven, handle, claim)).catch_unwind().await;
+            if result.is_err() {
+                tracing::error!(task_id = %task.task_id, "the run driver panicked");
+                task.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
+                task.finish().await;
+                ended.live.remove(&task.task_id);
+                ended.pool.release(&claim_for_panic).await;
+            }
+        });
+        Ok(Started::Running { snapshot: Box::new(snapshot), events, finished, live })
+    }
 
-        if streaming {
-            return Ok(Outcome::Stream(task_stream(snapshot, events, finished)));
+    /// Loads a task a message wants to continue and checks that it can be: the caller's, in the
+    /// same context, input-required.
+    async fn continuable(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        message: &a2a::Message,
+    ) -> Result<TaskFile, A2aError> {
+        let live = self.live.clone();
+        let file = self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+        if let Some(context_id) = &message.context_id
+            && *context_id != file.task.context_id
+        {
+            return Err(A2aError::InvalidParams(
+                "message.contextId does not match the task's contextId".into(),
+            ));
         }
-        let task = if configuration.return_immediately {
-            snapshot
-        } else {
-            wait_finished(finished).await.unwrap_or(snapshot)
-        };
-        let mut task = task;
-        apply_history_length(&mut task, configuration.history_length)?;
-        Ok(Outcome::Reply(Box::new(Reply::Send(a2a::SendMessageResponse::Task(task)))))
+        match file.task.status.state {
+            TaskState::InputRequired if !self.live.is_running(task_id) => Ok(file),
+            ref state if state.is_terminal() => Err(A2aError::UnsupportedOperation(format!(
+                "task {} is already {}; send a new message without taskId to start a new task",
+                file.task.id,
+                state_name(state)
+            ))),
+            _ => Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into())),
+        }
     }
 
     /// Follows a run's session events and turns them into task changes and A2A events.
@@ -271,7 +332,12 @@ impl ServerInner {
         let mut settled = None;
         while let Some(event) = handle.events().recv().await {
             match &event.kind {
-                EventKind::MessageStart { role: Role::Assistant, .. } => chunk_in_message = false,
+                EventKind::MessageStart { role: Role::Assistant, .. } => {
+                    // Each answer replaces the previous one in the response artifact, so what a
+                    // stream shows matches what GetTask returns at the end.
+                    chunk_in_message = false;
+                    response_started = false;
+                }
                 EventKind::TextDelta { text, .. } => {
                     live.stream_text(text.clone(), response_started, false).await;
                     response_started = true;
@@ -343,32 +409,61 @@ impl ServerInner {
     }
 
     async fn cancel(&self, caller: &Caller, task_id: &str) -> Result<a2a::Task, A2aError> {
-        if let Some(live) = self.live.get(task_id)
-            && live.caller == *caller
-        {
-            let finished = live.finished();
-            live.abort();
-            return match tokio::time::timeout(CANCEL_WAIT, wait_finished(finished)).await {
-                Ok(Some(task)) => Ok(task),
-                Ok(None) | Err(_) => Ok(live.snapshot().await),
-            };
+        let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
+        loop {
+            if let Some(live) = self.live.get(task_id)
+                && live.caller == *caller
+            {
+                let finished = live.finished();
+                live.abort();
+                return match tokio::time::timeout_at(deadline, wait_finished(finished)).await {
+                    Ok(Some(task)) => Ok(task),
+                    Ok(None) | Err(_) => Ok(live.snapshot().await),
+                };
+            }
+            let live = self.live.clone();
+            let file = self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+            let state = file.task.status.state.clone();
+            if state.is_terminal() {
+                return Err(A2aError::TaskNotCancelable {
+                    task_id: task_id.to_string(),
+                    state: state_name(&state).into(),
+                });
+            }
+            // Hold the context so a continuation cannot start between our read and our write.
+            match self.pool.try_hold(caller, &file.task.context_id).await {
+                Some(hold) => {
+                    let live = self.live.clone();
+                    let mut file =
+                        self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+                    let state = file.task.status.state.clone();
+                    let result = if state.is_terminal() {
+                        Err(A2aError::TaskNotCancelable {
+                            task_id: task_id.to_string(),
+                            state: state_name(&state).into(),
+                        })
+                    } else {
+                        if let Some(old) = file.task.status.message.take() {
+                            file.task.history.get_or_insert_with(Vec::new).push(old);
+                        }
+                        file.task.status = TaskStatus {
+                            state: TaskState::Canceled,
+                            message: None,
+                            timestamp: Some(crate::now()),
+                        };
+                        self.store.save(&caller.workspace, &file).await.map(|()| file.task)
+                    };
+                    self.pool.release_hold(hold).await;
+                    return result;
+                }
+                // The context is busy: this task is about to run again (it will be live in a
+                // moment), or another task of the context runs. Look again shortly.
+                None if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                None => return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into())),
+            }
         }
-        let live = self.live.clone();
-        let mut file = self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
-        let state = file.task.status.state.clone();
-        if state.is_terminal() {
-            return Err(A2aError::TaskNotCancelable {
-                task_id: task_id.to_string(),
-                state: state_name(&state).into(),
-            });
-        }
-        if let Some(old) = file.task.status.message.take() {
-            file.task.history.get_or_insert_with(Vec::new).push(old);
-        }
-        file.task.status =
-            TaskStatus { state: TaskState::Canceled, message: None, timestamp: Some(crate::now()) };
-        self.store.save(&caller.workspace, &file).await?;
-        Ok(file.task)
     }
 
     async fn subscribe(&self, caller: &Caller, task_id: &str) -> Result<Outcome, A2aError> {
@@ -376,7 +471,7 @@ impl ServerInner {
             && live.caller == *caller
         {
             let (snapshot, events, finished) = live.subscribe().await;
-            return Ok(Outcome::Stream(task_stream(snapshot, events, finished)));
+            return Ok(Outcome::Stream(task_stream(snapshot, events, finished, Some(live))));
         }
         let live = self.live.clone();
         let file = self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
@@ -387,7 +482,66 @@ impl ServerInner {
                 state_name(&state)
             )));
         }
-        Ok(Outcome::Stream(Box::pin(futures_util::stream::iter([StreamResponse::Task(file.task)]))))
+        Ok(Outcome::Stream(closing_stream(file.task)))
+    }
+}
+
+/// What `start` produced.
+enum Started {
+    /// The task ended before any run (hop limit).
+    Finished(Box<a2a::Task>),
+    /// A run is under way.
+    Running {
+        snapshot: Box<a2a::Task>,
+        events: broadcast::Receiver<StreamResponse>,
+        finished: watch::Receiver<Option<a2a::Task>>,
+        live: Arc<LiveTask>,
+    },
+}
+
+/// Gives a claimed context back if the code holding it stops early (a panic); disarmed once the
+/// claim is handed to the run driver or released.
+struct ClaimGuard {
+    pool: Arc<crate::pool::SessionPool>,
+    scope: Option<String>,
+}
+
+impl ClaimGuard {
+    fn new(pool: Arc<crate::pool::SessionPool>, scope: String) -> Self {
+        ClaimGuard { pool, scope: Some(scope) }
+    }
+
+    fn disarm(mut self) {
+        self.scope = None;
+    }
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        if let Some(scope) = self.scope.take() {
+            let pool = self.pool.clone();
+            tokio::spawn(async move { pool.release(&scope).await });
+        }
+    }
+}
+
+/// A new task for a message, submitted.
+fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
+    TaskFile {
+        task: a2a::Task {
+            id: message.task_id.clone().unwrap_or_default(),
+            context_id: message.context_id.clone().unwrap_or_default(),
+            status: TaskStatus {
+                state: TaskState::Submitted,
+                message: None,
+                timestamp: Some(crate::now()),
+            },
+            artifacts: None,
+            history: Some(vec![message.clone()]),
+            metadata: None,
+        },
+        caller: caller.name.clone(),
+        push_configs: Vec::new(),
     }
 }
 
@@ -413,12 +567,22 @@ impl DefaultConfig for Option<a2a::SendMessageConfiguration> {
     }
 }
 
-/// The hop count from metadata: a whole number (or a numeric string).
-fn hops(value: Option<&Value>) -> Option<u32> {
-    match value? {
-        Value::Number(n) => n.as_u64().map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-        Value::String(s) => s.trim().parse().ok(),
-        Value::Null | Value::Bool(_) | Value::Array(_) | Value::Object(_) => None,
+/// The hop count from metadata: a whole number, or a numeric string. Anything else present is
+/// refused: a recursion guard must not fail open.
+fn hops(value: &Value) -> Result<u32, A2aError> {
+    let number = match value {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        Value::Null => Some(0.0),
+        Value::Bool(_) | Value::Array(_) | Value::Object(_) => None,
+    };
+    match number {
+        Some(n) if n.is_finite() && n >= 0.0 => {
+            Ok(if n >= f64::from(u32::MAX) { u32::MAX } else { n.ceil() as u32 })
+        }
+        Some(_) | None => Err(A2aError::InvalidParams(format!(
+            "metadata[\"{HOPS_KEY}\"] must be a whole number of hops"
+        ))),
     }
 }
 
@@ -432,7 +596,7 @@ fn agent_message(task_id: &str, context_id: &str, text: &str) -> a2a::Message {
 /// A task that ended before any run: the reply or a one-event stream.
 fn finished_outcome(mut task: a2a::Task, streaming: bool, history_length: Option<i32>) -> Outcome {
     if streaming {
-        return Outcome::Stream(Box::pin(futures_util::stream::iter([StreamResponse::Task(task)])));
+        return Outcome::Stream(closing_stream(task));
     }
     // A negative length was refused with the request; ignore the error here.
     let _ = apply_history_length(&mut task, history_length);
@@ -452,26 +616,52 @@ pub fn ends_stream(state: &TaskState) -> bool {
     state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
 }
 
-/// The task first, then live events until the task is terminal or interrupted.
+/// A task that will not change while this stream is open: the task, then its status (0.3 callers
+/// see `final: true` on it), then the end.
+fn closing_stream(task: a2a::Task) -> EventStream {
+    let status = a2a::TaskStatusUpdateEvent {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        status: task.status.clone(),
+        metadata: None,
+    };
+    Box::pin(futures_util::stream::iter([
+        StreamResponse::Task(task),
+        StreamResponse::StatusUpdate(status),
+    ]))
+}
+
+/// The task first, then live events until the task is terminal or interrupted. A stream that
+/// falls behind gets the answer so far in one replacing artifact update, then goes on.
 fn task_stream(
     snapshot: a2a::Task,
     events: broadcast::Receiver<StreamResponse>,
     finished: watch::Receiver<Option<a2a::Task>>,
+    live: Option<Arc<LiveTask>>,
 ) -> EventStream {
-    let done = ends_stream(&snapshot.status.state);
-    let first = futures_util::stream::iter([StreamResponse::Task(snapshot)]);
-    if done {
-        return Box::pin(first);
+    if ends_stream(&snapshot.status.state) {
+        return closing_stream(snapshot);
     }
-    let rest = futures_util::stream::unfold(Some((events, finished)), |state| async move {
-        let (mut events, finished) = state?;
+    let first = futures_util::stream::iter([StreamResponse::Task(snapshot)]);
+    let rest = futures_util::stream::unfold(Some((events, finished, live)), |state| async move {
+        let (mut events, finished, live) = state?;
         loop {
             match events.recv().await {
                 Ok(item) => {
                     let last = matches!(&item, StreamResponse::StatusUpdate(u) if ends_stream(&u.status.state));
-                    return Some((item, if last { None } else { Some((events, finished)) }));
+                    return Some((item, if last { None } else { Some((events, finished, live)) }));
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    if let Some(update) = match &live {
+                        Some(task) => task.response_so_far().await,
+                        None => None,
+                    } {
+                        return Some((
+                            StreamResponse::ArtifactUpdate(update),
+                            Some((events, finished, live)),
+                        ));
+                    }
+                }
                 Err(broadcast::error::RecvError::Closed) => {
                     let task = wait_finished(finished).await?;
                     let update = a2a::TaskStatusUpdateEvent {

@@ -36,6 +36,8 @@ pub struct LiveTask {
     store: Arc<TaskStore>,
     session: volcanic_core::Session,
     response_id: String,
+    /// Set by CancelTask; checked once the run has started, so an early cancel is not lost.
+    cancel_requested: std::sync::atomic::AtomicBool,
 }
 
 impl LiveTask {
@@ -66,12 +68,34 @@ impl LiveTask {
             store,
             session,
             response_id,
+            cancel_requested: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// Aborts the run (CancelTask); the driver then settles the task as canceled.
     pub fn abort(&self) {
+        self.cancel_requested.store(true, std::sync::atomic::Ordering::SeqCst);
         self.session.abort();
+    }
+
+    /// Whether CancelTask asked for this run to stop.
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel_requested.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The answer so far as one replacing artifact update (for a stream that fell behind).
+    pub async fn response_so_far(&self) -> Option<TaskArtifactUpdateEvent> {
+        let file = self.state.lock().await;
+        let artifact =
+            file.task.artifacts.iter().flatten().find(|a| a.artifact_id == self.response_id)?;
+        Some(TaskArtifactUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            artifact: artifact.clone(),
+            append: Some(false),
+            last_chunk: Some(false),
+            metadata: None,
+        })
     }
 
     /// The current task and a subscription to every event after it.
@@ -216,10 +240,15 @@ fn append_text(artifact: &mut Artifact, text: &str) {
 #[derive(Default)]
 pub struct LiveTasks {
     map: Mutex<HashMap<String, Arc<LiveTask>>>,
+    /// Every task this process has run. Their files are final when their runs end, so lazy
+    /// restart recovery must never touch them (a reader that saw "working" just before the run
+    /// ended would otherwise overwrite the final state). One id per task run since start-up.
+    ran: Mutex<std::collections::HashSet<String>>,
 }
 
 impl LiveTasks {
     pub fn insert(&self, task: Arc<LiveTask>) {
+        self.ran.lock().unwrap_or_else(PoisonError::into_inner).insert(task.task_id.clone());
         self.lock().insert(task.task_id.clone(), task);
     }
 
@@ -231,7 +260,14 @@ impl LiveTasks {
         self.lock().get(task_id).cloned()
     }
 
+    /// Whether lazy recovery must leave the task alone: it runs, or ran, in this process.
     pub fn is_live(&self, task_id: &str) -> bool {
+        self.lock().contains_key(task_id)
+            || self.ran.lock().unwrap_or_else(PoisonError::into_inner).contains(task_id)
+    }
+
+    /// Whether the task's run is in progress right now.
+    pub fn is_running(&self, task_id: &str) -> bool {
         self.lock().contains_key(task_id)
     }
 

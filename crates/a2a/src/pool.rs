@@ -31,6 +31,12 @@ struct Entry {
     last_used: Instant,
 }
 
+/// A context held without a session (CancelTask writing a task file): no task may start in it
+/// until the hold is released.
+pub struct Hold {
+    scope: String,
+}
+
 /// A claimed session: the holder runs one task on it, then releases it.
 pub struct Claim {
     pub session: Session,
@@ -44,6 +50,8 @@ pub struct SessionPool {
     idle_timeout: Duration,
     max_file_bytes: u64,
     entries: tokio::sync::Mutex<HashMap<String, Entry>>,
+    /// Scopes held by [`SessionPool::try_hold`].
+    holds: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl SessionPool {
@@ -53,6 +61,7 @@ impl SessionPool {
             idle_timeout,
             max_file_bytes,
             entries: tokio::sync::Mutex::new(HashMap::new()),
+            holds: std::sync::Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -70,6 +79,9 @@ impl SessionPool {
         let scope = scope(caller, context_id);
         // Held across the open on purpose: two requests for one new context must not both open it.
         let mut entries = self.entries.lock().await;
+        if self.is_held(&scope) {
+            return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
+        }
         if let Some(entry) = entries.get_mut(&scope) {
             if entry.claimed || entry.session.is_running() {
                 return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
@@ -103,6 +115,31 @@ impl SessionPool {
             },
         );
         Ok(Claim { session, channel, scope })
+    }
+
+    /// Holds a context that runs nothing; `None` when it is claimed or held.
+    pub async fn try_hold(&self, caller: &Caller, context_id: &str) -> Option<Hold> {
+        let scope = scope(caller, context_id);
+        let entries = self.entries.lock().await;
+        if entries.get(&scope).is_some_and(|e| e.claimed || e.session.is_running()) {
+            return None;
+        }
+        let mut holds = self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !holds.insert(scope.clone()) {
+            return None;
+        }
+        Some(Hold { scope })
+    }
+
+    /// Ends a hold.
+    pub async fn release_hold(&self, hold: Hold) {
+        // Taken so a claim waiting on the entries lock sees the release in order.
+        let _entries = self.entries.lock().await;
+        self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&hold.scope);
+    }
+
+    fn is_held(&self, scope: &str) -> bool {
+        self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(scope)
     }
 
     /// Gives a claimed session back.

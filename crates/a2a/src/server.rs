@@ -113,6 +113,8 @@ impl A2aServer {
             .route("/a2a/", post(jsonrpc_endpoint))
             .route("/a2a/v1/{*path}", any(rest_endpoint))
             .layer(axum::extract::DefaultBodyLimit::max(limit))
+            // A panic is a bug, but it must answer 500, not kill the connection's task silently.
+            .layer(tower_http::catch_panic::CatchPanicLayer::new())
             .with_state(self.inner.clone())
     }
 
@@ -129,9 +131,21 @@ impl A2aServer {
         let eviction =
             self.inner.tracker.spawn(self.inner.pool.clone().run_eviction(shutdown.clone()));
         let stop = shutdown.clone();
-        let served = axum::serve(listener, self.router())
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .await;
+        let serving = axum::serve(listener, self.router())
+            .with_graceful_shutdown(async move { stop.cancelled().await });
+        // Graceful, but bounded: a client that never finishes its request (or keeps a stream of a
+        // stuck task open) must not hold the server up. Dropping the server drops connections.
+        let deadline = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        let served = tokio::select! {
+            served = serving => served,
+            () = deadline => {
+                tracing::warn!("connections still open after the shutdown grace; closing them");
+                Ok(())
+            }
+        };
         self.inner.tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, self.inner.tracker.wait()).await.is_err() {
             tracing::warn!(runs = self.inner.live.len(), "runs still settling at shutdown");
@@ -203,6 +217,11 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
         .and_then(|requested| jsonrpc::decode(&body, requested));
     let decoded = match decoded {
         Ok(decoded) => decoded,
+        // A streaming method's errors go out as one SSE event (PROTOCOL.md §5.3).
+        Err((id, err)) if jsonrpc::is_streaming_method(&body) => {
+            let event = Event::default().data(jsonrpc::encode_error(&id, &err).to_string());
+            return sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]));
+        }
         Err((id, err)) => return json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
     };
     let streaming = decoded.request.is_streaming();

@@ -256,3 +256,17 @@ fn reply_v03(reply: &Reply) -> Value {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether the body names a streaming method (for answering its early errors as SSE); `false`
+/// when it does not parse.
+pub fn is_streaming_method(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string))
+        .is_some_and(|method| {
+            matches!(
+                method.as_str(),
+                "SendStreamingMessage" | "SubscribeToTask" | "message/stream" | "tasks/resubscribe"
+            )
+        })
+}

@@ -378,12 +378,16 @@ async fn notify_owner_absent_without_notifier() {
 async fn task_file_working_without_live_run_marked_failed_on_read() {
     let server = TestServer::start().await;
     let task = server.send("hi").await["task"].clone();
-    let task_id = task["id"].as_str().unwrap();
-    let path = server.task_path(task_id);
+    let task_id = task["id"].as_str().unwrap().to_string();
+    // A crash mid-run leaves a working task behind; the next process finds it.
+    let path = server.task_path(&task_id);
+    let (workspace, extra, state_dir) = server.stop().await;
     let mut file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     file["status"] =
         json!({"state": "TASK_STATE_WORKING", "timestamp": "2026-12-01T00:00:00.000Z"});
     std::fs::write(&path, file.to_string()).unwrap();
+
+    let server = TestServer::start_in(workspace, extra, state_dir, Setup::default()).await;
     let read = server.rpc(KEY, "GetTask", json!({"id": task_id})).await["result"].clone();
     assert_eq!(state(&read), "TASK_STATE_FAILED");
     assert_eq!(read["status"]["message"]["parts"][0]["text"], "server restarted");
