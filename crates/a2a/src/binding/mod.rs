@@ -18,7 +18,6 @@
 pub mod jsonrpc;
 mod params;
 pub mod rest;
-pub mod sse;
 mod url;
 mod v03;
 
