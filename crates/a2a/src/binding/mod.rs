@@ -10,7 +10,6 @@
 //! Layout:
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope, 1.0 and 0.3 method names.
 //! - [`rest`]: the 1.0 HTTP+JSON routes.
-//! - [`sse`]: `text/event-stream` framing.
 //! - `params`: lenient reading of params into the `a2a` types (enum integers, `null`, .NET shapes).
 //! - `v03`: the 0.3 JSON-RPC shapes, in both directions.
 //! - `url`: percent-decoding of path segments and query strings.
