@@ -34,7 +34,7 @@ mod test_logs;
 pub use config::A2aOptions;
 pub use error::A2aError;
 pub use extension::OwnerNotifier;
-pub use server::{A2aServer, A2aServerBuilder};
+pub use server::{A2aServer, A2aServerBuilder, PushHandler};
 
 /// Now, at the millisecond precision the protocol asks for (PROTOCOL.md §1).
 pub(crate) fn now() -> chrono::DateTime<chrono::Utc> {

@@ -46,8 +46,17 @@ pub struct ServerInner {
     pub(crate) pool: Arc<SessionPool>,
     pub(crate) live: Arc<LiveTasks>,
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
+    pub(crate) on_push: Option<PushHandler>,
     pub(crate) tracker: TaskTracker,
 }
+
+/// The host's handler of pushes to `POST /a2a/push/{watchId}`: `(watch id, the
+/// X-A2A-Notification-Token header, the JSON body)` → whether the watch exists (false = 404).
+pub type PushHandler = Arc<
+    dyn Fn(String, Option<String>, Value) -> futures_util::future::BoxFuture<'static, bool>
+        + Send
+        + Sync,
+>;
 
 /// The A2A server of one host.
 #[derive(Clone)]
@@ -61,9 +70,17 @@ pub struct A2aServerBuilder {
     directory: Arc<dyn CallerDirectory>,
     options: A2aOptions,
     notifier: Option<Arc<dyn OwnerNotifier>>,
+    on_push: Option<PushHandler>,
 }
 
 impl A2aServerBuilder {
+    /// Where pushes to `/a2a/push/{watchId}` go (our own A2A client's watches); without a handler
+    /// every push is answered 404.
+    pub fn on_push(mut self, handler: PushHandler) -> Self {
+        self.on_push = Some(handler);
+        self
+    }
+
     pub fn options(mut self, options: A2aOptions) -> Self {
         self.options = options;
         self
@@ -89,6 +106,7 @@ impl A2aServerBuilder {
                 pool,
                 live: Arc::new(LiveTasks::default()),
                 notifier: self.notifier,
+                on_push: self.on_push,
                 tracker: TaskTracker::new(),
             }),
         }
@@ -101,7 +119,13 @@ impl A2aServer {
         factory: Arc<SessionFactory>,
         directory: Arc<dyn CallerDirectory>,
     ) -> A2aServerBuilder {
-        A2aServerBuilder { factory, directory, options: A2aOptions::default(), notifier: None }
+        A2aServerBuilder {
+            factory,
+            directory,
+            options: A2aOptions::default(),
+            notifier: None,
+            on_push: None,
+        }
     }
 
     /// The routes, to mount in a host's router or serve alone.
@@ -112,6 +136,7 @@ impl A2aServer {
             .route("/a2a", post(jsonrpc_endpoint))
             .route("/a2a/", post(jsonrpc_endpoint))
             .route("/a2a/v1/{*path}", any(rest_endpoint))
+            .route("/a2a/push/{watch_id}", post(push_receiver))
             .layer(axum::extract::DefaultBodyLimit::max(limit))
             // A panic is a bug, but it must answer 500, not kill the connection's task silently.
             .layer(tower_http::catch_panic::CatchPanicLayer::new())
@@ -292,6 +317,26 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
         })),
         Err(err) => rest_error(&err),
     }
+}
+
+/// `POST /a2a/push/{watchId}`: no key (the token is the credential, passed through to the host).
+async fn push_receiver(
+    State(inner): State<Arc<ServerInner>>,
+    axum::extract::Path(watch_id): axum::extract::Path<String>,
+    request: HttpRequest,
+) -> Response {
+    let not_found = || StatusCode::NOT_FOUND.into_response();
+    let Some(handler) = inner.on_push.clone() else { return not_found() };
+    let (parts, body) = request.into_parts();
+    let token = header_text(&parts.headers, "x-a2a-notification-token");
+    let body = match read_body(body, inner.options.max_body_bytes()).await {
+        Ok(body) => body,
+        Err(_) => return StatusCode::PAYLOAD_TOO_LARGE.into_response(),
+    };
+    let Ok(json) = serde_json::from_slice::<Value>(&body) else {
+        return (StatusCode::BAD_REQUEST, "the body must be JSON").into_response();
+    };
+    if handler(watch_id, token, json).await { StatusCode::OK.into_response() } else { not_found() }
 }
 
 fn sse<S>(events: S) -> Response

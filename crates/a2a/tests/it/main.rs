@@ -8,6 +8,7 @@ mod auth;
 mod bad_input;
 mod cards;
 mod races;
+mod receiver;
 mod runs;
 mod support;
 mod tasks;

@@ -55,11 +55,18 @@ pub struct Setup {
     pub options: A2aOptions,
     /// Extra workspaces (each gets its own callers.json written by the test).
     pub extra_workspaces: usize,
+    /// Install a push handler that knows the watch `known-watch` and records what it gets.
+    pub push_receiver: bool,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { notifier: true, options: A2aOptions::default(), extra_workspaces: 0 }
+        Setup {
+            notifier: true,
+            options: A2aOptions::default(),
+            extra_workspaces: 0,
+            push_receiver: false,
+        }
     }
 }
 
@@ -73,6 +80,8 @@ pub struct TestServer {
     pub faux: Arc<FauxProvider>,
     pub notes: Arc<Notes>,
     pub inbound: Arc<Mutex<Vec<Value>>>,
+    /// Pushes the receiver accepted: (watch id, token, body).
+    pub pushes: Arc<Mutex<Vec<(String, Option<String>, Value)>>>,
     shutdown: CancellationToken,
     handle: Option<tokio::task::JoinHandle<()>>,
 }
@@ -136,6 +145,22 @@ impl TestServer {
         if setup.notifier {
             builder = builder.notifier(notes.clone());
         }
+        let pushes: Arc<Mutex<Vec<(String, Option<String>, Value)>>> = Arc::default();
+        if setup.push_receiver {
+            let seen = pushes.clone();
+            builder = builder.on_push(Arc::new(
+                move |watch: String, token: Option<String>, body: Value| {
+                    let seen = seen.clone();
+                    Box::pin(async move {
+                        if watch != "known-watch" {
+                            return false;
+                        }
+                        seen.lock().unwrap().push((watch, token, body));
+                        true
+                    })
+                },
+            ));
+        }
         let server = builder.build();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -150,6 +175,7 @@ impl TestServer {
             faux,
             notes,
             inbound: seen,
+            pushes,
             shutdown,
             handle: Some(handle),
         }
