@@ -49,6 +49,9 @@ impl Extension for Inbound {
     }
 }
 
+/// A push the receiver accepted: (watch id, token, body).
+pub type Push = (String, Option<String>, Value);
+
 /// Options of a test server.
 pub struct Setup {
     pub notifier: bool,
@@ -80,8 +83,8 @@ pub struct TestServer {
     pub faux: Arc<FauxProvider>,
     pub notes: Arc<Notes>,
     pub inbound: Arc<Mutex<Vec<Value>>>,
-    /// Pushes the receiver accepted: (watch id, token, body).
-    pub pushes: Arc<Mutex<Vec<(String, Option<String>, Value)>>>,
+    /// Pushes the receiver accepted.
+    pub pushes: Arc<Mutex<Vec<Push>>>,
     shutdown: CancellationToken,
     handle: Option<tokio::task::JoinHandle<()>>,
 }
@@ -145,7 +148,7 @@ impl TestServer {
         if setup.notifier {
             builder = builder.notifier(notes.clone());
         }
-        let pushes: Arc<Mutex<Vec<(String, Option<String>, Value)>>> = Arc::default();
+        let pushes: Arc<Mutex<Vec<Push>>> = Arc::default();
         if setup.push_receiver {
             let seen = pushes.clone();
             builder = builder.on_push(Arc::new(
