@@ -7,6 +7,7 @@
 mod auth;
 mod bad_input;
 mod cards;
+mod guard;
 mod races;
 mod receiver;
 mod runs;
