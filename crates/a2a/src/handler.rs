@@ -107,7 +107,11 @@ impl ServerInner {
         if message.role != a2a::Role::User {
             return Err(A2aError::InvalidParams("message.role must be ROLE_USER".into()));
         }
-        files::precheck(&message.parts, self.options.max_file_bytes)?;
+        files::precheck(
+            &message.parts,
+            self.options.max_file_bytes,
+            self.options.allow_private_push_urls,
+        )?;
         // ProtoJSON: an empty string is an unset field.
         if message.context_id.as_deref() == Some("") {
             message.context_id = None;
@@ -249,19 +253,35 @@ impl ServerInner {
             guard.disarm();
             return Err(err);
         }
-        let prompt =
-            match files::build_prompt(caller, &message.parts, self.notifier.is_some()).await {
-                Ok(prompt) => prompt,
-                Err(err) => {
-                    live.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
-                    live.finish().await;
-                    self.end_live(&live, &claim).await;
-                    guard.disarm();
-                    return Err(err);
-                }
-            };
         claim.channel.set_target(Some(live.clone()));
         live.set_status(TaskState::Working, None).await;
+        let prompt = files::build_prompt_with_downloads(
+            caller,
+            &message.parts,
+            self.notifier.is_some(),
+            &self.guard,
+            self.options.max_file_bytes,
+        )
+        .await;
+        let prompt = match prompt {
+            Ok(prompt) => prompt,
+            Err(err) => {
+                // A file that cannot be fetched fails the task with the reason; anything else is
+                // ours and stays generic.
+                let (reason, reply) = match err {
+                    files::PromptError::Download { .. } => (err.to_string(), None),
+                    files::PromptError::A2a(a2a) => (UNEXPECTED_FAILURE.to_string(), Some(a2a)),
+                };
+                live.set_status(TaskState::Failed, Some(reason)).await;
+                let task = live.finish().await;
+                self.end_live(&live, &claim).await;
+                guard.disarm();
+                return match reply {
+                    Some(err) => Err(err),
+                    None => Ok(Started::Finished(Box::new(task))),
+                };
+            }
+        };
         claim.session.bus().emit("a2a.inbound", json!({"hops": hops, "caller": caller.name}));
         let handle = match claim.session.prompt(prompt) {
             Ok(handle) => handle,

@@ -47,6 +47,8 @@ pub struct ServerInner {
     pub(crate) live: Arc<LiveTasks>,
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
     pub(crate) on_push: Option<PushHandler>,
+    /// The one outbound client (file downloads, pushes), behind the SSRF guard.
+    pub(crate) guard: crate::push::guard::GuardedClient,
     pub(crate) tracker: TaskTracker,
 }
 
@@ -92,13 +94,17 @@ impl A2aServerBuilder {
         self
     }
 
-    pub fn build(self) -> A2aServer {
+    /// # Errors
+    /// The outbound HTTP client cannot be built (no TLS backend).
+    pub fn build(self) -> std::io::Result<A2aServer> {
+        let guard = crate::push::guard::GuardedClient::new(self.options.allow_private_push_urls)
+            .map_err(std::io::Error::other)?;
         let pool = Arc::new(SessionPool::new(
             self.factory,
             self.options.session_idle_timeout,
             self.options.max_file_bytes,
         ));
-        A2aServer {
+        Ok(A2aServer {
             inner: Arc::new(ServerInner {
                 options: self.options,
                 directory: self.directory,
@@ -107,9 +113,10 @@ impl A2aServerBuilder {
                 live: Arc::new(LiveTasks::default()),
                 notifier: self.notifier,
                 on_push: self.on_push,
+                guard,
                 tracker: TaskTracker::new(),
             }),
-        }
+        })
     }
 }
 

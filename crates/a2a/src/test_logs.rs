@@ -28,7 +28,12 @@ pub(crate) fn capture_logs(f: impl FnOnce()) -> String {
         .without_time()
         .with_writer(move || writer.clone())
         .finish();
-    tracing::subscriber::with_default(subscriber, f);
+    tracing::subscriber::with_default(subscriber, || {
+        // Another test thread may have cached "nobody listens" for a callsite before this
+        // subscriber existed; recompute so this thread's events are not filtered out.
+        tracing::callsite::rebuild_interest_cache();
+        f()
+    });
     let bytes = buffer.0.lock().unwrap().clone();
     String::from_utf8(bytes).unwrap()
 }

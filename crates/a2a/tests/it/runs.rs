@@ -443,3 +443,44 @@ async fn rest_stream_and_send_use_the_rest_shapes() {
     assert_eq!(status, 400);
     assert_eq!(err["error"]["details"][0]["reason"], "PUSH_NOTIFICATION_NOT_SUPPORTED");
 }
+
+#[tokio::test]
+async fn files_by_url_are_downloaded_through_the_guard() {
+    use wiremock::matchers::path;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let files = MockServer::start().await;
+    Mock::given(path("/plan.txt"))
+        .respond_with(ResponseTemplate::new(200).insert_header("content-type", "text/plain").set_body_string("the plan"))
+        .mount(&files)
+        .await;
+    Mock::given(path("/missing.txt")).respond_with(ResponseTemplate::new(404)).mount(&files).await;
+    let options = volcanic_a2a::A2aOptions { allow_private_push_urls: true, ..Default::default() };
+    let server = TestServer::with(Setup { options, ..Setup::default() }).await;
+    let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
+        {"text": "see"}, {"url": format!("{}/plan.txt", files.uri())}]}});
+    let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
+    assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
+    let inbox: Vec<String> = std::fs::read_dir(server.ws().join("inbox")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(inbox.len(), 1);
+    assert!(inbox[0].ends_with("-plan.txt"));
+    assert_eq!(std::fs::read_to_string(server.ws().join("inbox").join(&inbox[0])).unwrap(), "the plan");
+
+    let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
+        {"url": format!("{}/missing.txt", files.uri())}]}});
+    let failed = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
+    assert_eq!(state(&failed), "TASK_STATE_FAILED");
+    let reason = failed["status"]["message"]["parts"][0]["text"].as_str().unwrap();
+    assert!(reason.contains("file") && reason.contains("404"), "{reason}");
+}
+
+#[tokio::test]
+async fn files_by_private_url_are_refused_unless_allowed() {
+    let server = TestServer::start().await;
+    let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
+        {"url": "http://127.0.0.1:9/x.txt"}]}});
+    let body = server.rpc(KEY, "SendMessage", params).await;
+    assert_eq!(body["error"]["code"], -32602);
+    let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
+        {"url": "https://127.0.0.1/x.txt"}]}});
+    assert_eq!(server.rpc(KEY, "SendMessage", params).await["error"]["code"], -32602);
+}

@@ -164,7 +164,7 @@ impl TestServer {
                 },
             ));
         }
-        let server = builder.build();
+        let server = builder.build().unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let stop = shutdown.clone();

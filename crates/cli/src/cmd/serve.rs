@@ -78,7 +78,8 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
     let server = A2aServer::builder(factory, directory)
         .options(options)
         .notifier(Arc::new(LogNotifier))
-        .build();
+        .build()
+        .map_err(|e| Failure { code: 1, message: format!("cannot build the A2A server: {e}") })?;
 
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
