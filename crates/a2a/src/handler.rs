@@ -72,10 +72,22 @@ impl ServerInner {
                 self.cancel(caller, &req.id).await.map(|t| Outcome::Reply(Box::new(Reply::Task(t))))
             }
             Request::SubscribeToTask(req) => self.subscribe(caller, &req.id).await,
-            Request::CreatePushConfig(_)
-            | Request::GetPushConfig(_)
-            | Request::ListPushConfigs(_)
-            | Request::DeletePushConfig(_) => Err(A2aError::PushNotSupported),
+            Request::CreatePushConfig { config, format } => {
+                let config = self.create_push_config(caller, config, format).await?;
+                Ok(Outcome::Reply(Box::new(Reply::PushConfig(config))))
+            }
+            Request::GetPushConfig(req) => {
+                let config = self.get_push_config(caller, &req.task_id, &req.id).await?;
+                Ok(Outcome::Reply(Box::new(Reply::PushConfig(config))))
+            }
+            Request::ListPushConfigs(req) => {
+                let list = self.list_push_configs(caller, &req.task_id).await?;
+                Ok(Outcome::Reply(Box::new(Reply::PushConfigs(list))))
+            }
+            Request::DeletePushConfig(req) => {
+                self.delete_push_config(caller, &req.task_id, &req.id).await?;
+                Ok(Outcome::Reply(Box::new(Reply::Deleted)))
+            }
             Request::GetExtendedAgentCard => {
                 let card = card::extended_card(&self.options, &caller.workspace, base_url);
                 Ok(Outcome::Reply(Box::new(Reply::Card(Box::new(card)))))

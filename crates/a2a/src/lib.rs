@@ -9,7 +9,8 @@
 //! - [`task`]: task files, the index, ListTasks.
 //! - `server`: the axum router, authentication, SSE, shutdown; `handler`: the operations;
 //!   `live`: tasks with a run in progress; `pool`: sessions per (caller, context); `files`:
-//!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel.
+//!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel;
+//!   `push`: push configs (stored in task files) and the sender that POSTs to webhooks.
 //!
 //! Invariant: bindings and versions are decoded and encoded at the edge; no handler code
 //! branches on them. This crate knows nothing of Telegram or the CLI.
@@ -24,6 +25,7 @@ mod files;
 mod handler;
 mod live;
 mod pool;
+mod push;
 pub mod request;
 mod server;
 pub mod task;

@@ -15,6 +15,8 @@ use a2a::{
 use tokio::sync::{broadcast, watch};
 
 use crate::auth::{A2aWorkspace, Caller};
+use crate::error::A2aError;
+use crate::push::StoredPushConfig;
 use crate::task::TaskFile;
 use crate::task::store::TaskStore;
 
@@ -135,6 +137,29 @@ impl LiveTask {
             status,
             metadata: None,
         }));
+    }
+
+    /// The task's push configs.
+    pub async fn push_configs(&self) -> Vec<StoredPushConfig> {
+        self.state.lock().await.push_configs.clone()
+    }
+
+    /// Applies `change` (which says whether it changed anything) to the push configs and
+    /// persists them under the task's lock, so the run's next write keeps them. `None` when the
+    /// run has ended: the file is final then and belongs to whoever runs the task next, so the
+    /// caller must change the file instead.
+    pub async fn update_push_configs(
+        &self,
+        change: &(dyn Fn(&mut Vec<StoredPushConfig>) -> bool + Sync),
+    ) -> Option<Result<(), A2aError>> {
+        let mut file = self.state.lock().await;
+        if self.finished.borrow().is_some() {
+            return None;
+        }
+        if !change(&mut file.push_configs) {
+            return Some(Ok(()));
+        }
+        Some(self.store.save(&self.workspace, &file).await)
     }
 
     /// Streams a piece of the answer into the response artifact (not persisted per chunk).

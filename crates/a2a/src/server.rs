@@ -30,6 +30,7 @@ use crate::extension::OwnerNotifier;
 use crate::handler::Outcome;
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
+use crate::push::{self, PushSender, UrlCheck};
 use crate::task::store::TaskStore;
 
 /// How often an idle SSE stream gets a comment so proxies keep it open.
@@ -47,6 +48,11 @@ pub struct ServerInner {
     pub(crate) live: Arc<LiveTasks>,
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
     pub(crate) tracker: TaskTracker,
+    /// Decides which webhook URLs push configs may use (checked on registration and before
+    /// every delivery).
+    pub(crate) push_url_check: UrlCheck,
+    /// POSTs task updates to the webhooks of push configs.
+    pub(crate) push: Arc<PushSender>,
 }
 
 /// The A2A server of one host.
@@ -61,6 +67,8 @@ pub struct A2aServerBuilder {
     directory: Arc<dyn CallerDirectory>,
     options: A2aOptions,
     notifier: Option<Arc<dyn OwnerNotifier>>,
+    push_url_check: Option<UrlCheck>,
+    push_client: Option<reqwest::Client>,
 }
 
 impl A2aServerBuilder {
@@ -75,7 +83,40 @@ impl A2aServerBuilder {
         self
     }
 
+    /// The check every push webhook URL must pass, on registration (a refusal is InvalidParams
+    /// with the returned reason) and before every delivery attempt. Default: https only, or
+    /// http too with `allow_private_push_urls`; hosts should install the SSRF guard's check.
+    pub fn push_url_check(
+        mut self,
+        check: impl Fn(&str) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.push_url_check = Some(Arc::new(check));
+        self
+    }
+
+    /// The client push notifications are POSTed through; hosts should pass the SSRF-guarded
+    /// client. Default: a plain client without redirects or proxy.
+    pub fn push_client(mut self, client: reqwest::Client) -> Self {
+        self.push_client = Some(client);
+        self
+    }
+
     pub fn build(self) -> A2aServer {
+        let push_url_check = self
+            .push_url_check
+            .unwrap_or_else(|| push::scheme_check(self.options.allow_private_push_urls));
+        let push = Arc::new(match self.push_client.map_or_else(default_push_client, Ok) {
+            Ok(client) => PushSender::new(
+                client,
+                push_url_check.clone(),
+                push::sender::DEFAULT_WAITS.to_vec(),
+                push::sender::DEFAULT_TIMEOUT,
+            ),
+            Err(err) => {
+                tracing::error!(error = %err, "cannot build the push client; push notifications will fail");
+                PushSender::unavailable(push_url_check.clone())
+            }
+        });
         let pool = Arc::new(SessionPool::new(
             self.factory,
             self.options.session_idle_timeout,
@@ -90,6 +131,8 @@ impl A2aServerBuilder {
                 live: Arc::new(LiveTasks::default()),
                 notifier: self.notifier,
                 tracker: TaskTracker::new(),
+                push_url_check,
+                push,
             }),
         }
     }
@@ -101,7 +144,14 @@ impl A2aServer {
         factory: Arc<SessionFactory>,
         directory: Arc<dyn CallerDirectory>,
     ) -> A2aServerBuilder {
-        A2aServerBuilder { factory, directory, options: A2aOptions::default(), notifier: None }
+        A2aServerBuilder {
+            factory,
+            directory,
+            options: A2aOptions::default(),
+            notifier: None,
+            push_url_check: None,
+            push_client: None,
+        }
     }
 
     /// The routes, to mount in a host's router or serve alone.
@@ -150,10 +200,18 @@ impl A2aServer {
         if tokio::time::timeout(SHUTDOWN_GRACE, self.inner.tracker.wait()).await.is_err() {
             tracing::warn!(runs = self.inner.live.len(), "runs still settling at shutdown");
         }
+        // After the runs: their last state changes are queued by now.
+        self.inner.push.close().await;
         eviction.abort();
         self.inner.pool.close_all().await;
         served
     }
+}
+
+/// The push client when the host gives none: no redirects (a webhook must not send us on to
+/// an address we did not check) and no proxy.
+fn default_push_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).no_proxy().build()
 }
 
 async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {

@@ -7,6 +7,7 @@
 mod auth;
 mod bad_input;
 mod cards;
+mod push;
 mod races;
 mod runs;
 mod support;

@@ -432,14 +432,16 @@ async fn rest_stream_and_send_use_the_rest_shapes() {
     let id = body["task"]["id"].as_str().unwrap();
     let (status, got) = server.rest(KEY, reqwest::Method::GET, &format!("/tasks/{id}"), None).await;
     assert_eq!((status, got["id"].as_str()), (200, Some(id)));
-    let (status, err) = server
+    let (status, created) = server
         .rest(
             KEY,
             reqwest::Method::POST,
             &format!("/tasks/{id}/pushNotificationConfigs"),
-            Some(json!({"url": "https://example.com/hook"})),
+            Some(json!({"id": "c1", "url": "https://example.com/hook"})),
         )
         .await;
-    assert_eq!(status, 400);
-    assert_eq!(err["error"]["details"][0]["reason"], "PUSH_NOTIFICATION_NOT_SUPPORTED");
+    assert_eq!(
+        (status, created),
+        (200, json!({"taskId": id, "id": "c1", "url": "https://example.com/hook"}))
+    );
 }
