@@ -117,8 +117,7 @@ fn card(
         ],
         capabilities: a2a::AgentCapabilities {
             streaming: Some(true),
-            // Push notifications come with the push sender.
-            push_notifications: Some(false),
+            push_notifications: Some(true),
             extensions: None,
             extended_agent_card: Some(true),
         },
@@ -244,7 +243,7 @@ mod tests {
                 {"url": "https://bot.example.com/a2a/v1", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
                 {"url": "https://bot.example.com/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
             ],
-            "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": true},
+            "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": true},
             "securitySchemes": {
                 "apiKey": {"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"}},
                 "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}},

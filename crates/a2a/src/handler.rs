@@ -18,6 +18,7 @@ use crate::error::A2aError;
 use crate::extension::{A2aSessionExtension, REQUEST_INPUT};
 use crate::live::LiveTask;
 use crate::pool::{CONTEXT_BUSY, Claim};
+use crate::push::{PushFormat, StoredPushConfig};
 use crate::request::{Reply, Request};
 use crate::server::ServerInner;
 use crate::task::TaskFile;
@@ -72,10 +73,22 @@ impl ServerInner {
                 self.cancel(caller, &req.id).await.map(|t| Outcome::Reply(Box::new(Reply::Task(t))))
             }
             Request::SubscribeToTask(req) => self.subscribe(caller, &req.id).await,
-            Request::CreatePushConfig(_)
-            | Request::GetPushConfig(_)
-            | Request::ListPushConfigs(_)
-            | Request::DeletePushConfig(_) => Err(A2aError::PushNotSupported),
+            Request::CreatePushConfig { config, format } => {
+                let config = self.create_push_config(caller, config, format).await?;
+                Ok(Outcome::Reply(Box::new(Reply::PushConfig(config))))
+            }
+            Request::GetPushConfig(req) => {
+                let config = self.get_push_config(caller, &req.task_id, &req.id).await?;
+                Ok(Outcome::Reply(Box::new(Reply::PushConfig(config))))
+            }
+            Request::ListPushConfigs(req) => {
+                let list = self.list_push_configs(caller, &req.task_id).await?;
+                Ok(Outcome::Reply(Box::new(Reply::PushConfigs(list))))
+            }
+            Request::DeletePushConfig(req) => {
+                self.delete_push_config(caller, &req.task_id, &req.id).await?;
+                Ok(Outcome::Reply(Box::new(Reply::Deleted)))
+            }
             Request::GetExtendedAgentCard => {
                 let card = card::extended_card(&self.options, &caller.workspace, base_url);
                 Ok(Outcome::Reply(Box::new(Reply::Card(Box::new(card)))))
@@ -133,12 +146,16 @@ impl ServerInner {
                 None => 0,
             },
         };
-        let configuration = req.configuration.unwrap_or_default_config();
+        let mut configuration = req.configuration.unwrap_or_default_config();
         if configuration.history_length.is_some_and(|n| n < 0) {
             return Err(A2aError::InvalidParams(
                 "configuration.historyLength must not be negative".into(),
             ));
         }
+        let push = match configuration.push.take() {
+            Some(config) => Some(self.validate_inline(config, PushFormat::V1_0)?),
+            None => None,
+        };
 
         // From here on the work runs on its own task: a client that disconnects must not leave a
         // context claimed or a task half-created.
@@ -146,7 +163,7 @@ impl ServerInner {
         let owner = caller.clone();
         let started = self
             .tracker
-            .spawn(async move { inner.start(&owner, message, hops).await })
+            .spawn(async move { inner.start(&owner, message, hops, push).await })
             .await
             .map_err(|err| {
                 tracing::error!(error = %err, "starting a task failed unexpectedly");
@@ -178,7 +195,14 @@ impl ServerInner {
         caller: &Caller,
         mut message: a2a::Message,
         hops: u32,
+        push: Option<StoredPushConfig>,
     ) -> Result<Started, A2aError> {
+        let register = |file: &mut TaskFile| {
+            if let Some(mut stored) = push.clone() {
+                stored.config.task_id = file.task.id.clone();
+                crate::push::config::upsert(&mut file.push_configs, stored);
+            }
+        };
         // The task to continue, if any, and the context.
         let continued = match &message.task_id {
             Some(task_id) => Some(self.continuable(caller, task_id, &message).await?),
@@ -208,7 +232,9 @@ impl ServerInner {
                 message: Some(agent_message(&task_id, &context_id, "hop limit reached")),
                 timestamp: Some(crate::now()),
             };
+            register(&mut file);
             self.store.save(&caller.workspace, &file).await?;
+            self.push.notify(&file.task, &file.push_configs);
             tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = self.options.max_hops, "a2a task refused: hop limit reached");
             return Ok(Started::Finished(Box::new(file.task)));
         }
@@ -241,11 +267,17 @@ impl ServerInner {
             None => new_task_file(caller, &message),
         };
         files::strip_bytes(&mut file.task);
+        register(&mut file);
 
         // Live before the file exists, so a concurrent read never takes it for a leftover of a
         // restart.
-        let live =
-            LiveTask::new(file.clone(), caller.clone(), self.store.clone(), claim.session.clone());
+        let live = LiveTask::new(
+            file.clone(),
+            caller.clone(),
+            self.store.clone(),
+            claim.session.clone(),
+            self.push.clone(),
+        );
         self.live.insert(live.clone());
         let is_new = file.task.status.state == TaskState::Submitted;
         if is_new && let Err(err) = self.store.create(&caller.workspace, &file).await {
@@ -471,7 +503,11 @@ impl ServerInner {
                             message: None,
                             timestamp: Some(crate::now()),
                         };
-                        self.store.save(&caller.workspace, &file).await.map(|()| file.task)
+                        let saved = self.store.save(&caller.workspace, &file).await;
+                        if saved.is_ok() {
+                            self.push.notify(&file.task, &file.push_configs);
+                        }
+                        saved.map(|()| file.task)
                     };
                     self.pool.release_hold(hold).await;
                     return result;
@@ -569,6 +605,7 @@ fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
 struct Config {
     return_immediately: bool,
     history_length: Option<i32>,
+    push: Option<a2a::TaskPushNotificationConfig>,
 }
 
 trait DefaultConfig {
@@ -581,8 +618,9 @@ impl DefaultConfig for Option<a2a::SendMessageConfiguration> {
             Some(c) => Config {
                 return_immediately: c.return_immediately.unwrap_or(false),
                 history_length: c.history_length,
+                push: c.task_push_notification_config,
             },
-            None => Config { return_immediately: false, history_length: None },
+            None => Config { return_immediately: false, history_length: None, push: None },
         }
     }
 }

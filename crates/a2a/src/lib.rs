@@ -10,7 +10,8 @@
 //! - `server`: the axum router, authentication, SSE, shutdown; `handler`: the operations;
 //!   `live`: tasks with a run in progress; `pool`: sessions per (caller, context); `files`:
 //!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel.
-//! - [`push`]: outbound HTTP (webhooks, file downloads) behind the SSRF guard.
+//! - [`push`]: push configs and the sender, and all outbound HTTP (webhooks, file downloads)
+//!   behind the SSRF guard.
 //!
 //! Invariant: bindings and versions are decoded and encoded at the edge; no handler code
 //! branches on them. This crate knows nothing of Telegram or the CLI.

@@ -15,6 +15,8 @@ use a2a::{
 use tokio::sync::{broadcast, watch};
 
 use crate::auth::{A2aWorkspace, Caller};
+use crate::error::A2aError;
+use crate::push::StoredPushConfig;
 use crate::task::TaskFile;
 use crate::task::store::TaskStore;
 
@@ -35,6 +37,7 @@ pub struct LiveTask {
     finished: watch::Sender<Option<a2a::Task>>,
     store: Arc<TaskStore>,
     session: volcanic_core::Session,
+    push: Arc<crate::push::PushSender>,
     response_id: String,
     /// Set by CancelTask; checked once the run has started, so an early cancel is not lost.
     cancel_requested: std::sync::atomic::AtomicBool,
@@ -46,6 +49,7 @@ impl LiveTask {
         caller: Caller,
         store: Arc<TaskStore>,
         session: volcanic_core::Session,
+        push: Arc<crate::push::PushSender>,
     ) -> Arc<Self> {
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         let (finished, _) = watch::channel(None);
@@ -67,6 +71,7 @@ impl LiveTask {
             finished,
             store,
             session,
+            push,
             response_id,
             cancel_requested: std::sync::atomic::AtomicBool::new(false),
         })
@@ -127,14 +132,42 @@ impl LiveTask {
         if let Some(old) = file.task.status.message.take() {
             file.task.history.get_or_insert_with(Vec::new).push(old);
         }
+        let changed = file.task.status.state != status.state;
         file.task.status = status.clone();
         self.persist(&file).await;
+        if changed {
+            // Webhooks hear about state changes (not every "using <tool>"); never blocks.
+            self.push.notify(&file.task, &file.push_configs);
+        }
         let _ = self.events.send(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
             task_id: self.task_id.clone(),
             context_id: self.context_id.clone(),
             status,
             metadata: None,
         }));
+    }
+
+    /// The task's push configs.
+    pub async fn push_configs(&self) -> Vec<StoredPushConfig> {
+        self.state.lock().await.push_configs.clone()
+    }
+
+    /// Applies `change` (which says whether it changed anything) to the push configs and
+    /// persists them under the task's lock, so the run's next write keeps them. `None` when the
+    /// run has ended: the file is final then and belongs to whoever runs the task next, so the
+    /// caller must change the file instead.
+    pub async fn update_push_configs(
+        &self,
+        change: &(dyn Fn(&mut Vec<StoredPushConfig>) -> bool + Sync),
+    ) -> Option<Result<(), A2aError>> {
+        let mut file = self.state.lock().await;
+        if self.finished.borrow().is_some() {
+            return None;
+        }
+        if !change(&mut file.push_configs) {
+            return Some(Ok(()));
+        }
+        Some(self.store.save(&self.workspace, &file).await)
     }
 
     /// Streams a piece of the answer into the response artifact (not persisted per chunk).

@@ -2,6 +2,8 @@
 //! 0.3) decode into [`Request`] and encode from [`Reply`] / `a2a::StreamResponse`; handler code
 //! never sees which binding or version a call came through.
 
+use crate::push::PushFormat;
+
 /// The wire binding of a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Binding {
@@ -36,7 +38,11 @@ pub enum Request {
     ListTasks(a2a::ListTasksRequest),
     CancelTask(a2a::CancelTaskRequest),
     SubscribeToTask(a2a::SubscribeToTaskRequest),
-    CreatePushConfig(a2a::TaskPushNotificationConfig),
+    /// `format` is the version the config came through: its webhook gets that version's payload.
+    CreatePushConfig {
+        config: a2a::TaskPushNotificationConfig,
+        format: PushFormat,
+    },
     /// An empty `id` means "the task's first config" (0.3 `get` without a config id).
     GetPushConfig(a2a::GetTaskPushNotificationConfigRequest),
     ListPushConfigs(a2a::ListTaskPushNotificationConfigsRequest),

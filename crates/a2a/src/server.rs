@@ -30,6 +30,7 @@ use crate::extension::OwnerNotifier;
 use crate::handler::Outcome;
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
+use crate::push::{self, PushSender, UrlCheck};
 use crate::task::store::TaskStore;
 
 /// How often an idle SSE stream gets a comment so proxies keep it open.
@@ -50,6 +51,11 @@ pub struct ServerInner {
     /// The one outbound client (file downloads, pushes), behind the SSRF guard.
     pub(crate) guard: crate::push::guard::GuardedClient,
     pub(crate) tracker: TaskTracker,
+    /// Decides which webhook URLs push configs may use (checked on registration and before
+    /// every delivery).
+    pub(crate) push_url_check: UrlCheck,
+    /// POSTs task updates to the webhooks of push configs.
+    pub(crate) push: Arc<PushSender>,
 }
 
 /// The host's handler of pushes to `POST /a2a/push/{watchId}`: `(watch id, the
@@ -97,8 +103,17 @@ impl A2aServerBuilder {
     /// # Errors
     /// The outbound HTTP client cannot be built (no TLS backend).
     pub fn build(self) -> std::io::Result<A2aServer> {
-        let guard = crate::push::guard::GuardedClient::new(self.options.allow_private_push_urls)
-            .map_err(std::io::Error::other)?;
+        let allow_private = self.options.allow_private_push_urls;
+        let guard =
+            crate::push::guard::GuardedClient::new(allow_private).map_err(std::io::Error::other)?;
+        // Pushes go through the same guarded client as downloads: one outbound path.
+        let push_url_check = push::url_check(allow_private);
+        let push = Arc::new(PushSender::new(
+            guard.client().clone(),
+            push_url_check.clone(),
+            push::sender::DEFAULT_WAITS.to_vec(),
+            push::sender::DEFAULT_TIMEOUT,
+        ));
         let pool = Arc::new(SessionPool::new(
             self.factory,
             self.options.session_idle_timeout,
@@ -115,6 +130,8 @@ impl A2aServerBuilder {
                 on_push: self.on_push,
                 guard,
                 tracker: TaskTracker::new(),
+                push_url_check,
+                push,
             }),
         })
     }
@@ -182,6 +199,8 @@ impl A2aServer {
         if tokio::time::timeout(SHUTDOWN_GRACE, self.inner.tracker.wait()).await.is_err() {
             tracing::warn!(runs = self.inner.live.len(), "runs still settling at shutdown");
         }
+        // After the runs: their last state changes are queued by now.
+        self.inner.push.close().await;
         eviction.abort();
         self.inner.pool.close_all().await;
         served

@@ -205,7 +205,10 @@ fn decode_params(
         Operation::ListTasks => Request::ListTasks(params::typed(params)?),
         Operation::CancelTask => Request::CancelTask(params::typed(params)?),
         Operation::SubscribeToTask => Request::SubscribeToTask(params::typed(params)?),
-        Operation::CreatePushConfig => Request::CreatePushConfig(params::push_config(params)?),
+        Operation::CreatePushConfig => Request::CreatePushConfig {
+            config: params::push_config(params)?,
+            format: version.into(),
+        },
         Operation::GetPushConfig => Request::GetPushConfig(params::typed(params)?),
         Operation::ListPushConfigs => Request::ListPushConfigs(params::typed(params)?),
         Operation::DeletePushConfig => Request::DeletePushConfig(params::typed(params)?),

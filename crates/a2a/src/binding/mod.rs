@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::A2aError;
+use crate::push::PushFormat;
 use crate::request::Version;
 
 /// Reads the `A2A-Version` a caller asked for (PROTOCOL.md §8.1).
@@ -64,6 +65,16 @@ pub fn blended_card(card: &a2a::AgentCard) -> Value {
         map.extend(v03::card_fields(card));
     }
     value
+}
+
+/// The body a webhook gets for `task` (PROTOCOL.md §11, §10.4): the 1.0 StreamResponse
+/// `{"task": …}` in the HTTP+JSON shape, or, for a config registered through 0.3, the bare 0.3
+/// task with `"kind": "task"`.
+pub(crate) fn webhook_body(task: &a2a::Task, format: PushFormat) -> Value {
+    match format {
+        PushFormat::V1_0 => wire_json(&a2a::StreamResponse::Task(task.clone())),
+        PushFormat::V0_3 => v03::task(task),
+    }
 }
 
 /// Parses a non-empty `A2A-Version` value.

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::{params, task_state_name, url, wire_json};
 use crate::error::A2aError;
+use crate::push::PushFormat;
 use crate::request::{Reply, Request, Version};
 
 /// Checks the `A2A-Version` of a REST call, from
@@ -110,7 +111,7 @@ pub fn decode(
                     )));
                 }
                 config.task_id = task_id;
-                Request::CreatePushConfig(config)
+                Request::CreatePushConfig { config, format: PushFormat::V1_0 }
             }
         }
         Route::PushConfig { task_id, config_id } => {

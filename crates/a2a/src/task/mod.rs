@@ -2,7 +2,8 @@
 //! [`TaskStore`] that reads, writes and lists them for a caller.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use crate::push::StoredPushConfig;
 
 mod index;
 pub mod store;
@@ -17,9 +18,9 @@ pub struct TaskFile {
     pub task: a2a::Task,
     /// The name of the caller that owns the task.
     pub caller: String,
-    /// Push configs registered for the task (kept as written; used by the push sender).
+    /// Push configs registered for the task, each with its id set (PROTOCOL.md §4.7).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub push_configs: Vec<Value>,
+    pub push_configs: Vec<StoredPushConfig>,
 }
 
 #[cfg(test)]

@@ -96,7 +96,10 @@ async fn store_create_then_load_round_trips() {
     let ws = workspace(dir.path());
     let store = TaskStore::new();
     let mut file = task_file("t1", "c1", "alice", TaskState::Working, 0);
-    file.push_configs = vec![serde_json::json!({"id": "p1", "url": "https://example.com/hook"})];
+    file.push_configs = vec![
+        serde_json::from_value(serde_json::json!({"id": "p1", "url": "https://example.com/hook"}))
+            .unwrap(),
+    ];
     store.create(&ws, &file).await.unwrap();
     assert_eq!(store.load(&caller(&ws, "alice"), "t1", &always_live).await, Ok(file.clone()));
     assert_eq!(read_file(dir.path(), "t1"), file);

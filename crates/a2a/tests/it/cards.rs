@@ -34,7 +34,7 @@ async fn card_public_is_generic() {
     );
     assert_eq!(card["capabilities"]["streaming"], true);
     assert_eq!(card["capabilities"]["extendedAgentCard"], true);
-    assert_ne!(card["capabilities"]["pushNotifications"], true);
+    assert_eq!(card["capabilities"]["pushNotifications"], true);
     assert!(card["securitySchemes"]["apiKey"].is_object());
     // The 0.3 fields of the blended card.
     assert_eq!(card["url"], format!("{}/a2a", server.base));

@@ -432,16 +432,18 @@ async fn rest_stream_and_send_use_the_rest_shapes() {
     let id = body["task"]["id"].as_str().unwrap();
     let (status, got) = server.rest(KEY, reqwest::Method::GET, &format!("/tasks/{id}"), None).await;
     assert_eq!((status, got["id"].as_str()), (200, Some(id)));
-    let (status, err) = server
+    let (status, created) = server
         .rest(
             KEY,
             reqwest::Method::POST,
             &format!("/tasks/{id}/pushNotificationConfigs"),
-            Some(json!({"url": "https://example.com/hook"})),
+            Some(json!({"id": "c1", "url": "https://example.com/hook"})),
         )
         .await;
-    assert_eq!(status, 400);
-    assert_eq!(err["error"]["details"][0]["reason"], "PUSH_NOTIFICATION_NOT_SUPPORTED");
+    assert_eq!(
+        (status, created),
+        (200, json!({"taskId": id, "id": "c1", "url": "https://example.com/hook"}))
+    );
 }
 
 #[tokio::test]
@@ -450,7 +452,11 @@ async fn files_by_url_are_downloaded_through_the_guard() {
     use wiremock::{Mock, MockServer, ResponseTemplate};
     let files = MockServer::start().await;
     Mock::given(path("/plan.txt"))
-        .respond_with(ResponseTemplate::new(200).insert_header("content-type", "text/plain").set_body_string("the plan"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/plain")
+                .set_body_string("the plan"),
+        )
         .mount(&files)
         .await;
     Mock::given(path("/missing.txt")).respond_with(ResponseTemplate::new(404)).mount(&files).await;
@@ -460,10 +466,16 @@ async fn files_by_url_are_downloaded_through_the_guard() {
         {"text": "see"}, {"url": format!("{}/plan.txt", files.uri())}]}});
     let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
     assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
-    let inbox: Vec<String> = std::fs::read_dir(server.ws().join("inbox")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let inbox: Vec<String> = std::fs::read_dir(server.ws().join("inbox"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     assert_eq!(inbox.len(), 1);
     assert!(inbox[0].ends_with("-plan.txt"));
-    assert_eq!(std::fs::read_to_string(server.ws().join("inbox").join(&inbox[0])).unwrap(), "the plan");
+    assert_eq!(
+        std::fs::read_to_string(server.ws().join("inbox").join(&inbox[0])).unwrap(),
+        "the plan"
+    );
 
     let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
         {"url": format!("{}/missing.txt", files.uri())}]}});

@@ -3,6 +3,8 @@
 use super::*;
 use serde::de::DeserializeOwned;
 
+use crate::push::PushFormat;
+
 fn body(method: &str, params: Value) -> Vec<u8> {
     json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string().into_bytes()
 }
@@ -73,7 +75,7 @@ fn decode_every_method_yields_its_request() {
             "CreateTaskPushNotificationConfig",
             push.clone(),
             Version::V1_0,
-            Request::CreatePushConfig(from(push.clone())),
+            Request::CreatePushConfig { config: from(push.clone()), format: PushFormat::V1_0 },
         ),
         (
             "GetTaskPushNotificationConfig",
@@ -134,7 +136,7 @@ fn decode_every_method_yields_its_request() {
             "tasks/pushNotificationConfig/set",
             v03_push,
             Version::V0_3,
-            Request::CreatePushConfig(from(push)),
+            Request::CreatePushConfig { config: from(push), format: PushFormat::V0_3 },
         ),
         (
             "tasks/pushNotificationConfig/get",
@@ -291,12 +293,12 @@ fn decode_dotnet_push_shapes_are_flattened() {
         (
             "CreateTaskPushNotificationConfig",
             json!({"taskId": "t1", "configId": "c1", "config": {"url": "https://hook", "token": "tok"}}),
-            Request::CreatePushConfig(from(flat.clone())),
+            Request::CreatePushConfig { config: from(flat.clone()), format: PushFormat::V1_0 },
         ),
         (
             "CreateTaskPushNotificationConfig",
             json!({"id": "c1", "taskId": "t1", "pushNotificationConfig": {"url": "https://hook", "token": "tok"}}),
-            Request::CreatePushConfig(from(flat)),
+            Request::CreatePushConfig { config: from(flat), format: PushFormat::V1_0 },
         ),
         (
             "SendMessage",

@@ -91,18 +91,20 @@ fn decode_route_table() {
             "/tasks/t1/pushNotificationConfigs",
             None,
             push,
-            Ok(Request::CreatePushConfig(from(
-                json!({"taskId": "t1", "url": "https://hook", "token": "tok"}),
-            ))),
+            Ok(Request::CreatePushConfig {
+                config: from(json!({"taskId": "t1", "url": "https://hook", "token": "tok"})),
+                format: PushFormat::V1_0,
+            }),
         ),
         (
             "POST",
             "/tasks/t1/pushNotificationConfigs",
             None,
             r#"{"taskId":"t1","configId":"c1","config":{"url":"https://hook"}}"#,
-            Ok(Request::CreatePushConfig(from(
-                json!({"taskId": "t1", "id": "c1", "url": "https://hook"}),
-            ))),
+            Ok(Request::CreatePushConfig {
+                config: from(json!({"taskId": "t1", "id": "c1", "url": "https://hook"})),
+                format: PushFormat::V1_0,
+            }),
         ),
         (
             "GET",
