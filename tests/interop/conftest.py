@@ -102,7 +102,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                 '--state-dir',
                 str(state),
             ],
-            env={'PATH': os.environ.get('PATH', ''), 'HOME': str(home)},
+            # Webhooks of the push tests listen on 127.0.0.1.
+            env={
+                'PATH': os.environ.get('PATH', ''),
+                'HOME': str(home),
+                'A2A__AllowPrivatePushUrls': 'true',
+            },
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=stderr,
