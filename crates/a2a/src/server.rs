@@ -123,7 +123,13 @@ impl A2aServerBuilder {
             inner: Arc::new(ServerInner {
                 options: self.options,
                 directory: self.directory,
-                store: Arc::new(TaskStore::new()),
+                store: Arc::new(TaskStore::with_recovery_hook({
+                    // A task failed as "server restarted" changed state: its webhooks hear it.
+                    let push = push.clone();
+                    Arc::new(move |file: &crate::task::TaskFile| {
+                        push.notify(&file.task, &file.push_configs);
+                    })
+                })),
                 pool,
                 live: Arc::new(LiveTasks::default()),
                 notifier: self.notifier,

@@ -46,15 +46,33 @@ pub fn is_valid_task_id(id: &str) -> bool {
 }
 
 /// Task files of every workspace, plus a ListTasks index per workspace.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct TaskStore {
     indexes: Mutex<HashMap<PathBuf, Arc<Mutex<WorkspaceIndex>>>>,
+    /// Told about every task lazy recovery rewrote (the server sends its pushes from there).
+    on_recovered: Option<RecoveryHook>,
 }
+
+impl std::fmt::Debug for TaskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskStore")
+            .field("recovery_hook", &self.on_recovered.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Called with a task file that lazy recovery has just rewritten as failed.
+pub type RecoveryHook = Arc<dyn Fn(&TaskFile) + Send + Sync>;
 
 impl TaskStore {
     /// A store with nothing indexed yet.
     pub fn new() -> Self {
         TaskStore::default()
+    }
+
+    /// A store that reports every task lazy recovery rewrites (its state changed).
+    pub fn with_recovery_hook(hook: RecoveryHook) -> Self {
+        TaskStore { on_recovered: Some(hook), ..TaskStore::default() }
     }
 
     /// Writes a new task file (atomically) in `workspace`.
@@ -184,6 +202,9 @@ impl TaskStore {
         if is_active(&file.task.status.state) && !is_live(&file.task.id) {
             mark_restarted(&mut file.task);
             self.save(workspace, file).await?;
+            if let Some(hook) = &self.on_recovered {
+                hook(file);
+            }
         }
         Ok(())
     }

@@ -365,3 +365,57 @@ async fn push_private_url_rejected_unless_allowed() {
         .await;
     assert_eq!(body["result"]["url"], "http://127.0.0.1:9/hook", "{body}");
 }
+
+#[tokio::test]
+async fn push_sent_when_lazy_recovery_fails_a_task() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let webhook = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&webhook).await;
+    let options =
+        || volcanic_a2a::A2aOptions { allow_private_push_urls: true, ..Default::default() };
+    let server = TestServer::with(Setup { options: options(), ..Setup::default() }).await;
+    let task = server.send("hi").await["task"].clone();
+    let id = task["id"].as_str().unwrap().to_string();
+    let created = server
+        .rpc(
+            KEY,
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "url": format!("{}/hook", webhook.uri())}),
+        )
+        .await;
+    assert!(created["result"]["id"].is_string(), "{created}");
+    let path = server.task_path(&id);
+    let (workspace, extra, state) = server.stop().await;
+    // As if the process had died mid-run.
+    let mut file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    file["status"] =
+        json!({"state": "TASK_STATE_WORKING", "timestamp": "2026-12-01T00:00:00.000Z"});
+    std::fs::write(&path, file.to_string()).unwrap();
+
+    let server = TestServer::start_in(
+        workspace,
+        extra,
+        state,
+        Setup { options: options(), ..Setup::default() },
+    )
+    .await;
+    let read = server.rpc(KEY, "GetTask", json!({"id": id})).await["result"].clone();
+    assert_eq!(read["status"]["state"], "TASK_STATE_FAILED");
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            let requests = webhook.received_requests().await.unwrap_or_default();
+            if requests.iter().any(|r| {
+                serde_json::from_slice::<serde_json::Value>(&r.body)
+                    .map(|b| b["task"]["status"]["state"] == "TASK_STATE_FAILED")
+                    .unwrap_or(false)
+            }) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the webhook never heard of the failed task");
+}
