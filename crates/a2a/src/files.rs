@@ -25,6 +25,9 @@ pub enum PromptError {
     A2a(#[from] A2aError),
 }
 
+/// Most file parts by URL one message may carry: each is downloaded before the run starts.
+pub const MAX_URL_PARTS: usize = 10;
+
 /// Checks a message's parts before anything is created: at least one part, file bytes within the
 /// cap, URLs https (or http when `allow_private`) and not aimed at a blocked IP literal.
 ///
@@ -33,6 +36,12 @@ pub enum PromptError {
 pub fn precheck(parts: &[Part], max_file_bytes: u64, allow_private: bool) -> Result<(), A2aError> {
     if parts.is_empty() {
         return Err(A2aError::InvalidParams("message.parts: at least one part is required".into()));
+    }
+    let urls = parts.iter().filter(|p| matches!(p.content, PartContent::Url(_))).count();
+    if urls > MAX_URL_PARTS {
+        return Err(A2aError::InvalidParams(format!(
+            "message.parts: at most {MAX_URL_PARTS} file parts by URL per message, got {urls}"
+        )));
     }
     for (i, part) in parts.iter().enumerate() {
         match &part.content {

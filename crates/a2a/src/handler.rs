@@ -18,7 +18,7 @@ use crate::error::A2aError;
 use crate::extension::{A2aSessionExtension, REQUEST_INPUT};
 use crate::live::LiveTask;
 use crate::pool::{CONTEXT_BUSY, Claim};
-use crate::push::{PushFormat, StoredPushConfig};
+use crate::push::StoredPushConfig;
 use crate::request::{Reply, Request};
 use crate::server::ServerInner;
 use crate::task::TaskFile;
@@ -57,8 +57,8 @@ impl ServerInner {
         base_url: &str,
     ) -> Result<Outcome, A2aError> {
         match request {
-            Request::SendMessage(req) => self.send(caller, req, false).await,
-            Request::SendStreamingMessage(req) => self.send(caller, req, true).await,
+            Request::SendMessage(params) => self.send(caller, params, false).await,
+            Request::SendStreamingMessage(params) => self.send(caller, params, true).await,
             Request::GetTask(req) => {
                 let mut task = self.task(caller, &req.id).await?;
                 apply_history_length(&mut task, req.history_length)?;
@@ -110,9 +110,10 @@ impl ServerInner {
     async fn send(
         self: &Arc<Self>,
         caller: &Caller,
-        req: a2a::SendMessageRequest,
+        params: crate::request::SendParams,
         streaming: bool,
     ) -> Result<Outcome, A2aError> {
+        let crate::request::SendParams { request: req, push_format } = params;
         let mut message = req.message;
         if message.message_id.is_empty() {
             return Err(A2aError::InvalidParams("message.messageId is required".into()));
@@ -153,7 +154,7 @@ impl ServerInner {
             ));
         }
         let push = match configuration.push.take() {
-            Some(config) => Some(self.validate_inline(config, PushFormat::V1_0)?),
+            Some(config) => Some(self.validate_inline(config, push_format)?),
             None => None,
         };
 

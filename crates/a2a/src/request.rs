@@ -32,8 +32,8 @@ impl Version {
 /// 1.0 flat shape.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
-    SendMessage(a2a::SendMessageRequest),
-    SendStreamingMessage(a2a::SendMessageRequest),
+    SendMessage(SendParams),
+    SendStreamingMessage(SendParams),
     GetTask(a2a::GetTaskRequest),
     ListTasks(a2a::ListTasksRequest),
     CancelTask(a2a::CancelTaskRequest),
@@ -54,6 +54,21 @@ impl Request {
     /// Whether the answer is an SSE stream.
     pub fn is_streaming(&self) -> bool {
         matches!(self, Request::SendStreamingMessage(_) | Request::SubscribeToTask(_))
+    }
+}
+
+/// SendMessage / SendStreamingMessage parameters, with the shape in which a push config given
+/// inline must later be delivered (the version the message came through).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendParams {
+    pub request: a2a::SendMessageRequest,
+    pub push_format: crate::push::PushFormat,
+}
+
+impl SendParams {
+    /// Parameters of a 1.0 call.
+    pub fn v1(request: a2a::SendMessageRequest) -> Self {
+        SendParams { request, push_format: crate::push::PushFormat::V1_0 }
     }
 }
 

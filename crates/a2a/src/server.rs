@@ -36,6 +36,9 @@ use crate::task::store::TaskStore;
 /// How often an idle SSE stream gets a comment so proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// Largest push the receiver reads (anyone can POST there; a push is a task, not a file).
+const PUSH_BODY_LIMIT: usize = 1024 * 1024;
+
 /// How long shutdown waits for runs to settle after aborting them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -361,7 +364,7 @@ async fn push_receiver(
     let Some(handler) = inner.on_push.clone() else { return not_found() };
     let (parts, body) = request.into_parts();
     let token = header_text(&parts.headers, "x-a2a-notification-token");
-    let body = match read_body(body, inner.options.max_body_bytes()).await {
+    let body = match read_body(body, PUSH_BODY_LIMIT).await {
         Ok(body) => body,
         Err(_) => return StatusCode::PAYLOAD_TOO_LARGE.into_response(),
     };

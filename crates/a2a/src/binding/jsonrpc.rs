@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::{params, v03, wire_json};
 use crate::error::A2aError;
-use crate::request::{Reply, Request, Version};
+use crate::request::{Reply, Request, SendParams, Version};
 
 /// A decoded JSON-RPC call.
 #[derive(Debug, Clone, PartialEq)]
@@ -197,10 +197,14 @@ fn decode_params(
         params = params_to_v1(operation, params)?;
     }
     Ok(match operation {
-        Operation::SendMessage => Request::SendMessage(params::send_message_request(params)?),
-        Operation::SendStreamingMessage => {
-            Request::SendStreamingMessage(params::send_message_request(params)?)
-        }
+        Operation::SendMessage => Request::SendMessage(SendParams {
+            request: params::send_message_request(params)?,
+            push_format: version.into(),
+        }),
+        Operation::SendStreamingMessage => Request::SendStreamingMessage(SendParams {
+            request: params::send_message_request(params)?,
+            push_format: version.into(),
+        }),
         Operation::GetTask => Request::GetTask(params::typed(params)?),
         Operation::ListTasks => Request::ListTasks(params::typed(params)?),
         Operation::CancelTask => Request::CancelTask(params::typed(params)?),

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{params, task_state_name, url, wire_json};
 use crate::error::A2aError;
 use crate::push::PushFormat;
-use crate::request::{Reply, Request, Version};
+use crate::request::{Reply, Request, SendParams, Version};
 
 /// Checks the `A2A-Version` of a REST call, from
 /// [`requested_version`](super::requested_version): absent or 1.0 is fine.
@@ -57,11 +57,15 @@ pub fn decode(
     Ok(match route {
         Route::MessageSend => {
             allow(&["POST"])?;
-            Request::SendMessage(params::send_message_request(body_json(body, false)?)?)
+            Request::SendMessage(SendParams::v1(params::send_message_request(body_json(
+                body, false,
+            )?)?))
         }
         Route::MessageStream => {
             allow(&["POST"])?;
-            Request::SendStreamingMessage(params::send_message_request(body_json(body, false)?)?)
+            Request::SendStreamingMessage(SendParams::v1(params::send_message_request(body_json(
+                body, false,
+            )?)?))
         }
         Route::Tasks => {
             allow(&["GET"])?;

@@ -81,11 +81,21 @@ impl fmt::Debug for StoredPushConfig {
     }
 }
 
-/// Adds `config` to `configs`, replacing the config with the same id (create is an upsert).
+/// Most push configs one task keeps: each state change is POSTed to every one, so an unbounded
+/// list would let a caller turn one task into a flood of requests at someone else's webhook.
+pub const MAX_PUSH_CONFIGS: usize = 10;
+
+/// Adds `config` to `configs`, replacing the config with the same id (create is an upsert). A new
+/// config beyond [`MAX_PUSH_CONFIGS`] replaces the oldest one.
 pub(crate) fn upsert(configs: &mut Vec<StoredPushConfig>, config: StoredPushConfig) {
     match configs.iter_mut().find(|existing| existing.id() == config.id()) {
         Some(existing) => *existing = config,
-        None => configs.push(config),
+        None => {
+            if configs.len() >= MAX_PUSH_CONFIGS {
+                configs.remove(0);
+            }
+            configs.push(config);
+        }
     }
 }
 
@@ -325,6 +335,12 @@ mod tests {
         let mut configs = vec![config("a", "https://one"), config("b", "https://two")];
         upsert(&mut configs, config("a", "https://three"));
         upsert(&mut configs, config("c", "https://four"));
+        let mut many = Vec::new();
+        for i in 0..(MAX_PUSH_CONFIGS + 3) {
+            upsert(&mut many, config(&format!("id-{i}"), "https://hook"));
+        }
+        assert_eq!(many.len(), MAX_PUSH_CONFIGS);
+        assert_eq!(many[0].id(), "id-3", "the oldest go first");
         let urls: Vec<(&str, &str)> =
             configs.iter().map(|c| (c.id(), c.config.url.as_str())).collect();
         assert_eq!(urls, [("a", "https://three"), ("b", "https://two"), ("c", "https://four")]);

@@ -419,3 +419,35 @@ async fn push_sent_when_lazy_recovery_fails_a_task() {
     .await
     .expect("the webhook never heard of the failed task");
 }
+
+#[tokio::test]
+async fn push_inline_in_v03_send_gets_the_v03_payload() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let webhook = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).mount(&webhook).await;
+    let options = volcanic_a2a::A2aOptions { allow_private_push_urls: true, ..Default::default() };
+    let server = TestServer::with(Setup { options, ..Setup::default() }).await;
+    let params = json!({
+        "message": {"kind": "message", "messageId": uuid(), "role": "user", "parts": [{"kind": "text", "text": "hi"}]},
+        "configuration": {"pushNotificationConfig": {"url": format!("{}/hook", webhook.uri()), "token": "t03"}}
+    });
+    let body = server.rpc_versioned(KEY, None, "message/send", params).await;
+    assert_eq!(body["result"]["status"]["state"], "completed", "{body}");
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            let requests = webhook.received_requests().await.unwrap_or_default();
+            if let Some(last) = requests.iter().find_map(|r| {
+                let b: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+                (b["status"]["state"] == "completed").then_some(b)
+            }) {
+                assert_eq!(last["kind"], "task");
+                assert!(last.get("task").is_none(), "0.3 payload is the bare task: {last}");
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("no 0.3 push arrived");
+}

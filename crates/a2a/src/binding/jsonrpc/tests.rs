@@ -37,13 +37,13 @@ fn decode_every_method_yields_its_request() {
             "SendMessage",
             json!({"message": user_message()}),
             Version::V1_0,
-            Request::SendMessage(from(json!({"message": user_message()}))),
+            Request::SendMessage(SendParams::v1(from(json!({"message": user_message()})))),
         ),
         (
             "SendStreamingMessage",
             json!({"message": user_message()}),
             Version::V1_0,
-            Request::SendStreamingMessage(from(json!({"message": user_message()}))),
+            Request::SendStreamingMessage(SendParams::v1(from(json!({"message": user_message()})))),
         ),
         (
             "GetTask",
@@ -106,13 +106,19 @@ fn decode_every_method_yields_its_request() {
             "message/send",
             json!({"message": v03_message.clone()}),
             Version::V0_3,
-            Request::SendMessage(send_request(json!({"returnImmediately": false}))),
+            Request::SendMessage(SendParams {
+                request: send_request(json!({"returnImmediately": false})),
+                push_format: PushFormat::V0_3,
+            }),
         ),
         (
             "message/stream",
             json!({"message": v03_message}),
             Version::V0_3,
-            Request::SendStreamingMessage(send_request(json!({"returnImmediately": false}))),
+            Request::SendStreamingMessage(SendParams {
+                request: send_request(json!({"returnImmediately": false})),
+                push_format: PushFormat::V0_3,
+            }),
         ),
         (
             "tasks/get",
@@ -277,7 +283,10 @@ fn decode_enum_integers_and_nulls_are_accepted() {
     assert_eq!(
         (decode(&body("SendMessage", params), None), decode(&body("ListTasks", list), None)),
         (
-            decoded(Version::V1_0, Request::SendMessage(from(json!({"message": user_message()})))),
+            decoded(
+                Version::V1_0,
+                Request::SendMessage(SendParams::v1(from(json!({"message": user_message()})))),
+            ),
             decoded(
                 Version::V1_0,
                 Request::ListTasks(from(json!({"status": "TASK_STATE_INPUT_REQUIRED"})))
@@ -304,9 +313,9 @@ fn decode_dotnet_push_shapes_are_flattened() {
             "SendMessage",
             json!({"message": user_message(),
                    "configuration": {"pushNotificationConfig": {"id": "c1", "url": "https://hook"}}}),
-            Request::SendMessage(send_request(
+            Request::SendMessage(SendParams::v1(send_request(
                 json!({"taskPushNotificationConfig": {"id": "c1", "url": "https://hook"}}),
-            )),
+            ))),
         ),
     ];
     for (method, params, request) in cases {
@@ -343,7 +352,10 @@ fn decode_v03_message_send_converts_parts_blocking_and_history() {
     }));
     assert_eq!(
         decode(&body("message/send", params), None),
-        decoded(Version::V0_3, Request::SendMessage(expected))
+        decoded(
+            Version::V0_3,
+            Request::SendMessage(SendParams { request: expected, push_format: PushFormat::V0_3 })
+        )
     );
 }
 

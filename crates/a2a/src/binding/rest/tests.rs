@@ -23,14 +23,14 @@ fn decode_route_table() {
             "/message:send",
             None,
             &send,
-            Ok(Request::SendMessage(from(json!({"message": message})))),
+            Ok(Request::SendMessage(SendParams::v1(from(json!({"message": message}))))),
         ),
         (
             "POST",
             "/message:stream",
             None,
             &send,
-            Ok(Request::SendStreamingMessage(from(json!({"message": message})))),
+            Ok(Request::SendStreamingMessage(SendParams::v1(from(json!({"message": message}))))),
         ),
         (
             "GET",
