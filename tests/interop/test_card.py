@@ -20,7 +20,7 @@ async def test_card_resolves_with_interfaces_and_capabilities(connect: Connector
         ('JSONRPC', '0.3', f'{base}/a2a'),
     ]
     assert card.capabilities.streaming is True
-    assert card.capabilities.push_notifications is False
+    assert card.capabilities.push_notifications is True
     assert card.capabilities.extended_agent_card is True
     assert [s.id for s in card.skills] == ['chat']
 
