@@ -290,22 +290,8 @@ async fn push_delivered_with_token() {
     let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
     // Deliveries are asynchronous: wait (bounded) for the completed one.
-    let requests = tokio::time::timeout(DEADLINE, async {
-        loop {
-            let requests = webhook.received_requests().await.unwrap_or_default();
-            let done = requests.iter().any(|r| {
-                serde_json::from_slice::<serde_json::Value>(&r.body)
-                    .map(|b| b["task"]["status"]["state"] == "TASK_STATE_COMPLETED")
-                    .unwrap_or(false)
-            });
-            if done {
-                return requests;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("no completed push arrived");
+    let requests =
+        pushes_until(&webhook, |b| b["task"]["status"]["state"] == "TASK_STATE_COMPLETED").await;
     let states: Vec<String> = requests
         .iter()
         .map(|r| {
@@ -403,21 +389,7 @@ async fn push_sent_when_lazy_recovery_fails_a_task() {
     .await;
     let read = server.rpc(KEY, "GetTask", json!({"id": id})).await["result"].clone();
     assert_eq!(read["status"]["state"], "TASK_STATE_FAILED");
-    tokio::time::timeout(DEADLINE, async {
-        loop {
-            let requests = webhook.received_requests().await.unwrap_or_default();
-            if requests.iter().any(|r| {
-                serde_json::from_slice::<serde_json::Value>(&r.body)
-                    .map(|b| b["task"]["status"]["state"] == "TASK_STATE_FAILED")
-                    .unwrap_or(false)
-            }) {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the webhook never heard of the failed task");
+    pushes_until(&webhook, |b| b["task"]["status"]["state"] == "TASK_STATE_FAILED").await;
 }
 
 #[tokio::test]
@@ -434,20 +406,29 @@ async fn push_inline_in_v03_send_gets_the_v03_payload() {
     });
     let body = server.rpc_versioned(KEY, None, "message/send", params).await;
     assert_eq!(body["result"]["status"]["state"], "completed", "{body}");
+    let requests = pushes_until(&webhook, |b| b["status"]["state"] == "completed").await;
+    let last: serde_json::Value = serde_json::from_slice(&requests.last().unwrap().body).unwrap();
+    assert_eq!(last["kind"], "task");
+    assert!(last.get("task").is_none(), "0.3 payload is the bare task: {last}");
+}
+
+/// Waits (bounded) until the webhook got a JSON body matching `done`; returns every request so far.
+async fn pushes_until(
+    webhook: &wiremock::MockServer,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<wiremock::Request> {
     tokio::time::timeout(DEADLINE, async {
         loop {
             let requests = webhook.received_requests().await.unwrap_or_default();
-            if let Some(last) = requests.iter().find_map(|r| {
-                let b: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
-                (b["status"]["state"] == "completed").then_some(b)
-            }) {
-                assert_eq!(last["kind"], "task");
-                assert!(last.get("task").is_none(), "0.3 payload is the bare task: {last}");
-                break;
+            let seen = requests.iter().any(|r| {
+                serde_json::from_slice::<serde_json::Value>(&r.body).is_ok_and(|b| done(&b))
+            });
+            if seen {
+                return requests;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("no 0.3 push arrived");
+    .expect("the expected push never arrived")
 }
