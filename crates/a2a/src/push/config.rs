@@ -68,7 +68,12 @@ impl fmt::Debug for StoredPushConfig {
         f.debug_struct("StoredPushConfig")
             .field("id", &self.config.id)
             .field("task_id", &self.config.task_id)
-            .field("url", &self.config.url)
+            .field(
+                "host",
+                &reqwest::Url::parse(&self.config.url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_string)),
+            )
             .field("token", &redacted(self.config.token.is_some()))
             .field(
                 "authentication",
@@ -97,6 +102,11 @@ pub(crate) fn upsert(configs: &mut Vec<StoredPushConfig>, config: StoredPushConf
             configs.push(config);
         }
     }
+}
+
+/// Whether `text` can be sent as an HTTP header value (visible ASCII, spaces and tabs).
+fn is_header_value(text: &str) -> bool {
+    text.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
 }
 
 impl ServerInner {
@@ -211,6 +221,19 @@ impl ServerInner {
         format: PushFormat,
     ) -> Result<StoredPushConfig, String> {
         (self.push_url_check)(&config.url)?;
+        // They become header values on every delivery: refuse what no request could carry now,
+        // rather than fail every delivery later without the caller hearing of it.
+        if let Some(token) = &config.token
+            && !is_header_value(token)
+        {
+            return Err("token is not a valid HTTP header value".into());
+        }
+        if let Some(auth) = &config.authentication {
+            let value = format!("{} {}", auth.scheme, auth.credentials.as_deref().unwrap_or(""));
+            if auth.scheme.trim().is_empty() || !is_header_value(&value) {
+                return Err("authentication is not a valid Authorization header value".into());
+            }
+        }
         if config.id.as_deref().is_none_or(str::is_empty) {
             config.id = Some(uuid::Uuid::new_v4().to_string());
         }
@@ -325,8 +348,9 @@ mod tests {
 
     #[test]
     fn stored_push_config_debug_hides_secrets() {
-        let text = format!("{:?}", config("c1", "https://hook"));
+        let text = format!("{:?}", config("c1", "https://hook.example.com/in?key=query-secret"));
         assert!(!text.contains("tok-secret") && !text.contains("cred-secret"), "{text}");
+        assert!(!text.contains("query-secret") && text.contains("hook.example.com"), "{text}");
         assert!(text.contains("Bearer [redacted]"), "{text}");
     }
 

@@ -299,7 +299,7 @@ impl GuardedClient {
     }
 
     /// The underlying client. Requests made on it directly skip [`check_url`]: run it first.
-    pub fn client(&self) -> &reqwest::Client {
+    pub(crate) fn client(&self) -> &reqwest::Client {
         &self.client
     }
 

@@ -49,7 +49,7 @@ impl PushSender {
     /// proxy, connect-time address checks), checks each webhook URL with `url_check` before every
     /// attempt, waits `waits` between attempts ([`DEFAULT_WAITS`]) and gives each attempt
     /// `timeout` ([`DEFAULT_TIMEOUT`]).
-    pub fn new(
+    pub(crate) fn new(
         client: reqwest::Client,
         url_check: UrlCheck,
         waits: Vec<Duration>,

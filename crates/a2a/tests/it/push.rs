@@ -432,3 +432,16 @@ async fn pushes_until(
     .await
     .expect("the expected push never arrived")
 }
+
+#[tokio::test]
+async fn push_config_with_unsendable_token_is_invalid_params() {
+    let server = TestServer::start().await;
+    let task = server.send("hi").await["task"].clone();
+    for config in [
+        json!({"taskId": task["id"], "url": "https://hook.example.com/a", "token": "line\nbreak"}),
+        json!({"taskId": task["id"], "url": "https://hook.example.com/a", "authentication": {"scheme": "Bearer", "credentials": "x\r\ny"}}),
+    ] {
+        let body = server.rpc(KEY, "CreateTaskPushNotificationConfig", config).await;
+        assert_eq!(body["error"]["code"], -32602, "{body}");
+    }
+}
