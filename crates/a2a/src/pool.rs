@@ -77,22 +77,29 @@ impl SessionPool {
         extension: impl FnOnce() -> Arc<dyn Extension>,
     ) -> Result<Claim, A2aError> {
         let scope = scope(caller, context_id);
-        // Held across the open on purpose: two requests for one new context must not both open it.
-        let mut entries = self.entries.lock().await;
-        if self.is_held(&scope) {
-            return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
-        }
-        if let Some(entry) = entries.get_mut(&scope) {
-            if entry.claimed || entry.session.is_running() {
+        {
+            let mut entries = self.entries.lock().await;
+            if self.is_held(&scope) {
                 return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
             }
-            entry.claimed = true;
-            entry.last_used = Instant::now();
-            return Ok(Claim {
-                session: entry.session.clone(),
-                channel: entry.channel.clone(),
-                scope,
-            });
+            if let Some(entry) = entries.get_mut(&scope) {
+                if entry.claimed || entry.session.is_running() {
+                    return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
+                }
+                entry.claimed = true;
+                entry.last_used = Instant::now();
+                return Ok(Claim {
+                    session: entry.session.clone(),
+                    channel: entry.channel.clone(),
+                    scope,
+                });
+            }
+            // Hold the scope while its session opens, without holding the pool: resuming a long
+            // journal must not stall every other context. Others see the context as busy.
+            self.holds
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(scope.clone());
         }
         let channel = Arc::new(A2aChatChannel::new(self.max_file_bytes));
         let options = SessionOptions {
@@ -101,7 +108,10 @@ impl SessionPool {
             channel: Some(channel.clone()),
             extensions: vec![extension()],
         };
-        let session = self.factory.open(options).await.map_err(|err| {
+        let opened = self.factory.open(options).await;
+        let mut entries = self.entries.lock().await;
+        self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&scope);
+        let session = opened.map_err(|err| {
             tracing::error!(scope = %scope, error = %err, "cannot open an A2A session");
             A2aError::Internal
         })?;
