@@ -35,9 +35,51 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// Removes the temp files [`write_atomic`] left in `dir` (not recursively) when a process died
+/// mid-write: names starting with `.tmp`, regular files, last modified before `started` (so a
+/// write in flight in this process is never touched). Returns how many were removed.
+///
+/// A folder that cannot be read counts as clean; a file that cannot be removed is skipped.
+pub fn remove_stale_temp_files(dir: &Path, started: std::time::SystemTime) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        if !entry.file_name().as_encoded_bytes().starts_with(b".tmp") {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        let stale = meta.modified().is_ok_and(|modified| modified < started);
+        if meta.is_file() && stale && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remove_stale_temp_files_keeps_fresh_ones_and_other_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".tmpOLD123"), b"torn").unwrap();
+        std::fs::write(dir.path().join("task.json"), b"{}").unwrap();
+        std::fs::create_dir(dir.path().join(".tmpdir")).unwrap();
+        let between = std::time::SystemTime::now() + std::time::Duration::from_secs(1);
+        // Written "after" the cut-off: a write in flight in this process.
+        let fresh = dir.path().join(".tmpNEW456");
+        std::fs::write(&fresh, b"in flight").unwrap();
+        let later = std::fs::File::options().write(true).open(&fresh).unwrap();
+        later.set_modified(between + std::time::Duration::from_secs(5)).unwrap();
+
+        assert_eq!(remove_stale_temp_files(dir.path(), between), 1);
+        assert!(!dir.path().join(".tmpOLD123").exists());
+        assert!(fresh.exists());
+        assert!(dir.path().join("task.json").exists());
+        assert!(dir.path().join(".tmpdir").is_dir());
+        assert_eq!(remove_stale_temp_files(&dir.path().join("missing"), between), 0);
+    }
 
     #[test]
     fn write_atomic_replaces_content_and_leaves_no_temp_files() {

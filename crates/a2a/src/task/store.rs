@@ -12,12 +12,14 @@
 //!
 //! Lazy restart recovery (design: "Lazy restart recovery"): a task read in state submitted or
 //! working with no live run is rewritten as failed ("server restarted") before it is returned.
-//! There is no scan at startup. input-required tasks are returned as they are.
+//! There is no scan at startup. input-required tasks are returned as they are. The first touch of
+//! a workspace removes temp files a killed process left in its task folder.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
 
 use chrono::{SubsecRound, Utc};
 use tracing::error;
@@ -46,11 +48,25 @@ pub fn is_valid_task_id(id: &str) -> bool {
 }
 
 /// Task files of every workspace, plus a ListTasks index per workspace.
-#[derive(Default)]
 pub struct TaskStore {
     indexes: Mutex<HashMap<PathBuf, Arc<Mutex<WorkspaceIndex>>>>,
     /// Told about every task lazy recovery rewrote (the server sends its pushes from there).
     on_recovered: Option<RecoveryHook>,
+    /// When this store was made: temp files older than this are a dead process's torn writes.
+    started: SystemTime,
+    /// Workspaces whose task folder has been swept of such temp files.
+    swept: Mutex<HashSet<PathBuf>>,
+}
+
+impl Default for TaskStore {
+    fn default() -> Self {
+        TaskStore {
+            indexes: Mutex::default(),
+            on_recovered: None,
+            started: SystemTime::now(),
+            swept: Mutex::default(),
+        }
+    }
 }
 
 impl std::fmt::Debug for TaskStore {
@@ -118,6 +134,7 @@ impl TaskStore {
         if !is_valid_task_id(task_id) {
             return Err(not_found());
         }
+        self.sweep_once(&caller.workspace.path).await;
         let path = task_path(&caller.workspace.path, task_id);
         let id = task_id.to_string();
         let file = blocking(move || read_task_file(&path, &id)).await?;
@@ -140,6 +157,7 @@ impl TaskStore {
         is_live: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<a2a::ListTasksResponse, A2aError> {
         let query = Query::parse(request)?;
+        self.sweep_once(&caller.workspace.path).await;
         let index = self.index(&caller.workspace.path);
 
         let active = {
@@ -224,6 +242,7 @@ impl TaskStore {
             error!(task_id = %id, error = %err, "cannot serialize a task file");
             A2aError::Internal
         })?;
+        self.sweep_once(&workspace.path).await;
         let path = task_path(&workspace.path, &id);
         let index = self.index(&workspace.path);
         let summary = Summary::of(file);
@@ -241,6 +260,27 @@ impl TaskStore {
             error!(file = %path.display(), error = %err, "cannot write a task file");
             A2aError::Internal
         })
+    }
+
+    /// The first time this process touches a workspace's tasks, removes the temp files a killed
+    /// process left behind (they are never read, but would pile up crash after crash).
+    async fn sweep_once(&self, workspace: &Path) {
+        let first = self
+            .swept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(workspace.to_path_buf());
+        if !first {
+            return;
+        }
+        let dir = tasks_dir(workspace);
+        let started = self.started;
+        if let Ok(removed) =
+            blocking(move || volcanic_core::atomic::remove_stale_temp_files(&dir, started)).await
+            && removed > 0
+        {
+            tracing::info!(removed, "removed temp files left by an interrupted task write");
+        }
     }
 
     fn index(&self, workspace: &Path) -> Arc<Mutex<WorkspaceIndex>> {
