@@ -7,6 +7,7 @@
 mod auth;
 mod bad_input;
 mod cards;
+mod concurrency;
 mod guard;
 mod push;
 mod races;
