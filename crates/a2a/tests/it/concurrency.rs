@@ -83,7 +83,7 @@ async fn caller_loop(
         let text = format!("hello from {} number {n}", who.index);
         match (who.index + n) % 6 {
             0 | 1 => {
-                let prompt = if n % 4 == 0 {
+                let prompt = if n.is_multiple_of(4) {
                     format!(
                         "{text}\n{}",
                         directive(json!([{"text": text, "chunk": 5, "delay_ms": 5}]))
