@@ -15,4 +15,5 @@ mod receiver;
 mod runs;
 mod support;
 mod tasks;
+mod tenancy;
 mod v03;
