@@ -358,7 +358,6 @@ mod tests {
         );
     }
 
-
     #[test]
     fn file_name_uses_the_last_component() {
         let part = Part::raw(vec![1]).with_filename("../../x/evil.sh");

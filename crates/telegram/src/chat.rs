@@ -8,7 +8,7 @@
 //! queued like a message, so it applies after what was sent before it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -81,6 +81,8 @@ pub struct Chat {
     generation: Arc<AtomicU64>,
     /// The session while a run is active, for `/stop`.
     running: Arc<Mutex<Option<Session>>>,
+    /// Whether the worker is handling a job (a run may be about to start).
+    busy: Arc<AtomicBool>,
 }
 
 impl Chat {
@@ -89,15 +91,17 @@ impl Chat {
         let (tx, rx) = mpsc::channel(ctx.config.queue_capacity.max(1));
         let generation = Arc::new(AtomicU64::new(0));
         let running = Arc::new(Mutex::new(None));
+        let busy = Arc::new(AtomicBool::new(false));
         let worker = Worker {
             ctx: ctx.clone(),
             chat_id,
             generation: generation.clone(),
             running: running.clone(),
+            busy: busy.clone(),
             session: None,
         };
         ctx.tracker.spawn(worker.run(rx));
-        Chat { tx, generation, running }
+        Chat { tx, generation, running, busy }
     }
 
     /// Queues a job behind the current run.
@@ -112,18 +116,18 @@ impl Chat {
         }
     }
 
-    /// `/stop`: drops queued jobs and aborts the current run. Returns (whether a run was
-    /// aborted, how many queued jobs were dropped).
+    /// `/stop`: drops queued jobs and aborts the current run. Returns (whether a job was being
+    /// handled, how many queued jobs were dropped). A job between its dequeue and its run sees
+    /// the new generation and stops before running, or aborts its run right after starting it.
     pub fn stop(&self) -> (bool, usize) {
         let queued = self.tx.max_capacity() - self.tx.capacity();
         self.generation.fetch_add(1, Ordering::SeqCst);
-        let aborted = self
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(Session::abort);
-        (aborted, queued)
+        let busy = self.busy.load(Ordering::SeqCst);
+        if let Some(session) = self.running.lock().unwrap_or_else(PoisonError::into_inner).as_ref()
+        {
+            session.abort();
+        }
+        (busy, queued)
     }
 }
 
@@ -132,6 +136,7 @@ struct Worker {
     chat_id: i64,
     generation: Arc<AtomicU64>,
     running: Arc<Mutex<Option<Session>>>,
+    busy: Arc<AtomicBool>,
     /// The chat's main session, opened on first use and kept open.
     session: Option<Session>,
 }
@@ -150,10 +155,12 @@ impl Worker {
             if job.generation != self.generation.load(Ordering::SeqCst) {
                 continue;
             }
+            self.busy.store(true, Ordering::SeqCst);
             match job.kind {
                 JobKind::Prompt(message) => self.prompt(*message, job.generation).await,
                 JobKind::NewSession => self.new_session().await,
             }
+            self.busy.store(false, Ordering::SeqCst);
         }
         self.close_session().await;
     }
@@ -217,15 +224,12 @@ impl Worker {
                     Ok(path) => lines.push(format!("[file received: {path}]")),
                     Err(why) => {
                         tracing::warn!(chat_id = self.chat_id, reason = %why, "attachment not received");
-                        self.ctx
-                            .say(self.chat_id, &format!("⚠️ I couldn't receive {why}"))
-                            .await;
+                        self.ctx.say(self.chat_id, &format!("⚠️ I couldn't receive {why}")).await;
                         lines.push(format!("[file not received: {why}]"));
                     }
                 }
             }
-            if !lines.iter().any(|l| l.starts_with("[file received")) && message.caption.is_none()
-            {
+            if !lines.iter().any(|l| l.starts_with("[file received")) && message.caption.is_none() {
                 return None;
             }
         }
@@ -254,7 +258,9 @@ impl Worker {
             }
             Err(err) => {
                 tracing::error!(chat_id = self.chat_id, error = %err, "cannot open the chat's session");
-                self.ctx.say(self.chat_id, &format!("⚠️ I can't open our conversation: {err}")).await;
+                self.ctx
+                    .say(self.chat_id, &format!("⚠️ I can't open our conversation: {err}"))
+                    .await;
                 None
             }
         }
@@ -366,7 +372,10 @@ impl Worker {
         match self.ctx.factory.archive(&scope).await {
             Ok(_) => {
                 self.ctx
-                    .say(self.chat_id, "🆕 Fresh conversation started (the previous one is archived).")
+                    .say(
+                        self.chat_id,
+                        "🆕 Fresh conversation started (the previous one is archived).",
+                    )
                     .await;
             }
             Err(err) => {

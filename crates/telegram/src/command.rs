@@ -82,7 +82,9 @@ pub fn a2a_listing(
         "A2A server: off (set A2A__Enabled=true to let other agents call).\n"
     });
     if callers.is_empty() {
-        out.push_str("\nNo callers yet. Add them to .volcanic/a2a/callers.json in your workspace.\n");
+        out.push_str(
+            "\nNo callers yet. Add them to .volcanic/a2a/callers.json in your workspace.\n",
+        );
     } else {
         out.push_str(&format!("\nCallers ({}):\n", callers.len()));
         for caller in callers {

@@ -66,7 +66,11 @@ impl TelegramHostBuilder {
         let workspaces = {
             let config = config.clone();
             Arc::new(move || {
-                config.allowed_chats.iter().map(|&chat_id| chat_workspace(&config, chat_id)).collect()
+                config
+                    .allowed_chats
+                    .iter()
+                    .map(|&chat_id| chat_workspace(&config, chat_id))
+                    .collect()
             })
         };
         let directory = Arc::new(WorkspaceCallerDirectory::new(workspaces));
@@ -175,7 +179,11 @@ impl TelegramHost {
     async fn start(&self, shutdown: &CancellationToken) -> Result<()> {
         match self.api.get_me(shutdown).await {
             Ok(me) => {
-                tracing::info!(bot_id = me.id, username = me.username.as_deref().unwrap_or("?"), "connected to Telegram");
+                tracing::info!(
+                    bot_id = me.id,
+                    username = me.username.as_deref().unwrap_or("?"),
+                    "connected to Telegram"
+                );
             }
             Err(ApiError::Cancelled) => return Ok(()),
             Err(err @ ApiError::Rejected { status: 401 | 404, .. }) => {

@@ -23,9 +23,8 @@ pub fn notification(caller: &str, text: &str) -> String {
 impl OwnerNotifier for TelegramNotifier {
     async fn notify(&self, caller: &Caller, text: &str) -> Result<(), String> {
         let owner = &caller.workspace.owner_id;
-        let chat_id: i64 = owner
-            .parse()
-            .map_err(|_| format!("the owner {owner:?} is not a Telegram chat"))?;
+        let chat_id: i64 =
+            owner.parse().map_err(|_| format!("the owner {owner:?} is not a Telegram chat"))?;
         render::send_text(&self.api, chat_id, &notification(&caller.name, text), &self.cancel)
             .await
             .map_err(|err| format!("could not reach the owner: {err}"))

@@ -54,7 +54,8 @@ impl OffsetFile {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            let bytes = serde_json::to_vec(&Saved { last_update_id }).map_err(std::io::Error::other)?;
+            let bytes =
+                serde_json::to_vec(&Saved { last_update_id }).map_err(std::io::Error::other)?;
             volcanic_core::atomic::write_atomic(&path, &bytes)
         })
         .await

@@ -89,7 +89,9 @@ pub struct Stream {
     api: BotApi,
     chat_id: i64,
     cancel: CancellationToken,
-    /// Text already in finished messages.
+    /// Messages already full: (message id, text shown).
+    finished: Vec<(i64, String)>,
+    /// Text already cut into finished parts (whitespace-only parts included, though not sent).
     done: String,
     /// The message being edited, once sent.
     current: Option<i64>,
@@ -114,6 +116,7 @@ impl Stream {
             api,
             chat_id,
             cancel,
+            finished: Vec::new(),
             done: String::new(),
             current: None,
             shown: String::new(),
@@ -128,7 +131,20 @@ impl Stream {
     /// update is at least the edit interval ago.
     pub async fn push(&mut self, delta: &str) {
         self.pending.push_str(delta);
-        self.finish_full_parts().await;
+        while utf16_len(&self.pending) > MESSAGE_LIMIT {
+            let cut = split_point(&self.pending, MESSAGE_LIMIT);
+            let head: String = self.pending[..cut].to_string();
+            if !head.trim().is_empty() {
+                self.show(&head).await;
+                if let Some(id) = self.current.take() {
+                    self.finished.push((id, std::mem::take(&mut self.shown)));
+                }
+            }
+            self.done.push_str(&head);
+            self.pending.drain(..cut);
+            self.current = None;
+            self.shown.clear();
+        }
         if self.last_flush.is_none_or(|at| at.elapsed() >= self.interval) {
             self.flush().await;
         }
@@ -144,38 +160,36 @@ impl Stream {
         self.show(&text).await;
     }
 
-    /// The message is complete and `full` is its text: what is missing is delivered and the last
-    /// message shows exactly the rest. If streamed deltas were lost (a slow subscriber), the
-    /// streamed messages stay as they are and the whole text follows in new ones.
+    /// The message is complete and `full` is its text. The messages end up holding exactly
+    /// `full`, split as a whole text would be: normally only the last one changes, but when
+    /// streamed deltas were lost (a slow subscriber loses deltas first), earlier parts are
+    /// corrected by edits too.
     pub async fn finish(&mut self, full: &str) {
-        let streamed = format!("{}{}", self.done, self.pending);
-        if let Some(rest) = full.strip_prefix(self.done.as_str())
-            && full.starts_with(&streamed)
-        {
-            self.pending = rest.to_string();
-        } else {
-            tracing::warn!(chat_id = self.chat_id, "streamed text diverged from the answer; sending it again");
-            self.current = None;
-            self.shown.clear();
-            self.done.clear();
-            self.pending = full.to_string();
+        let target: Vec<&str> =
+            split(full, MESSAGE_LIMIT).into_iter().filter(|p| !p.trim().is_empty()).collect();
+        let mut messages = std::mem::take(&mut self.finished);
+        if let Some(id) = self.current.take() {
+            messages.push((id, std::mem::take(&mut self.shown)));
         }
-        self.finish_full_parts().await;
-        self.flush().await;
-    }
-
-    async fn finish_full_parts(&mut self) {
-        while utf16_len(&self.pending) > MESSAGE_LIMIT {
-            let cut = split_point(&self.pending, MESSAGE_LIMIT);
-            let head: String = self.pending[..cut].to_string();
-            if !head.trim().is_empty() {
-                self.show(&head).await;
+        if messages.len() > target.len() {
+            tracing::warn!(chat_id = self.chat_id, "streamed more messages than the answer needs");
+        }
+        for (index, part) in target.iter().enumerate() {
+            match messages.get(index) {
+                Some((id, shown)) if shown == part => self.current = Some(*id),
+                Some((id, _)) => {
+                    self.current = Some(*id);
+                    self.shown.clear();
+                    self.show(part).await;
+                }
+                None => {
+                    self.current = None;
+                    self.show(part).await;
+                }
             }
-            self.done.push_str(&head);
-            self.pending.drain(..cut);
-            self.current = None;
-            self.shown.clear();
         }
+        self.done = full.to_string();
+        self.pending.clear();
     }
 
     /// Puts `text` into the live message: an edit if there is one, else a new message.
@@ -243,6 +257,6 @@ mod tests {
         assert_eq!(check(&text, 4), vec!["😀😀", "😀😀", "😀"]);
         assert_eq!(utf16_len("é😀"), 3);
         // A limit below one character still makes progress.
-        assert_eq!(check("😀", 1), vec!["😀"]);
+        assert_eq!(split("😀", 1), vec!["😀"]);
     }
 }

@@ -114,7 +114,11 @@ impl FakeBotApi {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let shared = Arc::new(Shared {
             token: token.to_string(),
-            inner: Mutex::new(Inner { next_update_id: 100, next_message_id: 1, ..Inner::default() }),
+            inner: Mutex::new(Inner {
+                next_update_id: 100,
+                next_message_id: 1,
+                ..Inner::default()
+            }),
             changed: watch::channel(0).0,
         });
         let app = Router::new()
@@ -174,7 +178,9 @@ impl FakeBotApi {
         bytes: &[u8],
         caption: Option<&str>,
     ) -> i64 {
-        let file_id = self.add_file(&format!("documents/{file_name}"), bytes);
+        // Telegram picks its own storage paths; the user's file name is only metadata.
+        let stored = format!("documents/file_{}", self.shared.lock().files.len());
+        let file_id = self.add_file(&stored, bytes);
         let mut message = json!({
             "chat": {"id": chat_id},
             "from": {"id": chat_id, "is_bot": false, "first_name": "Tester"},
@@ -260,7 +266,8 @@ impl FakeBotApi {
                     if let Some(found) = check(self) {
                         return found;
                     }
-                    panic!("timed out waiting for {what}; calls: {:#?}", self.calls());
+                    let methods: Vec<String> = self.calls().into_iter().map(|c| c.method).collect();
+                    panic!("timed out waiting for {what}; calls: {methods:?}");
                 }
             }
         }
@@ -347,7 +354,9 @@ async fn method(
         while let Some(field) = multipart.next_field().await.unwrap() {
             let name = field.name().unwrap_or_default().to_string();
             match field.file_name().map(str::to_string) {
-                Some(file_name) => upload = Some((file_name, field.bytes().await.unwrap().to_vec())),
+                Some(file_name) => {
+                    upload = Some((file_name, field.bytes().await.unwrap().to_vec()))
+                }
                 None => {
                     params.insert(name, json!(field.text().await.unwrap()));
                 }
@@ -371,7 +380,9 @@ async fn method(
     }
 
     let response = match method.as_str() {
-        "getMe" => ok(json!({"id": 4242, "is_bot": true, "first_name": "Fake", "username": "fake_bot"})),
+        "getMe" => {
+            ok(json!({"id": 4242, "is_bot": true, "first_name": "Fake", "username": "fake_bot"}))
+        }
         "getUpdates" => return get_updates(&shared, &params).await,
         "setMyCommands" | "sendChatAction" => ok(json!(true)),
         "sendMessage" => send_message(&shared, &params),
@@ -426,8 +437,7 @@ fn send_message(shared: &Shared, params: &Value) -> Response {
 }
 
 fn edit_message(shared: &Shared, params: &Value) -> Response {
-    let (Some(chat_id), Some(message_id)) = (chat_id(params), params["message_id"].as_i64())
-    else {
+    let (Some(chat_id), Some(message_id)) = (chat_id(params), params["message_id"].as_i64()) else {
         return error(400, "Bad Request: message identifier is not specified");
     };
     let text = params["text"].as_str().unwrap_or_default().to_string();

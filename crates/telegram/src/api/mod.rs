@@ -212,7 +212,8 @@ impl BotApi {
         let request = match body {
             Body::Json(value) => request.json(value),
             Body::Document { chat_id, path, caption } => {
-                let bytes = tokio::fs::read(path).await.map_err(|e| ApiError::File(e.to_string()))?;
+                let bytes =
+                    tokio::fs::read(path).await.map_err(|e| ApiError::File(e.to_string()))?;
                 let name = path
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
@@ -374,8 +375,7 @@ impl BotApi {
         text: &str,
         cancel: &CancellationToken,
     ) -> Result<(), ApiError> {
-        let body =
-            Body::Json(json!({"chat_id": chat_id, "message_id": message_id, "text": text}));
+        let body = Body::Json(json!({"chat_id": chat_id, "message_id": message_id, "text": text}));
         match self.call::<Value>("editMessageText", body, self.sends(), CALL_TIMEOUT, cancel).await
         {
             Ok(_) => Ok(()),
