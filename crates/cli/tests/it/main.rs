@@ -5,3 +5,4 @@
 
 mod chat;
 mod serve;
+mod telegram;
