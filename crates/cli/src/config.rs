@@ -258,6 +258,10 @@ pub fn load(
         }
     }
     for (name, value) in env {
+        // An empty variable is unset (compose files pass `${VAR:-}` through as "").
+        if value.is_empty() {
+            continue;
+        }
         if let Some(key) = env_key(name) {
             figment = figment.merge(Serialized::default(&key, parse_env_value(value)));
         }
@@ -520,7 +524,18 @@ mod tests {
         assert_eq!(config.api_url, "http://127.0.0.1:9");
         assert_eq!(config.workspace(42), PathBuf::from("/data/chats/42"));
 
-        let one = load(None, dir.path(), &env(&[("Telegram__AllowedUserIds", "42")])).unwrap();
+        let one = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("Telegram__AllowedUserIds", "42"),
+                ("A2A__PublicUrl", ""),
+                ("Provider__Kind", ""),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(one.a2a.public_url, None, "an empty variable is unset");
+        assert_eq!(one.provider.kind, None);
         assert_eq!(one.telegram.allowed_user_ids, vec![42]);
         std::fs::write(
             dir.path().join("volcanic.toml"),
