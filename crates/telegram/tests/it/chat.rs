@@ -240,3 +240,31 @@ async fn chat_send_tool_delivers_a_file_and_a_text() {
     assert!(texts.contains(&"and a note".to_string()), "{texts:?}");
     bot.stop().await;
 }
+
+#[tokio::test]
+async fn chat_failed_run_is_reported_in_the_chat() {
+    let bot = Bot::start().await;
+    bot.api().push_text(OWNER, &directive(json!([{"error": "the model is down"}])));
+    let note = bot.message(OWNER, |t| t.starts_with("⚠️")).await;
+    assert!(note.text.contains("the model is down"), "{}", note.text);
+    bot.stop().await;
+}
+
+#[tokio::test]
+async fn chat_shutdown_during_an_answer_aborts_it_and_exits_cleanly() {
+    let bot = Bot::start().await;
+    bot.api().push_text(OWNER, &directive(json!([{"sleep_ms": 60000}, {"text": "never"}])));
+    let journal = bot.state.path().join("sessions/telegram-4711/session.jsonl");
+    // The journal changes with nothing the fake sees, so it is polled within the deadline.
+    let started = tokio::time::timeout(DEADLINE, async {
+        while !std::fs::read_to_string(&journal).is_ok_and(|t| t.contains("run_start")) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(started.is_ok(), "the run did not start");
+    let (_root, state) = bot.stop().await;
+    let journal = state.path().join("sessions/telegram-4711/session.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(text.contains(r#""kind":"aborted""#), "the run settled as aborted: {text}");
+}

@@ -115,11 +115,13 @@ impl Bot {
         self.api().wait_for_message(chat_id, DEADLINE, |m| check(&m.text)).await
     }
 
-    /// Stops the host; it must exit cleanly.
-    pub async fn stop(self) {
+    /// Stops the host; it must exit cleanly. Returns the workspace root and the state folder,
+    /// for a look at the files afterwards.
+    pub async fn stop(self) -> (tempfile::TempDir, tempfile::TempDir) {
         self.shutdown.cancel();
         let result = tokio::time::timeout(DEADLINE, self.task).await.unwrap().unwrap();
         assert!(result.is_ok(), "{result:?}");
+        (self.root, self.state)
     }
 }
 
