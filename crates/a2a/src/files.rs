@@ -9,6 +9,7 @@ use a2a::{Part, PartContent};
 
 use crate::auth::Caller;
 use crate::error::A2aError;
+use crate::inbox::sanitize;
 use crate::push::guard::{self, GuardError, GuardedClient};
 
 /// How long one file part given by URL may take to download, body included.
@@ -128,7 +129,7 @@ async fn assemble(
     let mut texts = Vec::new();
     let mut files = Vec::new();
     let mut data = Vec::new();
-    let inbox = caller.workspace.path.join("inbox");
+    let inbox = crate::inbox::inbox_dir(&caller.workspace.path);
     for (i, part) in parts.iter().enumerate() {
         match &part.content {
             PartContent::Text(text) => texts.push(text.clone()),
@@ -233,15 +234,6 @@ fn percent_decode(segment: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|_| segment.to_owned())
 }
 
-/// Keeps `[A-Za-z0-9._-]`, replaces the rest with `_`, drops leading dots, at most 100 chars.
-pub fn sanitize(name: &str) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
-        .collect();
-    cleaned.trim_start_matches('.').chars().take(100).collect()
-}
-
 /// Writes `inbox/a2a-<caller>-<timestamp>-<name>` without overwriting anything.
 async fn save_inbox_file(
     inbox: &Path,
@@ -253,29 +245,13 @@ async fn save_inbox_file(
     let base = format!("a2a-{caller}-{stamp}-{name}");
     let inbox = inbox.to_path_buf();
     let bytes = bytes.to_vec();
-    tokio::task::spawn_blocking(move || {
-        std::fs::create_dir_all(&inbox)?;
-        for attempt in 0..1000u32 {
-            let candidate = if attempt == 0 { base.clone() } else { format!("{attempt}-{base}") };
-            let path = inbox.join(&candidate);
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(mut file) => {
-                    std::io::Write::write_all(&mut file, &bytes)?;
-                    file.sync_all()?;
-                    return Ok(path);
-                }
-                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(err) => return Err(err),
-            }
-        }
-        Err(std::io::Error::other("too many files with the same name"))
-    })
-    .await
-    .map_err(|_| A2aError::Internal)?
-    .map_err(|err| {
-        tracing::error!(error = %err, "cannot save an inbound file");
-        A2aError::Internal
-    })
+    tokio::task::spawn_blocking(move || crate::inbox::save_new(&inbox, &base, &bytes))
+        .await
+        .map_err(|_| A2aError::Internal)?
+        .map_err(|err| {
+            tracing::error!(error = %err, "cannot save an inbound file");
+            A2aError::Internal
+        })
 }
 
 #[cfg(test)]
@@ -380,15 +356,6 @@ mod tests {
             matches!(&err, PromptError::Download { reason, .. } if reason.is_refusal()),
             "{err}"
         );
-    }
-
-    #[test]
-    fn sanitize_keeps_safe_names_and_defuses_paths() {
-        assert_eq!(sanitize("plan.pdf"), "plan.pdf");
-        assert_eq!(sanitize("../../etc/passwd"), "_.._etc_passwd");
-        assert_eq!(sanitize("..hidden"), "hidden");
-        assert_eq!(sanitize("my file (1).txt"), "my_file__1_.txt");
-        assert_eq!(sanitize(&"a".repeat(300)).len(), 100);
     }
 
     #[test]

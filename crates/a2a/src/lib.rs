@@ -10,6 +10,7 @@
 //! - `server`: the axum router, authentication, SSE, shutdown; `handler`: the operations;
 //!   `live`: tasks with a run in progress; `pool`: sessions per (caller, context); `files`:
 //!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel.
+//! - [`inbox`]: the workspace's `inbox/` (safe names, no overwrites), shared with other hosts.
 //! - [`push`]: push configs and the sender, and all outbound HTTP (webhooks, file downloads)
 //!   behind the SSRF guard.
 //!
@@ -24,6 +25,7 @@ pub mod error;
 pub mod extension;
 mod files;
 mod handler;
+pub mod inbox;
 mod live;
 mod pool;
 pub mod push;

@@ -22,6 +22,74 @@ pub struct Settings {
     pub provider: ProviderSettings,
     pub agent: AgentSettings,
     pub a2a: A2aSettings,
+    pub telegram: TelegramSettings,
+}
+
+/// The Telegram host (`[telegram]`, `Telegram__*`); defaults live in
+/// `volcanic_telegram::TelegramConfig::new`.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+pub struct TelegramSettings {
+    /// The bot token from BotFather. Never printed.
+    pub bot_token: Option<String>,
+    /// Chats served: a TOML array, or comma-separated in `Telegram__AllowedUserIds`.
+    #[serde(deserialize_with = "id_list")]
+    pub allowed_user_ids: Vec<i64>,
+    /// Each allowed chat's workspace is `<workspace_root>/<chatId>`.
+    pub workspace_root: Option<PathBuf>,
+    /// Bot API base URL; unset = `https://api.telegram.org`.
+    pub api_url: Option<String>,
+}
+
+impl std::fmt::Debug for TelegramSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramSettings")
+            .field("bot_token", &self.bot_token.as_ref().map(|_| "[redacted]"))
+            .field("allowed_user_ids", &self.allowed_user_ids)
+            .field("workspace_root", &self.workspace_root)
+            .field("api_url", &self.api_url)
+            .finish()
+    }
+}
+
+impl TelegramSettings {
+    /// The host's settings, with its state folder.
+    ///
+    /// # Errors
+    /// A missing token, chat list or workspace root, or an API URL that is not http(s),
+    /// naming the variable.
+    pub fn to_config(
+        &self,
+        state_dir: &Path,
+    ) -> Result<volcanic_telegram::TelegramConfig, ConfigError> {
+        let token = self.bot_token.as_deref().map(str::trim).filter(|t| !t.is_empty()).ok_or_else(
+            || ConfigError("Telegram__BotToken: not set (the token BotFather gave you)".into()),
+        )?;
+        if self.allowed_user_ids.is_empty() {
+            return Err(ConfigError(
+                "Telegram__AllowedUserIds: not set (comma-separated chat ids to serve)".into(),
+            ));
+        }
+        let root = self.workspace_root.clone().ok_or_else(|| {
+            ConfigError("Telegram__WorkspaceRoot: not set (the folder for chat workspaces)".into())
+        })?;
+        let mut config = volcanic_telegram::TelegramConfig::new(
+            volcanic_telegram::BotToken::new(token),
+            self.allowed_user_ids.clone(),
+            root,
+            state_dir.to_path_buf(),
+        );
+        if let Some(url) = &self.api_url {
+            let trimmed = url.trim().trim_end_matches('/');
+            if !(trimmed.starts_with("https://") || trimmed.starts_with("http://")) {
+                return Err(ConfigError(format!(
+                    "Telegram__ApiUrl: expected an http(s) URL, got {url:?}"
+                )));
+            }
+            config.api_url = trimmed.to_string();
+        }
+        Ok(config)
+    }
 }
 
 /// The A2A server (`[a2a]`, `A2A__*`); defaults live in `volcanic_a2a::A2aOptions`.
@@ -30,6 +98,8 @@ pub struct Settings {
 pub struct A2aSettings {
     /// Whether the Telegram host mounts the A2A endpoints (`volcanic serve` always does).
     pub enabled: bool,
+    /// Where the Telegram host listens when enabled; unset = `0.0.0.0:8080`.
+    pub listen: Option<String>,
     pub public_url: Option<String>,
     pub max_hops: Option<u32>,
     #[serde(default, deserialize_with = "opt_duration")]
@@ -188,6 +258,10 @@ pub fn load(
         }
     }
     for (name, value) in env {
+        // An empty variable is unset (compose files pass `${VAR:-}` through as "").
+        if value.is_empty() {
+            continue;
+        }
         if let Some(key) = env_key(name) {
             figment = figment.merge(Serialized::default(&key, parse_env_value(value)));
         }
@@ -299,6 +373,43 @@ fn string_list<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<String>, D::Error
     })
 }
 
+/// Chat ids: a list (numbers or strings), one number, or comma-separated text.
+fn id_list<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<i64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Id {
+        Number(i64),
+        Text(String),
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        List(Vec<Id>),
+        One(Id),
+    }
+    let texts: Vec<String> = match Raw::deserialize(de)? {
+        Raw::List(ids) => ids
+            .into_iter()
+            .map(|id| match id {
+                Id::Number(n) => n.to_string(),
+                Id::Text(t) => t,
+            })
+            .collect(),
+        Raw::One(Id::Number(n)) => vec![n.to_string()],
+        Raw::One(Id::Text(text)) => text.split(',').map(str::to_string).collect(),
+    };
+    texts
+        .iter()
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<i64>().map_err(|_| {
+                serde::de::Error::custom(format!("expected chat ids (whole numbers), got {t:?}"))
+            })
+        })
+        .collect()
+}
+
 fn opt_duration<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Duration>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -389,6 +500,56 @@ mod tests {
         assert!(err.0.starts_with("a2a.max_hops:"), "{}", err.0);
         let err = load(None, dir.path(), &env(&[("Provider__Kind", "gemini")])).unwrap_err();
         assert!(err.0.starts_with("provider.kind:"), "{}", err.0);
+    }
+
+    #[test]
+    fn telegram_settings_from_env_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("Telegram__BotToken", "123:abc"),
+                ("Telegram__AllowedUserIds", "42, -1001234"),
+                ("Telegram__WorkspaceRoot", "/data/chats"),
+                ("Telegram__ApiUrl", "http://127.0.0.1:9/"),
+                ("A2A__Listen", "127.0.0.1:0"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(settings.telegram.allowed_user_ids, vec![42, -1_001_234]);
+        assert!(!format!("{settings:?}").contains("123:abc"), "the token must not print");
+        assert_eq!(settings.a2a.listen.as_deref(), Some("127.0.0.1:0"));
+        let config = settings.telegram.to_config(dir.path()).unwrap();
+        assert_eq!(config.api_url, "http://127.0.0.1:9");
+        assert_eq!(config.workspace(42), PathBuf::from("/data/chats/42"));
+
+        let one = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("Telegram__AllowedUserIds", "42"),
+                ("A2A__PublicUrl", ""),
+                ("Provider__Kind", ""),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(one.a2a.public_url, None, "an empty variable is unset");
+        assert_eq!(one.provider.kind, None);
+        assert_eq!(one.telegram.allowed_user_ids, vec![42]);
+        std::fs::write(
+            dir.path().join("volcanic.toml"),
+            "[telegram]\nallowed_user_ids = [1, 2]\nbot_token = \"t\"\n",
+        )
+        .unwrap();
+        let file = load(None, dir.path(), &[]).unwrap();
+        assert_eq!(file.telegram.allowed_user_ids, vec![1, 2]);
+        let err = file.telegram.to_config(dir.path()).unwrap_err();
+        assert!(err.0.starts_with("Telegram__WorkspaceRoot"), "{}", err.0);
+        let err = load(None, dir.path(), &env(&[("Telegram__AllowedUserIds", "me")])).unwrap_err();
+        assert!(err.0.starts_with("telegram.allowed_user_ids:"), "{}", err.0);
+        let err = TelegramSettings::default().to_config(dir.path()).unwrap_err();
+        assert!(err.0.starts_with("Telegram__BotToken"), "{}", err.0);
     }
 
     #[test]

@@ -25,6 +25,8 @@ enum Command {
     Chat(cmd::chat::ChatArgs),
     /// Serve a workspace's assistant to other agents over A2A.
     Serve(cmd::serve::ServeArgs),
+    /// Run the Telegram bot: one assistant per allowed chat, and A2A when enabled.
+    Telegram(cmd::telegram::TelegramArgs),
 }
 
 /// A failure with the exit code it should produce.
@@ -52,7 +54,7 @@ fn main() -> ExitCode {
     // The server logs its lifecycle and owner notifications; chat keeps the terminal quiet.
     logging::init(match cli.command {
         Command::Chat(_) => "warn",
-        Command::Serve(_) => "info",
+        Command::Serve(_) | Command::Telegram(_) => "info",
     });
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Chat(args) => cmd::chat::run(args).await,
             Command::Serve(args) => cmd::serve::run(args).await,
+            Command::Telegram(args) => cmd::telegram::run(args).await,
         }
     });
     match result {

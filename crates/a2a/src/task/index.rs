@@ -245,6 +245,15 @@ impl WorkspaceIndex {
             .collect()
     }
 
+    /// The `limit` newest tasks of every caller, newest status first.
+    pub fn newest(&self, limit: usize) -> Vec<(String, Summary)> {
+        self.order
+            .iter()
+            .take(limit)
+            .map(|(key, summary)| (key.id.clone(), summary.clone()))
+            .collect()
+    }
+
     /// The page of `caller`'s tasks matching `filter` that starts after `cursor`.
     pub fn page(
         &self,

@@ -8,7 +8,12 @@ use crate::push::StoredPushConfig;
 mod index;
 pub mod store;
 
-pub use store::{TaskStore, apply_history_length};
+pub use store::{TaskStore, TaskSummary, apply_history_length};
+
+/// The lower-case name of a task state (`completed`, `input-required`), for messages and logs.
+pub fn state_name(state: &a2a::TaskState) -> &'static str {
+    crate::handler::state_name(state)
+}
 
 /// What a task file holds: the SDK task shape plus our envelope fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

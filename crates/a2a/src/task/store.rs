@@ -47,6 +47,17 @@ pub fn is_valid_task_id(id: &str) -> bool {
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// One task in an owner's listing ([`TaskStore::recent`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSummary {
+    pub id: String,
+    /// The caller that owns the task.
+    pub caller: String,
+    pub state: a2a::TaskState,
+    /// When the status last changed.
+    pub timestamp: Option<chrono::DateTime<Utc>>,
+}
+
 /// Task files of every workspace, plus a ListTasks index per workspace.
 pub struct TaskStore {
     indexes: Mutex<HashMap<PathBuf, Arc<Mutex<WorkspaceIndex>>>>,
@@ -209,6 +220,35 @@ impl TaskStore {
             page_size: i32::try_from(query.page_size).unwrap_or(i32::MAX),
             total_size: i32::try_from(page.total).unwrap_or(i32::MAX),
         })
+    }
+
+    /// The `limit` newest tasks of a workspace, of every caller, newest status first: the
+    /// owner's view (Telegram's `/a2a`), never a caller's. States are as the files say; no
+    /// restart recovery is applied.
+    ///
+    /// # Errors
+    /// [`A2aError::Internal`] when the blocking pool fails.
+    pub async fn recent(
+        &self,
+        workspace: &Path,
+        limit: usize,
+    ) -> Result<Vec<TaskSummary>, A2aError> {
+        let index = self.index(workspace);
+        blocking(move || {
+            let mut index = lock(&index);
+            index.refresh();
+            index
+                .newest(limit)
+                .into_iter()
+                .map(|(id, summary)| TaskSummary {
+                    id,
+                    caller: summary.caller,
+                    state: summary.state,
+                    timestamp: summary.timestamp,
+                })
+                .collect()
+        })
+        .await
     }
 
     async fn recover_if_stale(

@@ -520,3 +520,20 @@ fn store_futures_are_send() {
     is_send(&store.list(&alice, &request(), &always_live));
     is_send(&store.save(&ws, &file));
 }
+
+#[tokio::test]
+async fn store_recent_lists_every_caller_newest_first_within_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let store = TaskStore::new();
+    for (i, name) in ["alice", "bob", "alice"].iter().enumerate() {
+        let id = format!("t{i}");
+        let secs = i64::try_from(i).unwrap();
+        store.create(&ws, &task_file(&id, "c", name, TaskState::Completed, secs)).await.unwrap();
+    }
+    let recent = store.recent(dir.path(), 2).await.unwrap();
+    let listed: Vec<(&str, &str)> =
+        recent.iter().map(|t| (t.id.as_str(), t.caller.as_str())).collect();
+    assert_eq!(listed, vec![("t2", "alice"), ("t1", "bob")]);
+    assert_eq!(crate::task::state_name(&recent[0].state), "completed");
+}

@@ -2,6 +2,7 @@
 
 pub mod chat;
 pub mod serve;
+pub mod telegram;
 
 use std::path::{Path, PathBuf};
 

@@ -6,3 +6,4 @@
 mod chat;
 mod crash;
 mod serve;
+mod telegram;

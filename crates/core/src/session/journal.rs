@@ -277,6 +277,30 @@ const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500)
 /// Takes the scope's lock, waiting briefly: a child process forked by another thread at the
 /// moment the previous holder closed the file still has a copy of its descriptor (and so the
 /// lock) until it execs, which takes microseconds to milliseconds.
+/// Moves the scope's journal aside (`session-<timestamp>.jsonl.archived`) so the next open starts
+/// a new conversation. Takes the scope's lock first, so an open session (in any process) makes it
+/// fail with [`Error::ScopeInUse`]. Returns the archived file, or `None` when there was no journal.
+pub(crate) fn archive(dir: &Path, scope: &str) -> Result<Option<PathBuf>> {
+    let path = dir.join("session.jsonl");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let lock_path = dir.join("session.lock");
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(&lock_path, e))?;
+    if !lock_with_patience(&lock) {
+        return Err(Error::ScopeInUse { scope: scope.to_string() });
+    }
+    let aside = dir.join(format!("session-{}.jsonl.archived", now().replace(':', "-")));
+    std::fs::rename(&path, &aside).map_err(|e| Error::io(&path, e))?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))?;
+    Ok(Some(aside))
+}
+
 fn lock_with_patience(lock: &File) -> bool {
     let started = std::time::Instant::now();
     loop {

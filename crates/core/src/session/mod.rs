@@ -234,6 +234,29 @@ impl SessionFactory {
         })
     }
 
+    /// Archives the scope's conversation: its journal is moved aside (kept, renamed
+    /// `session-<timestamp>.jsonl.archived`), so the next [`SessionFactory::open`] starts fresh.
+    /// Close the scope's session first. Returns the archived file, `None` if there was none.
+    ///
+    /// # Errors
+    /// [`Error::InvalidScope`]; [`Error::ScopeInUse`] while a session of the scope is open;
+    /// [`Error::Io`] when the journal cannot be moved.
+    pub async fn archive(&self, scope: &str) -> Result<Option<PathBuf>> {
+        if !is_valid_scope(scope) {
+            return Err(Error::InvalidScope { scope: scope.to_string() });
+        }
+        let dir = self.session_dir(scope);
+        let owned = scope.to_string();
+        let archived =
+            tokio::task::spawn_blocking(move || journal::archive(&dir, &owned))
+                .await
+                .map_err(|e| Error::io(self.session_dir(scope), std::io::Error::other(e)))??;
+        if let Some(path) = &archived {
+            tracing::info!(scope, file = %path.display(), "session archived");
+        }
+        Ok(archived)
+    }
+
     fn session_dir_for_spill(&self, journal: &Journal) -> PathBuf {
         journal.dir().join("spill")
     }

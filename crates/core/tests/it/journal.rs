@@ -245,3 +245,28 @@ async fn large_output_is_capped_with_spill_file() {
     let full = std::fs::read_to_string(&spill).unwrap();
     assert_eq!(full.lines().filter(|l| l.parse::<u32>().is_ok()).count(), 100000);
 }
+
+#[tokio::test]
+async fn archive_moves_the_journal_aside_and_the_next_open_starts_fresh() {
+    let dirs = Dirs::new();
+    let factory = factory(&dirs, faux());
+    let session = open(&factory, &dirs, "fresh").await;
+    collect(session.prompt("remember me").unwrap()).await;
+    let old_id = session.id().to_string();
+
+    let refused = factory.archive("fresh").await;
+    assert!(
+        matches!(refused, Err(volcanic_core::Error::ScopeInUse { .. })),
+        "an open session keeps its journal: {refused:?}"
+    );
+    session.close().unwrap();
+
+    let archived = factory.archive("fresh").await.unwrap().expect("a journal to archive");
+    assert!(archived.exists());
+    assert!(!journal_path(&dirs, "fresh").exists());
+    let reopened = open(&factory, &dirs, "fresh").await;
+    assert!(reopened.messages().is_empty());
+    assert_ne!(reopened.id(), old_id);
+    reopened.close().unwrap();
+    assert_eq!(factory.archive("never-used").await.unwrap(), None);
+}

@@ -1,0 +1,111 @@
+//! `volcanic telegram`: the Telegram bot (one workspace and main session per allowed chat), and
+//! the A2A server over those workspaces when `A2A__Enabled` is true.
+//!
+//! With A2A enabled it prints `volcanic: listening on http://HOST:PORT` on stdout once the
+//! listener is bound; with it disabled there is no HTTP listener at all. SIGTERM or SIGINT stop
+//! polling, abort runs, and exit 0.
+
+#![allow(clippy::print_stdout)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+use volcanic_telegram::TelegramHost;
+
+use crate::{Failure, config};
+
+/// Where the A2A server listens when neither `--listen` nor `A2A__Listen` says.
+const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
+
+#[derive(Args)]
+pub struct TelegramArgs {
+    /// A TOML config file; default: volcanic.toml in the current folder, if present.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Where the A2A server listens when A2A__Enabled=true; default: A2A__Listen, else 0.0.0.0:8080.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Use the offline, scripted Faux provider instead of a model.
+    #[arg(long)]
+    faux: bool,
+    /// A Faux script file.
+    #[arg(long)]
+    faux_script: Option<PathBuf>,
+    /// Where session journals and the update offset are kept; default: Agent__StateDir, else
+    /// ~/.local/state/volcanic.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+}
+
+pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
+    let env = super::host_env();
+    let cwd = super::workspace(None)?;
+    let settings = config::load(args.config.as_deref(), &cwd, &env)?;
+    let state_dir = super::state_dir(args.state_dir.as_deref(), &settings, &env)?;
+    let telegram = settings.telegram.to_config(&state_dir)?;
+    let a2a_options = if settings.a2a.enabled { Some(settings.a2a.to_options()?) } else { None };
+    let mut built =
+        crate::provider::build(args.faux, args.faux_script.as_deref(), &settings.provider, &env)?;
+    // The token must never reach a journal or a tool's output.
+    built.secrets.push(("Telegram__BotToken".into(), telegram.token.expose().to_string()));
+    std::fs::create_dir_all(&telegram.workspace_root).map_err(|e| {
+        Failure::usage(format!(
+            "Telegram__WorkspaceRoot {}: {e}",
+            telegram.workspace_root.display()
+        ))
+    })?;
+
+    let shutdown = CancellationToken::new();
+    let factory = Arc::new(super::factory_with_shutdown(
+        built.provider,
+        built.secrets,
+        &state_dir,
+        &settings,
+        &env,
+        shutdown.clone(),
+    ));
+    let mut builder = TelegramHost::builder(telegram, factory).shutdown(shutdown.clone());
+    if let Some(options) = a2a_options {
+        let listen = args
+            .listen
+            .or_else(|| settings.a2a.listen.clone())
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .map_err(|e| Failure::usage(format!("A2A__Listen {listen}: {e}")))?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| Failure { code: 1, message: format!("listener: {e}") })?;
+        println!("volcanic: listening on http://{address}");
+        // The line above is the readiness signal; a closed stdout must not stop the bot.
+        let _ = std::io::stdout().flush();
+        builder = builder.a2a(options, listener);
+    }
+    let host = builder.build().map_err(|e| Failure { code: 1, message: e.to_string() })?;
+
+    let mut sigterm = signal(SignalKind::terminate())
+        .map_err(|e| Failure { code: 1, message: format!("signals: {e}") })?;
+    let mut sigint = signal(SignalKind::interrupt())
+        .map_err(|e| Failure { code: 1, message: format!("signals: {e}") })?;
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = sigterm.recv() => {}
+            _ = sigint.recv() => {}
+            () = stop.cancelled() => return,
+        }
+        tracing::info!("shutting down");
+        stop.cancel();
+    });
+    match host.run().await {
+        Ok(()) => Ok(0),
+        Err(err @ volcanic_telegram::Error::TokenRejected(_)) => {
+            Err(Failure::usage(err.to_string()))
+        }
+        Err(err) => Err(Failure { code: 1, message: err.to_string() }),
+    }
+}

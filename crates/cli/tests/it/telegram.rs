@@ -1,0 +1,186 @@
+//! `volcanic telegram` as a real child process against a fake Bot API on 127.0.0.1: a chat
+//! round trip, the A2A server when enabled (and no listener when not), SIGTERM, and the token
+//! nowhere in the output even at RUST_LOG=debug.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use assert_cmd::cargo::CommandCargoExt;
+use volcanic_test_support::telegram::FakeBotApi;
+
+const TOKEN: &str = "777000:AAH-cli-test-token-sekrit";
+const CHAT: i64 = 4242;
+const KEY: &str = "k_cli_caller_key_31337";
+const DEADLINE: Duration = Duration::from_secs(30);
+
+struct Bot {
+    child: Child,
+    /// The `listening on` line's address, when A2A is enabled.
+    base: Option<String>,
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn spawn(api: &FakeBotApi, root: &Path, state: &Path, env: &[(&str, &str)], listen: &str) -> Bot {
+    let mut cmd = Command::cargo_bin("volcanic").unwrap();
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", state)
+        .env("RUST_LOG", "debug")
+        .env("Telegram__BotToken", TOKEN)
+        .env("Telegram__AllowedUserIds", CHAT.to_string())
+        .env("Telegram__WorkspaceRoot", root)
+        .env("Telegram__ApiUrl", &api.url)
+        .current_dir(state)
+        .args(["telegram", "--faux", "--listen", listen, "--state-dir"])
+        .arg(state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Bot { child: cmd.spawn().unwrap(), base: None }
+}
+
+/// Reads stdout's first line (the listening line) within the deadline.
+fn listening_line(bot: &mut Bot) -> String {
+    let stdout = bot.child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        if let Some(Ok(line)) = lines.next() {
+            let _ = tx.send(line);
+        }
+    });
+    rx.recv_timeout(DEADLINE).expect("listening line")
+}
+
+/// SIGTERM; returns (exit code, stdout, stderr).
+fn stop(mut bot: Bot) -> (i32, String, String) {
+    let status =
+        Command::new("kill").arg("-TERM").arg(bot.child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    let mut stderr = String::new();
+    bot.child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let mut stdout = String::new();
+    if let Some(mut out) = bot.child.stdout.take() {
+        out.read_to_string(&mut stdout).unwrap();
+    }
+    let code = bot.child.wait().unwrap().code().unwrap_or(-1);
+    (code, stdout, stderr)
+}
+
+fn post(base: &str, key: &str, body: &str) -> (u16, String) {
+    let address = base.strip_prefix("http://").unwrap();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    let request = format!(
+        "POST /a2a HTTP/1.1\r\nHost: {address}\r\nX-API-Key: {key}\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, response)
+}
+
+#[test]
+fn telegram_chats_serves_a2a_and_never_logs_the_token() {
+    let rt = runtime();
+    let api = rt.block_on(FakeBotApi::start(TOKEN));
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let ws = root.path().join(CHAT.to_string());
+    std::fs::create_dir_all(ws.join(".volcanic/a2a")).unwrap();
+    std::fs::write(
+        ws.join(".volcanic/a2a/callers.json"),
+        format!(r#"[{{"name":"tester","key":"{KEY}"}}]"#),
+    )
+    .unwrap();
+    let mut bot =
+        spawn(&api, root.path(), state.path(), &[("A2A__Enabled", "true")], "127.0.0.1:0");
+    let line = listening_line(&mut bot);
+    let base = line.strip_prefix("volcanic: listening on ").expect("the contract line").to_string();
+    bot.base = Some(base.clone());
+
+    api.push_text(CHAT, "hello from the CLI");
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text == "echo: hello from the CLI"));
+    api.push_document(CHAT, "notes.txt", b"some notes", None);
+    rt.block_on(
+        api.wait_for_message(CHAT, DEADLINE, |m| {
+            m.text == "echo: [file received: inbox/notes.txt]"
+        }),
+    );
+
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}"#;
+    let (status, response) = post(&base, KEY, body);
+    assert_eq!(status, 200, "{response}");
+    assert!(response.contains("TASK_STATE_COMPLETED"), "{response}");
+    let (status, _) = post(&base, "wrong-key", body);
+    assert_eq!(status, 401);
+
+    let (code, stdout, stderr) = stop(bot);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("bot api call"), "debug logging was on: {stderr}");
+    for secret in [TOKEN, "AAH-cli-test-token-sekrit", KEY] {
+        assert!(!stderr.contains(secret), "a secret reached stderr");
+        assert!(!stdout.contains(secret), "a secret reached stdout");
+    }
+}
+
+#[test]
+fn a2a_disabled_no_endpoints() {
+    let rt = runtime();
+    let api = rt.block_on(FakeBotApi::start(TOKEN));
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    // A free port, released again: with A2A off, nothing may listen there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let bot = spawn(&api, root.path(), state.path(), &[("A2A__Enabled", "false")], &listen);
+    api.push_text(CHAT, "are you there?");
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text == "echo: are you there?"));
+    let refused = std::net::TcpStream::connect(&listen);
+    assert!(refused.is_err(), "something listens on {listen} with A2A disabled");
+    let (code, stdout, stderr) = stop(bot);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stdout.contains("listening on"), "{stdout}");
+}
+
+#[test]
+fn telegram_without_token_exits_2_naming_the_key() {
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("volcanic")
+        .unwrap()
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", state.path())
+        .env("Telegram__AllowedUserIds", "1")
+        .current_dir(state.path())
+        .args(["telegram", "--faux", "--state-dir"])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Telegram__BotToken"));
+}
+
+#[test]
+fn telegram_rejected_token_exits_2_without_printing_it() {
+    let rt = runtime();
+    let api = rt.block_on(FakeBotApi::start("999:another-token"));
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut bot = spawn(&api, root.path(), state.path(), &[], "127.0.0.1:0");
+    let code = bot.child.wait().unwrap().code();
+    let mut stderr = String::new();
+    bot.child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("Telegram__BotToken"), "{stderr}");
+    assert!(!stderr.contains(TOKEN), "the token reached stderr");
+}

@@ -1,0 +1,519 @@
+//! A thin Telegram Bot API client over reqwest: methods at `<ApiUrl>/bot<token>/<method>`, files
+//! at `<ApiUrl>/file/bot<token>/<file_path>`, JSON bodies (multipart for `sendDocument`).
+//!
+//! Failures are typed ([`ApiError`]); network errors and 5xx are retried with exponential
+//! backoff, a 429 waits exactly its `parameters.retry_after`, other 4xx are not retried. Sends
+//! get a bounded number of attempts; [`BotApi::get_updates`] retries for as long as it takes.
+//!
+//! Invariant: the token is part of every URL, so a URL never leaves this module: reqwest errors
+//! are stripped of theirs (`without_url`) before they are formatted, and log lines name the
+//! method only.
+
+mod types;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub use types::{Chat, Document, File, Message, PhotoSize, Update, User};
+
+use crate::config::{Backoff, BotToken};
+
+/// Longest a call other than getUpdates or a download may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Longest a file download may take.
+const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Largest file `sendDocument` takes (the Bot API's upload limit).
+pub const UPLOAD_LIMIT: u64 = 50 * 1024 * 1024;
+
+/// How a Bot API call failed. Never holds a URL or the token.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    /// The request did not get an answer (connect, timeout, broken connection).
+    #[error("network error: {0}")]
+    Network(String),
+    /// The API failed (5xx).
+    #[error("Bot API error {status}: {description}")]
+    Server { status: u16, description: String },
+    /// Flood control: wait `retry_after` before the next call.
+    #[error("Bot API flood control: retry after {}s", retry_after.as_secs())]
+    TooManyRequests { retry_after: Duration },
+    /// The API refused the call (4xx other than 429); retrying would not help.
+    #[error("Bot API refused the call ({status}): {description}")]
+    Rejected { status: u16, description: String },
+    /// The answer was not the Bot API's JSON.
+    #[error("unexpected Bot API answer: {0}")]
+    Malformed(String),
+    /// A file is larger than allowed.
+    #[error("the file is {size} bytes, larger than the {limit}-byte limit")]
+    TooLarge { size: u64, limit: u64 },
+    /// A local file could not be read.
+    #[error("cannot read the file: {0}")]
+    File(String),
+    /// The host is shutting down.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ApiError {
+    /// Whether trying again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ApiError::Network(_)
+            | ApiError::Server { .. }
+            | ApiError::TooManyRequests { .. }
+            | ApiError::Malformed(_) => true,
+            ApiError::Rejected { .. }
+            | ApiError::TooLarge { .. }
+            | ApiError::File(_)
+            | ApiError::Cancelled => false,
+        }
+    }
+
+    /// Telegram's answer to an edit that changes nothing: harmless.
+    pub fn is_not_modified(&self) -> bool {
+        matches!(self, ApiError::Rejected { description, .. } if description.contains("message is not modified"))
+    }
+
+    /// The wait before the next attempt: `retry_after` for a 429, else the backoff's.
+    fn wait(&self, backoff: &Backoff, attempt: u32) -> Duration {
+        match self {
+            ApiError::TooManyRequests { retry_after } => *retry_after,
+            ApiError::Network(_)
+            | ApiError::Server { .. }
+            | ApiError::Rejected { .. }
+            | ApiError::Malformed(_)
+            | ApiError::TooLarge { .. }
+            | ApiError::File(_)
+            | ApiError::Cancelled => backoff.delay(attempt),
+        }
+    }
+}
+
+/// A reqwest error as text, without the URL (which holds the token), with its causes.
+fn describe(err: reqwest::Error) -> String {
+    let err = err.without_url();
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The Bot API's answer envelope.
+#[derive(Deserialize)]
+struct Envelope {
+    ok: bool,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error_code: Option<u16>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    parameters: Option<Parameters>,
+}
+
+#[derive(Deserialize)]
+struct Parameters {
+    #[serde(default)]
+    retry_after: Option<u64>,
+}
+
+/// What a call sends.
+enum Body {
+    Json(Value),
+    Document { chat_id: i64, path: std::path::PathBuf, caption: Option<String> },
+}
+
+/// How many times a call is tried.
+#[derive(Debug, Clone, Copy)]
+enum Attempts {
+    Once,
+    AtMost(u32),
+    /// Until it succeeds, is refused, or the host stops.
+    Unbounded,
+}
+
+/// The Bot API client. Cheap to clone.
+#[derive(Clone)]
+pub struct BotApi {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    /// `<ApiUrl>/bot<token>`: secret.
+    methods: String,
+    /// `<ApiUrl>/file/bot<token>`: secret.
+    files: String,
+    backoff: Backoff,
+    send_attempts: u32,
+    poll_timeout: Duration,
+}
+
+impl std::fmt::Debug for BotApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BotApi").finish_non_exhaustive()
+    }
+}
+
+impl BotApi {
+    /// A client for `api_url` (no trailing slash needed) and `token`.
+    ///
+    /// # Errors
+    /// The HTTP client cannot be built (no TLS backend).
+    pub fn new(
+        api_url: &str,
+        token: &BotToken,
+        backoff: Backoff,
+        send_attempts: u32,
+        poll_timeout: Duration,
+    ) -> Result<Self, ApiError> {
+        let http = reqwest::Client::builder()
+            // A redirect would be followed to a URL built from ours; there is no reason for one.
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ApiError::Network(describe(e)))?;
+        let base = api_url.trim_end_matches('/');
+        Ok(BotApi {
+            inner: Arc::new(Inner {
+                http,
+                methods: format!("{base}/bot{}", token.expose()),
+                files: format!("{base}/file/bot{}", token.expose()),
+                backoff,
+                send_attempts: send_attempts.max(1),
+                poll_timeout,
+            }),
+        })
+    }
+
+    /// One attempt of `method`.
+    async fn call_once<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        body: &Body,
+        timeout: Duration,
+    ) -> Result<T, ApiError> {
+        let url = format!("{}/{method}", self.inner.methods);
+        let request = self.inner.http.post(url).timeout(timeout);
+        let request = match body {
+            Body::Json(value) => request.json(value),
+            Body::Document { chat_id, path, caption } => {
+                let bytes =
+                    tokio::fs::read(path).await.map_err(|e| ApiError::File(e.to_string()))?;
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "file".into());
+                let mut form = reqwest::multipart::Form::new()
+                    .text("chat_id", chat_id.to_string())
+                    .part("document", reqwest::multipart::Part::bytes(bytes).file_name(name));
+                if let Some(caption) = caption {
+                    form = form.text("caption", caption.clone());
+                }
+                request.multipart(form)
+            }
+        };
+        tracing::debug!(method, "bot api call");
+        let response = request.send().await.map_err(|e| ApiError::Network(describe(e)))?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.map_err(|e| ApiError::Network(describe(e)))?;
+        let envelope: Envelope = match serde_json::from_slice(&bytes) {
+            Ok(envelope) => envelope,
+            Err(_) if status >= 500 => {
+                return Err(ApiError::Server { status, description: "no Bot API answer".into() });
+            }
+            Err(err) => return Err(ApiError::Malformed(format!("status {status}: {err}"))),
+        };
+        if envelope.ok {
+            let result = envelope.result.unwrap_or(Value::Null);
+            return serde_json::from_value(result)
+                .map_err(|err| ApiError::Malformed(format!("{method}: {err}")));
+        }
+        let code = envelope.error_code.unwrap_or(status);
+        let description = envelope.description.unwrap_or_default();
+        Err(match code {
+            429 => ApiError::TooManyRequests {
+                retry_after: Duration::from_secs(
+                    envelope.parameters.and_then(|p| p.retry_after).unwrap_or(1),
+                ),
+            },
+            500.. => ApiError::Server { status: code, description },
+            _ => ApiError::Rejected { status: code, description },
+        })
+    }
+
+    /// `method` with retries: retryable failures wait (backoff, or a 429's `retry_after`) and
+    /// try again until `attempts` run out; anything else returns at once.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        body: Body,
+        attempts: Attempts,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<T, ApiError> {
+        let mut attempt = 0u32;
+        loop {
+            let result = tokio::select! {
+                () = cancel.cancelled() => return Err(ApiError::Cancelled),
+                result = self.call_once(method, &body, timeout) => result,
+            };
+            let err = match result {
+                Ok(value) => return Ok(value),
+                Err(err) => err,
+            };
+            let exhausted = match attempts {
+                Attempts::Once => true,
+                Attempts::AtMost(n) => attempt + 1 >= n,
+                Attempts::Unbounded => false,
+            };
+            if !err.is_retryable() || exhausted {
+                return Err(err);
+            }
+            let wait = err.wait(&self.inner.backoff, attempt);
+            tracing::warn!(method, error = %err, wait_ms = wait.as_millis() as u64, "Bot API call failed, retrying");
+            tokio::select! {
+                () = cancel.cancelled() => return Err(ApiError::Cancelled),
+                () = tokio::time::sleep(wait) => {}
+            }
+            attempt = attempt.saturating_add(1);
+        }
+    }
+
+    fn sends(&self) -> Attempts {
+        Attempts::AtMost(self.inner.send_attempts)
+    }
+
+    /// `getMe`, retried while the API is unreachable.
+    ///
+    /// # Errors
+    /// A refusal (a bad token is 401 or 404), or [`ApiError::Cancelled`].
+    pub async fn get_me(&self, cancel: &CancellationToken) -> Result<User, ApiError> {
+        self.call("getMe", Body::Json(json!({})), Attempts::Unbounded, CALL_TIMEOUT, cancel).await
+    }
+
+    /// One long poll for updates after `offset`: waits up to the poll timeout. Every failure,
+    /// even a refusal (another instance polling the same bot is a 409), is retried with backoff:
+    /// polling never gives up.
+    ///
+    /// # Errors
+    /// Only [`ApiError::Cancelled`].
+    pub async fn get_updates(
+        &self,
+        offset: Option<i64>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Update>, ApiError> {
+        let mut body = json!({
+            "timeout": self.inner.poll_timeout.as_secs(),
+            "allowed_updates": ["message"],
+        });
+        if let Some(offset) = offset {
+            body["offset"] = json!(offset);
+        }
+        let timeout = self.inner.poll_timeout + CALL_TIMEOUT;
+        let body = Body::Json(body);
+        let mut attempt = 0u32;
+        loop {
+            let result = tokio::select! {
+                () = cancel.cancelled() => return Err(ApiError::Cancelled),
+                result = self.call_once::<Vec<Update>>("getUpdates", &body, timeout) => result,
+            };
+            let err = match result {
+                Ok(updates) => return Ok(updates),
+                Err(err) => err,
+            };
+            let wait = err.wait(&self.inner.backoff, attempt);
+            if err.is_retryable() {
+                tracing::warn!(error = %err, wait_ms = wait.as_millis() as u64, "getUpdates failed, retrying");
+            } else {
+                tracing::error!(error = %err, wait_ms = wait.as_millis() as u64, "getUpdates refused, retrying");
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return Err(ApiError::Cancelled),
+                () = tokio::time::sleep(wait) => {}
+            }
+            attempt = attempt.saturating_add(1);
+        }
+    }
+
+    /// `sendMessage` with plain text (no `parse_mode`, so no entity parsing can refuse it).
+    ///
+    /// # Errors
+    /// The last failure once attempts run out, or a refusal.
+    pub async fn send_message(
+        &self,
+        chat_id: i64,
+        text: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Message, ApiError> {
+        let body = Body::Json(json!({"chat_id": chat_id, "text": text}));
+        self.call("sendMessage", body, self.sends(), CALL_TIMEOUT, cancel).await
+    }
+
+    /// `editMessageText`; "message is not modified" counts as success.
+    ///
+    /// # Errors
+    /// The last failure once attempts run out, or a refusal.
+    pub async fn edit_message(
+        &self,
+        chat_id: i64,
+        message_id: i64,
+        text: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), ApiError> {
+        let body = Body::Json(json!({"chat_id": chat_id, "message_id": message_id, "text": text}));
+        match self.call::<Value>("editMessageText", body, self.sends(), CALL_TIMEOUT, cancel).await
+        {
+            Ok(_) => Ok(()),
+            Err(err) if err.is_not_modified() => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// `sendChatAction` `typing`, tried once (it is renewed every few seconds anyway).
+    ///
+    /// # Errors
+    /// The failure.
+    pub async fn send_typing(
+        &self,
+        chat_id: i64,
+        cancel: &CancellationToken,
+    ) -> Result<(), ApiError> {
+        let body = Body::Json(json!({"chat_id": chat_id, "action": "typing"}));
+        self.call::<Value>("sendChatAction", body, Attempts::Once, CALL_TIMEOUT, cancel).await?;
+        Ok(())
+    }
+
+    /// `sendDocument` (multipart upload) of a local file, with an optional caption.
+    ///
+    /// # Errors
+    /// [`ApiError::TooLarge`] over [`UPLOAD_LIMIT`], [`ApiError::File`] when it cannot be read,
+    /// else the last failure once attempts run out, or a refusal.
+    pub async fn send_document(
+        &self,
+        chat_id: i64,
+        path: &Path,
+        caption: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<Message, ApiError> {
+        let size =
+            tokio::fs::metadata(path).await.map_err(|e| ApiError::File(e.to_string()))?.len();
+        if size > UPLOAD_LIMIT {
+            return Err(ApiError::TooLarge { size, limit: UPLOAD_LIMIT });
+        }
+        let body = Body::Document {
+            chat_id,
+            path: path.to_path_buf(),
+            caption: caption.map(str::to_string),
+        };
+        self.call("sendDocument", body, self.sends(), DOWNLOAD_TIMEOUT, cancel).await
+    }
+
+    /// `setMyCommands`, tried once (the command menu is a convenience).
+    ///
+    /// # Errors
+    /// The failure.
+    pub async fn set_my_commands(
+        &self,
+        commands: &[(&str, &str)],
+        cancel: &CancellationToken,
+    ) -> Result<(), ApiError> {
+        let commands: Vec<Value> = commands
+            .iter()
+            .map(|(command, description)| json!({"command": command, "description": description}))
+            .collect();
+        let body = Body::Json(json!({"commands": commands}));
+        self.call::<Value>("setMyCommands", body, Attempts::Once, CALL_TIMEOUT, cancel).await?;
+        Ok(())
+    }
+
+    /// Downloads a file by id (`getFile`, then the file URL), refusing anything over `limit`
+    /// bytes (by its declared size, and while streaming).
+    ///
+    /// # Errors
+    /// [`ApiError::TooLarge`], a refusal (the file is gone), or the last failure.
+    pub async fn download(
+        &self,
+        file_id: &str,
+        limit: u64,
+        cancel: &CancellationToken,
+    ) -> Result<(File, Vec<u8>), ApiError> {
+        let body = Body::Json(json!({"file_id": file_id}));
+        let file: File = self.call("getFile", body, self.sends(), CALL_TIMEOUT, cancel).await?;
+        if let Some(size) = file.file_size.filter(|size| *size > limit) {
+            return Err(ApiError::TooLarge { size, limit });
+        }
+        let Some(file_path) = file.file_path.clone() else {
+            return Err(ApiError::Rejected {
+                status: 400,
+                description: "the file is not available for download".into(),
+            });
+        };
+        let mut attempt = 0u32;
+        loop {
+            let result = tokio::select! {
+                () = cancel.cancelled() => return Err(ApiError::Cancelled),
+                result = self.fetch(&file_path, limit) => result,
+            };
+            let err = match result {
+                Ok(bytes) => return Ok((file, bytes)),
+                Err(err) => err,
+            };
+            if !err.is_retryable() || attempt + 1 >= self.inner.send_attempts {
+                return Err(err);
+            }
+            let wait = err.wait(&self.inner.backoff, attempt);
+            tracing::warn!(error = %err, "file download failed, retrying");
+            tokio::select! {
+                () = cancel.cancelled() => return Err(ApiError::Cancelled),
+                () = tokio::time::sleep(wait) => {}
+            }
+            attempt += 1;
+        }
+    }
+
+    async fn fetch(&self, file_path: &str, limit: u64) -> Result<Vec<u8>, ApiError> {
+        let url = format!("{}/{file_path}", self.inner.files);
+        tracing::debug!("bot api file download");
+        let response = self
+            .inner
+            .http
+            .get(url)
+            .timeout(DOWNLOAD_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| ApiError::Network(describe(e)))?;
+        let status = response.status().as_u16();
+        if status >= 500 {
+            return Err(ApiError::Server { status, description: "file download failed".into() });
+        }
+        if status != 200 {
+            return Err(ApiError::Rejected { status, description: "file download refused".into() });
+        }
+        let mut bytes = Vec::new();
+        let mut stream = response.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| ApiError::Network(describe(e)))?;
+            let size = (bytes.len() + chunk.len()) as u64;
+            if size > limit {
+                return Err(ApiError::TooLarge { size, limit });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    }
+}

@@ -1,0 +1,458 @@
+//! One worker per allowed chat: its workspace, its main session (scope `telegram-<chatId>`), and
+//! its queue.
+//!
+//! One run at a time per chat. Messages that arrive during a run wait in a bounded queue and run
+//! in order; when the queue is full the sender is told so and that message is not run. `/stop`
+//! aborts the current run and drops the queue: every job carries the generation it was queued
+//! in, `/stop` starts a new generation, and the worker skips jobs of an older one. `/new` is
+//! queued like a message, so it applies after what was sent before it.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use volcanic_core::message::Message as CoreMessage;
+use volcanic_core::session::Role;
+use volcanic_core::{EventKind, RunHandle, RunOutcome, Session, SessionFactory, SessionOptions};
+
+use crate::api::{BotApi, Message};
+use crate::attachments;
+use crate::channel::TelegramChannel;
+use crate::config::TelegramConfig;
+use crate::render::{self, Stream};
+
+/// How long closing a chat waits for an aborted run to settle.
+const CLOSE_GRACE: Duration = Duration::from_secs(10);
+
+/// Longest detail shown after a tool's name.
+const TOOL_DETAIL_CHARS: usize = 60;
+
+/// The PERSONA.md a new workspace starts with.
+pub const STARTER_PERSONA: &str = "# Assistant\n\nYou are the personal assistant of the owner \
+of this Telegram chat. Answer concisely: your answers are read on a phone. Files the owner sends \
+arrive in inbox/.\n\nThe owner can edit this file (PERSONA.md) to give you a name, a tone and \
+standing instructions; MEMORY.md holds what you should remember between conversations.\n";
+
+/// What every chat worker shares.
+pub struct Ctx {
+    pub api: BotApi,
+    pub config: Arc<TelegramConfig>,
+    pub factory: Arc<SessionFactory>,
+    pub shutdown: CancellationToken,
+    pub tracker: TaskTracker,
+}
+
+impl Ctx {
+    /// Sends a short text, logging a failure (the chat is the only place to report it).
+    pub async fn say(&self, chat_id: i64, text: &str) {
+        if let Err(err) = render::send_text(&self.api, chat_id, text, &self.shutdown).await {
+            tracing::warn!(chat_id, error = %err, "cannot send a message");
+        }
+    }
+}
+
+/// What a chat's worker does next.
+pub enum JobKind {
+    Prompt(Box<Message>),
+    NewSession,
+}
+
+struct Job {
+    generation: u64,
+    kind: JobKind,
+}
+
+/// Whether a job was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    Accepted,
+    /// The queue is full; the job was not taken.
+    Full,
+}
+
+/// A chat's handle: queue jobs, stop runs.
+pub struct Chat {
+    tx: mpsc::Sender<Job>,
+    generation: Arc<AtomicU64>,
+    /// The session while a run is active, for `/stop`.
+    running: Arc<Mutex<Option<Session>>>,
+    /// Whether the worker is handling a job (a run may be about to start).
+    busy: Arc<AtomicBool>,
+}
+
+impl Chat {
+    /// Starts the chat's worker (owned by the context's tracker; it ends on shutdown).
+    pub fn start(ctx: Arc<Ctx>, chat_id: i64) -> Chat {
+        let (tx, rx) = mpsc::channel(ctx.config.queue_capacity.max(1));
+        let generation = Arc::new(AtomicU64::new(0));
+        let running = Arc::new(Mutex::new(None));
+        let busy = Arc::new(AtomicBool::new(false));
+        let worker = Worker {
+            ctx: ctx.clone(),
+            chat_id,
+            generation: generation.clone(),
+            running: running.clone(),
+            busy: busy.clone(),
+            session: None,
+        };
+        ctx.tracker.spawn(worker.run(rx));
+        Chat { tx, generation, running, busy }
+    }
+
+    /// Queues a job behind the current run.
+    pub fn enqueue(&self, kind: JobKind) -> Enqueued {
+        let job = Job { generation: self.generation.load(Ordering::SeqCst), kind };
+        match self.tx.try_send(job) {
+            Ok(()) => Enqueued::Accepted,
+            // A closed queue means the host is shutting down; the job is dropped like a full one.
+            Err(mpsc::error::TrySendError::Full(_) | mpsc::error::TrySendError::Closed(_)) => {
+                Enqueued::Full
+            }
+        }
+    }
+
+    /// `/stop`: drops queued jobs and aborts the current run. Returns (whether a job was being
+    /// handled, how many queued jobs were dropped). A job between its dequeue and its run sees
+    /// the new generation and stops before running, or aborts its run right after starting it.
+    pub fn stop(&self) -> (bool, usize) {
+        let queued = self.tx.max_capacity() - self.tx.capacity();
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let busy = self.busy.load(Ordering::SeqCst);
+        if let Some(session) = self.running.lock().unwrap_or_else(PoisonError::into_inner).as_ref()
+        {
+            session.abort();
+        }
+        (busy, queued)
+    }
+}
+
+struct Worker {
+    ctx: Arc<Ctx>,
+    chat_id: i64,
+    generation: Arc<AtomicU64>,
+    running: Arc<Mutex<Option<Session>>>,
+    busy: Arc<AtomicBool>,
+    /// The chat's main session, opened on first use and kept open.
+    session: Option<Session>,
+}
+
+impl Worker {
+    async fn run(mut self, mut rx: mpsc::Receiver<Job>) {
+        loop {
+            let job = tokio::select! {
+                biased;
+                () = self.ctx.shutdown.cancelled() => break,
+                job = rx.recv() => match job {
+                    Some(job) => job,
+                    None => break,
+                },
+            };
+            if job.generation != self.generation.load(Ordering::SeqCst) {
+                continue;
+            }
+            self.busy.store(true, Ordering::SeqCst);
+            match job.kind {
+                JobKind::Prompt(message) => self.prompt(*message, job.generation).await,
+                JobKind::NewSession => self.new_session().await,
+            }
+            self.busy.store(false, Ordering::SeqCst);
+        }
+        self.close_session().await;
+    }
+
+    fn is_stopped(&self, generation: u64) -> bool {
+        generation != self.generation.load(Ordering::SeqCst) || self.ctx.shutdown.is_cancelled()
+    }
+
+    async fn prompt(&mut self, message: Message, generation: u64) {
+        let typing = self.start_typing();
+        self.prompt_typing(message, generation).await;
+        typing.cancel();
+    }
+
+    async fn prompt_typing(&mut self, message: Message, generation: u64) {
+        let workspace = match ensure_workspace(&self.ctx.config, self.chat_id).await {
+            Ok(workspace) => workspace,
+            Err(err) => {
+                tracing::error!(chat_id = self.chat_id, error = %err, "cannot prepare the chat's workspace");
+                self.ctx.say(self.chat_id, "⚠️ I can't prepare your workspace; see the log.").await;
+                return;
+            }
+        };
+        let Some(text) = self.prompt_text(&message, &workspace).await else { return };
+        if self.is_stopped(generation) {
+            return;
+        }
+        let Some(session) = self.open_session(&workspace).await else { return };
+        let mut handle = match session.prompt(text) {
+            Ok(handle) => handle,
+            Err(err) => {
+                tracing::error!(chat_id = self.chat_id, error = %err, "cannot start a run");
+                self.ctx.say(self.chat_id, &format!("⚠️ I can't start: {err}")).await;
+                return;
+            }
+        };
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(session.clone());
+        // A /stop between the dequeue and now found no run to abort.
+        if self.is_stopped(generation) {
+            session.abort();
+        }
+        self.render(&mut handle).await;
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// The user message for the session: the files saved to the inbox, then the text or
+    /// caption. `None` when there is nothing to run (a sticker, or only failed files).
+    async fn prompt_text(&self, message: &Message, workspace: &Path) -> Option<String> {
+        let mut lines = Vec::new();
+        if attachments::has_attachments(message) {
+            let saved = attachments::save(
+                &self.ctx.api,
+                workspace,
+                message,
+                self.ctx.config.max_download_bytes,
+                &self.ctx.shutdown,
+            )
+            .await;
+            for result in saved {
+                match result {
+                    Ok(path) => lines.push(format!("[file received: {path}]")),
+                    Err(why) => {
+                        tracing::warn!(chat_id = self.chat_id, reason = %why, "attachment not received");
+                        self.ctx.say(self.chat_id, &format!("⚠️ I couldn't receive {why}")).await;
+                        lines.push(format!("[file not received: {why}]"));
+                    }
+                }
+            }
+            if !lines.iter().any(|l| l.starts_with("[file received")) && message.caption.is_none() {
+                return None;
+            }
+        }
+        if let Some(text) = message.text.as_ref().or(message.caption.as_ref()) {
+            lines.push(text.clone());
+        }
+        let prompt = lines.join("\n");
+        (!prompt.trim().is_empty()).then_some(prompt)
+    }
+
+    async fn open_session(&mut self, workspace: &Path) -> Option<Session> {
+        if let Some(session) = &self.session {
+            return Some(session.clone());
+        }
+        let channel = Arc::new(TelegramChannel {
+            api: self.ctx.api.clone(),
+            chat_id: self.chat_id,
+            cancel: self.ctx.shutdown.clone(),
+        });
+        let mut options = SessionOptions::new(TelegramConfig::scope(self.chat_id), workspace);
+        options.channel = Some(channel);
+        match self.ctx.factory.open(options).await {
+            Ok(session) => {
+                self.session = Some(session.clone());
+                Some(session)
+            }
+            Err(err) => {
+                tracing::error!(chat_id = self.chat_id, error = %err, "cannot open the chat's session");
+                self.ctx
+                    .say(self.chat_id, &format!("⚠️ I can't open our conversation: {err}"))
+                    .await;
+                None
+            }
+        }
+    }
+
+    /// Follows a run: the answer streams into messages, tool use shows as short lines.
+    async fn render(&self, handle: &mut RunHandle) {
+        let ctx = &self.ctx;
+        let mut stream: Option<Stream> = None;
+        let mut said_anything = false;
+        let mut tick = tokio::time::interval(ctx.config.edit_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let event = tokio::select! {
+                event = handle.events().recv() => event,
+                _ = tick.tick() => {
+                    if let Some(stream) = &mut stream {
+                        stream.flush().await;
+                    }
+                    continue;
+                }
+            };
+            let Some(event) = event else { break };
+            match &event.kind {
+                EventKind::MessageStart { role: Role::Assistant, .. } => {
+                    stream = Some(self.new_stream());
+                }
+                EventKind::TextDelta { text, .. } => {
+                    if let Some(stream) = &mut stream {
+                        stream.push(text).await;
+                    }
+                }
+                EventKind::MessageEnd { message, .. } => {
+                    if let CoreMessage::Assistant(answer) = message.as_ref() {
+                        let full = answer.text();
+                        let mut current = stream.take().unwrap_or_else(|| self.new_stream());
+                        if !full.is_empty() {
+                            current.finish(&full).await;
+                        }
+                        said_anything |= current.delivered;
+                    }
+                }
+                EventKind::ToolStart { name, args, .. } => {
+                    ctx.say(self.chat_id, &tool_line(name, args)).await;
+                    said_anything = true;
+                }
+                EventKind::Settled(settled) => {
+                    let note = match &settled.outcome {
+                        RunOutcome::Completed if !said_anything => Some("✅ Done.".to_string()),
+                        RunOutcome::Failed { error } => {
+                            Some(format!("⚠️ Something went wrong: {error}"))
+                        }
+                        RunOutcome::MaxTurns => Some(
+                            "⚠️ I stopped after too many steps. Send a message to let me continue."
+                                .to_string(),
+                        ),
+                        RunOutcome::Completed
+                        | RunOutcome::Aborted
+                        | RunOutcome::StoppedByTool { .. } => None,
+                    };
+                    if let Some(note) = note {
+                        ctx.say(self.chat_id, &note).await;
+                    }
+                    break;
+                }
+                EventKind::RunStart
+                | EventKind::TurnStart { .. }
+                | EventKind::MessageStart { .. }
+                | EventKind::ThinkingDelta { .. }
+                | EventKind::ToolUpdate { .. }
+                | EventKind::ToolEnd { .. }
+                | EventKind::Retry { .. } => {}
+            }
+        }
+    }
+
+    fn new_stream(&self) -> Stream {
+        Stream::new(
+            self.ctx.api.clone(),
+            self.chat_id,
+            self.ctx.config.edit_interval,
+            self.ctx.shutdown.clone(),
+        )
+    }
+
+    /// Renews the typing indicator until the returned token is cancelled (or shutdown).
+    fn start_typing(&self) -> CancellationToken {
+        let stop = self.ctx.shutdown.child_token();
+        let (api, chat_id, every, token) =
+            (self.ctx.api.clone(), self.chat_id, self.ctx.config.typing_interval, stop.clone());
+        self.ctx.tracker.spawn(async move {
+            loop {
+                if let Err(err) = api.send_typing(chat_id, &token).await {
+                    tracing::debug!(chat_id, error = %err, "typing indicator not sent");
+                }
+                tokio::select! {
+                    () = token.cancelled() => break,
+                    () = tokio::time::sleep(every) => {}
+                }
+            }
+        });
+        stop
+    }
+
+    /// `/new`: closes the session and archives its journal; the next message starts fresh.
+    async fn new_session(&mut self) {
+        self.close_session().await;
+        let scope = TelegramConfig::scope(self.chat_id);
+        match self.ctx.factory.archive(&scope).await {
+            Ok(_) => {
+                self.ctx
+                    .say(
+                        self.chat_id,
+                        "🆕 Fresh conversation started (the previous one is archived).",
+                    )
+                    .await;
+            }
+            Err(err) => {
+                tracing::error!(chat_id = self.chat_id, error = %err, "cannot archive the session");
+                self.ctx.say(self.chat_id, &format!("⚠️ I can't start fresh: {err}")).await;
+            }
+        }
+    }
+
+    async fn close_session(&mut self) {
+        let Some(session) = self.session.take() else { return };
+        if tokio::time::timeout(CLOSE_GRACE, session.wait_idle()).await.is_err() {
+            tracing::warn!(chat_id = self.chat_id, "run still settling; closing anyway");
+        }
+        if let Err(err) = session.close() {
+            tracing::warn!(chat_id = self.chat_id, error = %err, "cannot close the chat's session");
+        }
+    }
+}
+
+/// A short line for a tool call: `🔧 bash: ls -la`, `🔧 read notes.md`.
+fn tool_line(name: &str, args: &Value) -> String {
+    let key = match name {
+        "bash" => "command",
+        "read" | "write" | "edit" | "ls" | "send" => "path",
+        "grep" | "find" => "pattern",
+        _ => "",
+    };
+    let detail = args
+        .get(key)
+        .and_then(Value::as_str)
+        .and_then(|d| d.lines().next())
+        .map(str::trim)
+        .filter(|d| !d.is_empty());
+    match detail {
+        Some(detail) => {
+            let mut short: String = detail.chars().take(TOOL_DETAIL_CHARS).collect();
+            if detail.chars().count() > TOOL_DETAIL_CHARS {
+                short.push('…');
+            }
+            format!("🔧 {name} {short}")
+        }
+        None => format!("🔧 {name}"),
+    }
+}
+
+/// The chat's workspace, created on first use with a starter PERSONA.md (an existing one is
+/// never touched).
+pub async fn ensure_workspace(config: &TelegramConfig, chat_id: i64) -> std::io::Result<PathBuf> {
+    let dir = config.workspace(chat_id);
+    let path = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&path)?;
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(path.join("PERSONA.md"))
+        {
+            Ok(mut file) => std::io::Write::write_all(&mut file, STARTER_PERSONA.as_bytes()),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(err) => Err(err),
+        }
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn tool_lines_are_short() {
+        assert_eq!(tool_line("bash", &json!({"command": "ls -la\nrm x"})), "🔧 bash ls -la");
+        assert_eq!(tool_line("read", &json!({"path": "notes.md"})), "🔧 read notes.md");
+        assert_eq!(tool_line("notify_owner", &json!({"text": "hi"})), "🔧 notify_owner");
+        let long = tool_line("bash", &json!({"command": "x".repeat(100)}));
+        assert_eq!(long.chars().count(), "🔧 bash ".chars().count() + TOOL_DETAIL_CHARS + 1);
+    }
+}

@@ -1,0 +1,136 @@
+//! The bot's commands: `/start`, `/help`, `/new`, `/stop`, `/a2a`, and the `/a2a` listing.
+//!
+//! Anything else starting with a slash is an ordinary message for the assistant.
+
+use chrono::{DateTime, Utc};
+use volcanic_a2a::auth::CallerEntry;
+use volcanic_a2a::task::{TaskSummary, state_name};
+
+/// A command the host answers itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Start,
+    Help,
+    New,
+    Stop,
+    A2a,
+}
+
+/// The command menu (`setMyCommands`).
+pub const MENU: &[(&str, &str)] = &[
+    ("new", "Start a fresh conversation"),
+    ("stop", "Stop the current answer and drop queued messages"),
+    ("a2a", "List A2A callers and recent tasks"),
+    ("help", "What this bot does"),
+];
+
+/// How many tasks `/a2a` lists.
+pub const A2A_TASKS: usize = 10;
+
+/// Parses `/name` or `/name@bot` (plus anything after), case-insensitively.
+pub fn parse(text: &str) -> Option<Command> {
+    let first = text.split_whitespace().next()?;
+    let name = first.strip_prefix('/')?;
+    let name = name.split('@').next().unwrap_or_default().to_ascii_lowercase();
+    match name.as_str() {
+        "start" => Some(Command::Start),
+        "help" => Some(Command::Help),
+        "new" => Some(Command::New),
+        "stop" => Some(Command::Stop),
+        "a2a" => Some(Command::A2a),
+        _ => None,
+    }
+}
+
+/// The answer to `/start` and `/help`.
+pub fn help(queue_capacity: usize) -> String {
+    format!(
+        "Hi! I'm your assistant. Write to me, or send a document or photo (saved to inbox/ in \
+your workspace).\n\nOne answer at a time: messages sent while I'm answering wait in a queue (up \
+to {queue_capacity}) and are answered in order.\n\n/new — start a fresh conversation\n/stop — \
+stop the current answer and drop queued messages\n/a2a — A2A callers and recent tasks\n/help — \
+this text"
+    )
+}
+
+/// The refusal a chat that is not allowed gets, once.
+pub const REFUSAL: &str = "Sorry, this is a private assistant and I can't talk with you. \
+(The owner can allow this chat by adding its id to Telegram__AllowedUserIds.)";
+
+/// `3m ago`, `2h ago`, `5d ago`.
+pub fn age(then: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let secs = (now - then).num_seconds().max(0);
+    match secs {
+        0..60 => format!("{secs}s ago"),
+        60..3600 => format!("{}m ago", secs / 60),
+        3600..86_400 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86_400),
+    }
+}
+
+/// The `/a2a` answer: the chat's callers (keys masked) and its latest server tasks.
+pub fn a2a_listing(
+    enabled: bool,
+    callers: &[CallerEntry],
+    tasks: &[TaskSummary],
+    now: DateTime<Utc>,
+) -> String {
+    let mut out = String::new();
+    out.push_str(if enabled {
+        "A2A server: on.\n"
+    } else {
+        "A2A server: off (set A2A__Enabled=true to let other agents call).\n"
+    });
+    if callers.is_empty() {
+        out.push_str(
+            "\nNo callers yet. Add them to .volcanic/a2a/callers.json in your workspace.\n",
+        );
+    } else {
+        out.push_str(&format!("\nCallers ({}):\n", callers.len()));
+        for caller in callers {
+            out.push_str(&format!(
+                "• {} · {} · key {}\n",
+                caller.name,
+                caller.mode.as_str(),
+                caller.key.masked()
+            ));
+        }
+    }
+    if tasks.is_empty() {
+        out.push_str("\nNo tasks yet.");
+    } else {
+        out.push_str(&format!("\nLast {} tasks:\n", tasks.len()));
+        for task in tasks {
+            let when = task.timestamp.map(|t| age(t, now)).unwrap_or_else(|| "–".into());
+            out.push_str(&format!("• {} · {} · {}\n", task.caller, state_name(&task.state), when));
+        }
+    }
+    out.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse_with_bot_names_and_arguments() {
+        assert_eq!(parse("/new"), Some(Command::New));
+        assert_eq!(parse("/STOP@my_bot now"), Some(Command::Stop));
+        assert_eq!(parse("  /a2a"), Some(Command::A2a));
+        assert_eq!(parse("/start"), Some(Command::Start));
+        assert_eq!(parse("/unknown"), None);
+        assert_eq!(parse("new"), None);
+        assert_eq!(parse(""), None);
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        let now = Utc::now();
+        let ago = |secs| age(now - chrono::Duration::seconds(secs), now);
+        assert_eq!(ago(5), "5s ago");
+        assert_eq!(ago(180), "3m ago");
+        assert_eq!(ago(7200), "2h ago");
+        assert_eq!(ago(3 * 86_400), "3d ago");
+        assert_eq!(age(now + chrono::Duration::seconds(10), now), "0s ago");
+    }
+}

@@ -1,0 +1,149 @@
+//! What the Telegram host is configured with. The CLI fills it from `Telegram__*` settings;
+//! every default is written once, in [`TelegramConfig::new`].
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The default Bot API base URL.
+pub const DEFAULT_API_URL: &str = "https://api.telegram.org";
+
+/// Telegram's limit on files a bot may download (the Bot API's `getFile`).
+pub const TELEGRAM_DOWNLOAD_LIMIT: u64 = 20 * 1024 * 1024;
+
+/// The bot token. Never printed: `Debug` shows `[redacted]`, and it has no `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BotToken(String);
+
+impl BotToken {
+    /// Wraps a token (`123456:ABC…` from BotFather).
+    pub fn new(token: impl Into<String>) -> Self {
+        BotToken(token.into())
+    }
+
+    /// The token itself, for building request URLs and for redaction only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// The bot's numeric id: the part before the colon (not secret). Used to name state files.
+    pub fn bot_id(&self) -> &str {
+        let id = self.0.split(':').next().unwrap_or_default();
+        if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) { id } else { "bot" }
+    }
+}
+
+impl fmt::Debug for BotToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Exponential backoff: `base`, doubling per attempt, at most `cap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl Backoff {
+    /// The wait before retry number `attempt` (0 = the first retry).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let factor = 2u32.saturating_pow(attempt.min(20));
+        self.base.saturating_mul(factor).min(self.cap)
+    }
+}
+
+/// The Telegram host's settings.
+#[derive(Debug, Clone)]
+pub struct TelegramConfig {
+    /// The bot token (`Telegram__BotToken`).
+    pub token: BotToken,
+    /// Chats served (`Telegram__AllowedUserIds`); everyone else gets one polite refusal.
+    pub allowed_chats: Vec<i64>,
+    /// Each allowed chat's workspace is `<workspace_root>/<chatId>` (`Telegram__WorkspaceRoot`).
+    pub workspace_root: PathBuf,
+    /// Where the update offset is kept (the host's state folder).
+    pub state_dir: PathBuf,
+    /// Bot API base URL, without a trailing slash (`Telegram__ApiUrl`, default
+    /// [`DEFAULT_API_URL`]).
+    pub api_url: String,
+    /// How long one getUpdates call waits for updates (default 25 s).
+    pub poll_timeout: Duration,
+    /// Waits between retries of failed Bot API calls (default 1 s doubling up to 30 s). A 429
+    /// waits exactly its `retry_after` instead.
+    pub backoff: Backoff,
+    /// Attempts per send, edit or download before giving up (default 5). Polling never gives up.
+    pub send_attempts: u32,
+    /// Messages a chat may have waiting behind its current run (default 20).
+    pub queue_capacity: usize,
+    /// Largest attachment downloaded, in bytes (default 20 MiB, Telegram's own bot limit).
+    pub max_download_bytes: u64,
+    /// Least time between two edits of a streaming answer (default 1 s).
+    pub edit_interval: Duration,
+    /// How often the typing indicator is renewed during a run (default 4 s; Telegram shows it
+    /// for about 5 s).
+    pub typing_interval: Duration,
+}
+
+impl TelegramConfig {
+    /// Settings with every default.
+    pub fn new(
+        token: BotToken,
+        allowed_chats: Vec<i64>,
+        workspace_root: PathBuf,
+        state_dir: PathBuf,
+    ) -> Self {
+        TelegramConfig {
+            token,
+            allowed_chats,
+            workspace_root,
+            state_dir,
+            api_url: DEFAULT_API_URL.to_string(),
+            poll_timeout: Duration::from_secs(25),
+            backoff: Backoff { base: Duration::from_secs(1), cap: Duration::from_secs(30) },
+            send_attempts: 5,
+            queue_capacity: 20,
+            max_download_bytes: TELEGRAM_DOWNLOAD_LIMIT,
+            edit_interval: Duration::from_secs(1),
+            typing_interval: Duration::from_secs(4),
+        }
+    }
+
+    /// The workspace of a chat: `<workspace_root>/<chatId>`.
+    pub fn workspace(&self, chat_id: i64) -> PathBuf {
+        self.workspace_root.join(chat_id.to_string())
+    }
+
+    /// The main session's scope of a chat: `telegram-<chatId>` (also the prefix of its A2A
+    /// callers' scopes).
+    pub fn scope(chat_id: i64) -> String {
+        format!("telegram-{chat_id}")
+    }
+
+    /// Whether a chat is served.
+    pub fn is_allowed(&self, chat_id: i64) -> bool {
+        self.allowed_chats.contains(&chat_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_debug_is_redacted_and_bot_id_is_the_prefix() {
+        let token = BotToken::new("123456:AAE-secret");
+        assert_eq!(format!("{token:?}"), "[redacted]");
+        assert_eq!(token.bot_id(), "123456");
+        assert_eq!(BotToken::new("weird").bot_id(), "bot");
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let b = Backoff { base: Duration::from_secs(1), cap: Duration::from_secs(30) };
+        let delays: Vec<u64> = (0..7).map(|n| b.delay(n).as_secs()).collect();
+        assert_eq!(delays, vec![1, 2, 4, 8, 16, 30, 30]);
+        assert_eq!(b.delay(u32::MAX), Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,298 @@
+//! [`TelegramHost`]: polls the Bot API, routes each message to its chat's worker, answers the
+//! commands, and serves the A2A endpoints over the allowed chats' workspaces when asked.
+//!
+//! A2A: the caller directory covers `<WorkspaceRoot>/<chatId>` for every allowed chat (each
+//! callers.json is read on every request), with scope prefix `telegram-<chatId>` and owner id
+//! `<chatId>`; `notify_owner` writes into that chat. Without a listener there is no HTTP
+//! server at all.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use volcanic_a2a::auth::{A2aWorkspace, CallerDirectory, WorkspaceCallerDirectory};
+use volcanic_a2a::task::TaskStore;
+use volcanic_a2a::{A2aOptions, A2aServer};
+use volcanic_core::SessionFactory;
+
+use crate::api::{ApiError, BotApi, Update};
+use crate::chat::{Chat, Ctx, Enqueued, JobKind};
+use crate::command::{self, Command};
+use crate::config::TelegramConfig;
+use crate::notifier::TelegramNotifier;
+use crate::poll::{self, OffsetFile};
+use crate::{Error, Result};
+
+/// How long shutdown waits for runs to settle and replies to go out.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Builds a [`TelegramHost`].
+pub struct TelegramHostBuilder {
+    config: TelegramConfig,
+    factory: Arc<SessionFactory>,
+    shutdown: CancellationToken,
+    a2a: Option<(A2aOptions, TcpListener)>,
+}
+
+impl TelegramHostBuilder {
+    /// The host's stop signal; give the session factory the same token so runs abort with it.
+    pub fn shutdown(mut self, token: CancellationToken) -> Self {
+        self.shutdown = token;
+        self
+    }
+
+    /// Serves the A2A endpoints on `listener` (A2A__Enabled); without this, no HTTP listener.
+    pub fn a2a(mut self, options: A2aOptions, listener: TcpListener) -> Self {
+        self.a2a = Some((options, listener));
+        self
+    }
+
+    /// # Errors
+    /// [`Error::Client`] or [`Error::A2a`] when an HTTP client cannot be built.
+    pub fn build(self) -> Result<TelegramHost> {
+        let config = Arc::new(self.config);
+        let api = BotApi::new(
+            &config.api_url,
+            &config.token,
+            config.backoff,
+            config.send_attempts,
+            config.poll_timeout,
+        )
+        .map_err(|e| Error::Client(e.to_string()))?;
+        let workspaces = {
+            let config = config.clone();
+            Arc::new(move || {
+                config
+                    .allowed_chats
+                    .iter()
+                    .map(|&chat_id| chat_workspace(&config, chat_id))
+                    .collect()
+            })
+        };
+        let directory = Arc::new(WorkspaceCallerDirectory::new(workspaces));
+        let a2a = match self.a2a {
+            None => None,
+            Some((options, listener)) => {
+                let notifier =
+                    Arc::new(TelegramNotifier { api: api.clone(), cancel: self.shutdown.clone() });
+                let server = A2aServer::builder(self.factory.clone(), directory.clone())
+                    .options(options)
+                    .notifier(notifier)
+                    .build()
+                    .map_err(Error::A2a)?;
+                Some((server, listener))
+            }
+        };
+        Ok(TelegramHost {
+            api,
+            config,
+            factory: self.factory,
+            shutdown: self.shutdown,
+            a2a,
+            directory,
+            tasks: Arc::new(TaskStore::new()),
+        })
+    }
+}
+
+/// The A2A view of a chat's workspace.
+fn chat_workspace(config: &TelegramConfig, chat_id: i64) -> A2aWorkspace {
+    A2aWorkspace {
+        path: config.workspace(chat_id),
+        scope_prefix: TelegramConfig::scope(chat_id),
+        owner_id: chat_id.to_string(),
+    }
+}
+
+/// The Telegram host.
+pub struct TelegramHost {
+    api: BotApi,
+    config: Arc<TelegramConfig>,
+    factory: Arc<SessionFactory>,
+    shutdown: CancellationToken,
+    a2a: Option<(A2aServer, TcpListener)>,
+    directory: Arc<WorkspaceCallerDirectory>,
+    tasks: Arc<TaskStore>,
+}
+
+impl TelegramHost {
+    /// A builder over the settings and the session factory every chat shares.
+    pub fn builder(config: TelegramConfig, factory: Arc<SessionFactory>) -> TelegramHostBuilder {
+        TelegramHostBuilder { config, factory, shutdown: CancellationToken::new(), a2a: None }
+    }
+
+    /// Runs until the shutdown token fires: serves A2A (if enabled), checks the token, polls.
+    /// Bot API failures are retried, never fatal. On shutdown: polling stops, runs are aborted
+    /// (through the factory's token) and settle, sessions close, the A2A server stops.
+    ///
+    /// # Errors
+    /// [`Error::TokenRejected`] when the Bot API refuses the token; [`Error::A2a`] when the A2A
+    /// listener failed.
+    pub async fn run(mut self) -> Result<()> {
+        let shutdown = self.shutdown.clone();
+        let tracker = TaskTracker::new();
+        let server = self.a2a.take().map(|(server, listener)| {
+            let stop = shutdown.clone();
+            tracker.spawn(async move { server.serve(listener, stop).await })
+        });
+
+        let started = self.start(&shutdown).await;
+        if started.is_ok() {
+            let ctx = Arc::new(Ctx {
+                api: self.api.clone(),
+                config: self.config.clone(),
+                factory: self.factory.clone(),
+                shutdown: shutdown.clone(),
+                tracker: tracker.clone(),
+            });
+            let mut router = Router {
+                ctx,
+                directory: self.directory.clone(),
+                tasks: self.tasks.clone(),
+                a2a_enabled: server.is_some(),
+                chats: HashMap::new(),
+                refused: HashSet::new(),
+            };
+            let offsets = OffsetFile::new(&self.config.state_dir, self.config.token.bot_id());
+            poll::run(&self.api, &offsets, &shutdown, |update| router.route(update)).await;
+        }
+        // Either way, stop everything else too.
+        shutdown.cancel();
+        tracker.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE * 2, tracker.wait()).await.is_err() {
+            tracing::warn!("chats still busy after the shutdown grace; exiting anyway");
+        }
+        started?;
+        if let Some(server) = server
+            && let Some(Ok(Err(err))) = server.now_or_never()
+        {
+            return Err(Error::A2a(err));
+        }
+        Ok(())
+    }
+
+    /// getMe (retried while the API is unreachable) and the command menu (best effort).
+    async fn start(&self, shutdown: &CancellationToken) -> Result<()> {
+        match self.api.get_me(shutdown).await {
+            Ok(me) => {
+                tracing::info!(
+                    bot_id = me.id,
+                    username = me.username.as_deref().unwrap_or("?"),
+                    "connected to Telegram"
+                );
+            }
+            Err(ApiError::Cancelled) => return Ok(()),
+            Err(err @ ApiError::Rejected { status: 401 | 404, .. }) => {
+                return Err(Error::TokenRejected(err));
+            }
+            Err(err) => tracing::warn!(error = %err, "getMe failed; polling anyway"),
+        }
+        if let Err(err) = self.api.set_my_commands(command::MENU, shutdown).await {
+            tracing::debug!(error = %err, "the command menu was not set");
+        }
+        Ok(())
+    }
+}
+
+/// Polls' receiver: chats by id, and who has been refused.
+struct Router {
+    ctx: Arc<Ctx>,
+    directory: Arc<WorkspaceCallerDirectory>,
+    tasks: Arc<TaskStore>,
+    a2a_enabled: bool,
+    chats: HashMap<i64, Chat>,
+    /// Chats that got their one refusal in this process.
+    refused: HashSet<i64>,
+}
+
+impl Router {
+    /// Handles one update without waiting: messages are queued, replies are sent in the
+    /// background.
+    fn route(&mut self, update: Update) {
+        let Some(message) = update.message else { return };
+        let chat_id = message.chat.id;
+        if !self.ctx.config.is_allowed(chat_id) {
+            if self.refused.insert(chat_id) {
+                tracing::warn!(chat_id, "message from a chat that is not allowed; refusing once");
+                self.reply(chat_id, command::REFUSAL.to_string());
+            } else {
+                tracing::debug!(chat_id, "message from a refused chat ignored");
+            }
+            return;
+        }
+        let command = message.text.as_deref().and_then(command::parse);
+        tracing::debug!(chat_id, update_id = update.update_id, "message received");
+        match command {
+            Some(Command::Start | Command::Help) => {
+                self.reply(chat_id, command::help(self.ctx.config.queue_capacity));
+            }
+            Some(Command::Stop) => {
+                let (aborted, dropped) = self.chat(chat_id).stop();
+                let text = match (aborted, dropped) {
+                    (false, 0) => "Nothing to stop.".to_string(),
+                    (true, 0) => "⏹ Stopped.".to_string(),
+                    (aborted, n) => format!(
+                        "⏹ {}Dropped {n} queued message{}.",
+                        if aborted { "Stopped. " } else { "" },
+                        if n == 1 { "" } else { "s" }
+                    ),
+                };
+                self.reply(chat_id, text);
+            }
+            Some(Command::New) => self.enqueue(chat_id, JobKind::NewSession),
+            Some(Command::A2a) => self.a2a(chat_id),
+            None => self.enqueue(chat_id, JobKind::Prompt(Box::new(message))),
+        }
+    }
+
+    fn chat(&mut self, chat_id: i64) -> &Chat {
+        let ctx = &self.ctx;
+        self.chats.entry(chat_id).or_insert_with(|| Chat::start(ctx.clone(), chat_id))
+    }
+
+    fn enqueue(&mut self, chat_id: i64, job: JobKind) {
+        if self.chat(chat_id).enqueue(job) == Enqueued::Full {
+            tracing::warn!(chat_id, "chat queue full; message not taken");
+            let capacity = self.ctx.config.queue_capacity;
+            self.reply(
+                chat_id,
+                format!(
+                    "⏳ I'm still answering and {capacity} messages are already waiting, so I \
+didn't take this one. Send it again later, or /stop to clear the queue."
+                ),
+            );
+        }
+    }
+
+    fn reply(&self, chat_id: i64, text: String) {
+        let ctx = self.ctx.clone();
+        self.ctx.tracker.spawn(async move { ctx.say(chat_id, &text).await });
+    }
+
+    /// `/a2a`: the chat's callers and latest server tasks.
+    fn a2a(&self, chat_id: i64) {
+        let ctx = self.ctx.clone();
+        let (directory, tasks, enabled) =
+            (self.directory.clone(), self.tasks.clone(), self.a2a_enabled);
+        let workspace = chat_workspace(&ctx.config, chat_id);
+        self.ctx.tracker.spawn(async move {
+            let path = workspace.path.clone();
+            let callers = tokio::task::spawn_blocking(move || directory.entries(&workspace))
+                .await
+                .unwrap_or_default();
+            let recent = match tasks.recent(&path, command::A2A_TASKS).await {
+                Ok(recent) => recent,
+                Err(err) => {
+                    tracing::warn!(chat_id, error = %err, "cannot list A2A tasks");
+                    Vec::new()
+                }
+            };
+            let text = command::a2a_listing(enabled, &callers, &recent, chrono::Utc::now());
+            ctx.say(chat_id, &text).await;
+        });
+    }
+}

@@ -1,0 +1,32 @@
+//! The Telegram host of Volcanic: the owner talks to their assistant in a Telegram chat, and the
+//! host mounts the A2A server so other agents can reach the same workspaces.
+//!
+//! Layout:
+//! - [`api`]: a thin Bot API client over HTTPS (long polling, sends, files) with retries; the
+//!   bot token is in every URL, so no URL ever reaches an error or a log line.
+//! - `poll`: the long-polling loop and the persisted update offset.
+//! - `chat`: one worker per allowed chat: its workspace, its main session, the run queue.
+//! - `render`: an answer streamed into messages (edits, splits at Telegram's limit).
+//! - `attachments`: documents and photos saved to the workspace's `inbox/`.
+//! - `channel`: the `send` tool's way into the chat; `notifier`: `notify_owner` into the
+//!   owner's chat; `command`: `/start`, `/help`, `/new`, `/stop`, `/a2a`.
+//! - [`host`]: [`TelegramHost`], which ties them together and serves A2A when asked.
+//!
+//! Invariant: the bot token never appears in a log line, an error, a journal or tool output.
+//! The host never exits because the Bot API failed; it retries.
+
+pub mod api;
+mod attachments;
+mod channel;
+mod chat;
+mod command;
+pub mod config;
+mod error;
+pub mod host;
+mod notifier;
+mod poll;
+mod render;
+
+pub use config::{BotToken, TelegramConfig};
+pub use error::{Error, Result};
+pub use host::{TelegramHost, TelegramHostBuilder};

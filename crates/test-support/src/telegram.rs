@@ -1,0 +1,517 @@
+//! A fake Telegram Bot API for tests: the real wire format (`{"ok":true,"result":…}` and
+//! `{"ok":false,"error_code":…,"description":…,"parameters":{"retry_after":N}}`), methods at
+//! `/bot<token>/<method>` (JSON or multipart bodies), files at `/file/bot<token>/<path>`.
+//!
+//! It long-polls `getUpdates` with Telegram's offset semantics (an offset confirms every update
+//! below it), checks message texts the way Telegram does (empty or longer than 4096 UTF-16 units
+//! is refused, an edit to the same text is "message is not modified"), records every call, and
+//! can fail the next calls of a method on request.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Multipart, Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Telegram's limit on a message text, in UTF-16 code units.
+pub const MESSAGE_LIMIT: usize = 4096;
+
+/// One recorded call: the method and its parameters (multipart file fields are left out).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub method: String,
+    pub params: Value,
+}
+
+/// A message the bot sent, with its latest text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentMessage {
+    pub chat_id: i64,
+    pub message_id: i64,
+    pub text: String,
+    /// How many edits changed it.
+    pub edits: usize,
+}
+
+/// A document the bot sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentDocument {
+    pub chat_id: i64,
+    pub file_name: String,
+    pub bytes: Vec<u8>,
+    pub caption: Option<String>,
+}
+
+/// A failure to answer the next call of a method with.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Injected {
+    /// This HTTP status with a Bot API error body (`500`, `502`, `400`, …).
+    Status(u16),
+    /// 429 with `parameters.retry_after` in seconds.
+    TooManyRequests { retry_after: u64 },
+}
+
+#[derive(Default)]
+struct Inner {
+    next_update_id: i64,
+    next_message_id: i64,
+    updates: Vec<Value>,
+    calls: Vec<Call>,
+    messages: Vec<SentMessage>,
+    documents: Vec<SentDocument>,
+    files: HashMap<String, (String, Vec<u8>)>,
+    failures: VecDeque<(String, Injected)>,
+}
+
+struct Shared {
+    token: String,
+    inner: Mutex<Inner>,
+    /// Bumped on every change, so waiters wake up.
+    changed: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+}
+
+/// A running fake Bot API; stops when dropped.
+pub struct FakeBotApi {
+    /// The API base URL, e.g. `http://127.0.0.1:4711` (what `Telegram__ApiUrl` takes).
+    pub url: String,
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeBotApi {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl FakeBotApi {
+    /// Starts on a free port of 127.0.0.1, accepting `token` only.
+    pub async fn start(token: &str) -> FakeBotApi {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        FakeBotApi::start_on(listener, token)
+    }
+
+    /// Starts on a listener the test bound (and perhaps misused) first.
+    pub fn start_on(listener: TcpListener, token: &str) -> FakeBotApi {
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let shared = Arc::new(Shared {
+            token: token.to_string(),
+            inner: Mutex::new(Inner {
+                next_update_id: 100,
+                next_message_id: 1,
+                ..Inner::default()
+            }),
+            changed: watch::channel(0).0,
+        });
+        let app = Router::new()
+            .route("/{bot}/{method}", post(method).get(method))
+            .route("/file/{bot}/{*path}", get(file))
+            .with_state(shared.clone());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeBotApi { url, shared, server }
+    }
+
+    /// Queues an update with this message (`message_id`, `date` and `chat.type` are filled in
+    /// when missing); returns its update id.
+    pub fn push_message(&self, mut message: Value) -> i64 {
+        let id = {
+            let mut inner = self.shared.lock();
+            let id = inner.next_update_id;
+            inner.next_update_id += 1;
+            let message_id = inner.next_message_id;
+            inner.next_message_id += 1;
+            let object = message.as_object_mut().unwrap();
+            object.entry("message_id").or_insert(json!(message_id));
+            object.entry("date").or_insert(json!(1_700_000_000));
+            if let Some(chat) = object.get_mut("chat").and_then(Value::as_object_mut) {
+                chat.entry("type").or_insert(json!("private"));
+            }
+            inner.updates.push(json!({"update_id": id, "message": message}));
+            id
+        };
+        self.shared.bump();
+        id
+    }
+
+    /// Queues a text message from user `chat_id` in their private chat.
+    pub fn push_text(&self, chat_id: i64, text: &str) -> i64 {
+        self.push_message(json!({
+            "chat": {"id": chat_id},
+            "from": {"id": chat_id, "is_bot": false, "first_name": "Tester"},
+            "text": text,
+        }))
+    }
+
+    /// Makes a file downloadable and returns its file id.
+    pub fn add_file(&self, file_path: &str, bytes: &[u8]) -> String {
+        let mut inner = self.shared.lock();
+        let id = format!("file-{}", inner.files.len() + 1);
+        inner.files.insert(id.clone(), (file_path.to_string(), bytes.to_vec()));
+        id
+    }
+
+    /// Queues a document message (the file is made downloadable).
+    pub fn push_document(
+        &self,
+        chat_id: i64,
+        file_name: &str,
+        bytes: &[u8],
+        caption: Option<&str>,
+    ) -> i64 {
+        // Telegram picks its own storage paths; the user's file name is only metadata.
+        let stored = format!("documents/file_{}", self.shared.lock().files.len());
+        let file_id = self.add_file(&stored, bytes);
+        let mut message = json!({
+            "chat": {"id": chat_id},
+            "from": {"id": chat_id, "is_bot": false, "first_name": "Tester"},
+            "document": {
+                "file_id": file_id, "file_unique_id": format!("u{file_id}"),
+                "file_name": file_name, "mime_type": "application/octet-stream",
+                "file_size": bytes.len(),
+            },
+        });
+        if let Some(caption) = caption {
+            message["caption"] = json!(caption);
+        }
+        self.push_message(message)
+    }
+
+    /// Queues a photo message in two sizes; only the larger one holds `bytes`.
+    pub fn push_photo(&self, chat_id: i64, bytes: &[u8], caption: Option<&str>) -> i64 {
+        let small = self.add_file("photos/file_small.jpg", b"small");
+        let large = self.add_file("photos/file_large.jpg", bytes);
+        let mut message = json!({
+            "chat": {"id": chat_id},
+            "from": {"id": chat_id, "is_bot": false, "first_name": "Tester"},
+            "photo": [
+                {"file_id": small, "file_unique_id": "us", "width": 90, "height": 60, "file_size": 5},
+                {"file_id": large, "file_unique_id": "ul", "width": 1280, "height": 960,
+                 "file_size": bytes.len()},
+            ],
+        });
+        if let Some(caption) = caption {
+            message["caption"] = json!(caption);
+        }
+        self.push_message(message)
+    }
+
+    /// Fails the next call of `method` with `failure` (queued failures apply in order).
+    pub fn fail_next(&self, method: &str, failure: Injected) {
+        self.shared.lock().failures.push_back((method.to_string(), failure));
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.shared.lock().calls.clone()
+    }
+
+    /// The calls of one method so far.
+    pub fn calls_of(&self, method: &str) -> Vec<Call> {
+        self.calls().into_iter().filter(|c| c.method == method).collect()
+    }
+
+    /// The messages sent to `chat_id`, oldest first, with their latest texts.
+    pub fn messages(&self, chat_id: i64) -> Vec<SentMessage> {
+        self.shared.lock().messages.iter().filter(|m| m.chat_id == chat_id).cloned().collect()
+    }
+
+    /// The documents sent so far.
+    pub fn documents(&self) -> Vec<SentDocument> {
+        self.shared.lock().documents.clone()
+    }
+
+    /// Updates not yet confirmed by an offset.
+    pub fn pending_updates(&self) -> usize {
+        self.shared.lock().updates.len()
+    }
+
+    /// Waits until `check` returns something, re-checking on every change; panics with `what`
+    /// after `timeout`.
+    pub async fn wait_for<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut check: impl FnMut(&FakeBotApi) -> Option<T>,
+    ) -> T {
+        let mut changes = self.shared.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            changes.mark_unchanged();
+            if let Some(found) = check(self) {
+                return found;
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => {
+                    if let Some(found) = check(self) {
+                        return found;
+                    }
+                    let methods: Vec<String> = self.calls().into_iter().map(|c| c.method).collect();
+                    panic!("timed out waiting for {what}; calls: {methods:?}");
+                }
+            }
+        }
+    }
+
+    /// Waits until a message to `chat_id` satisfies `check`; returns it.
+    pub async fn wait_for_message(
+        &self,
+        chat_id: i64,
+        timeout: Duration,
+        check: impl Fn(&SentMessage) -> bool,
+    ) -> SentMessage {
+        self.wait_for("a message", timeout, |api| {
+            api.messages(chat_id).into_iter().find(|m| check(m))
+        })
+        .await
+    }
+}
+
+fn ok(result: Value) -> Response {
+    axum::Json(json!({"ok": true, "result": result})).into_response()
+}
+
+fn error(status: u16, description: &str) -> Response {
+    let code = StatusCode::from_u16(status).unwrap();
+    (code, axum::Json(json!({"ok": false, "error_code": status, "description": description})))
+        .into_response()
+}
+
+fn injected(failure: Injected) -> Response {
+    match failure {
+        Injected::Status(status) => error(status, "Internal Server Error: injected"),
+        Injected::TooManyRequests { retry_after } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            axum::Json(json!({
+                "ok": false, "error_code": 429,
+                "description": format!("Too Many Requests: retry after {retry_after}"),
+                "parameters": {"retry_after": retry_after},
+            })),
+        )
+            .into_response(),
+    }
+}
+
+fn utf16_len(text: &str) -> usize {
+    text.encode_utf16().count()
+}
+
+fn chat_id(params: &Value) -> Option<i64> {
+    match &params["chat_id"] {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn check_text(text: &str) -> Option<Response> {
+    if text.trim().is_empty() {
+        return Some(error(400, "Bad Request: message text is empty"));
+    }
+    if utf16_len(text) > MESSAGE_LIMIT {
+        return Some(error(400, "Bad Request: message is too long"));
+    }
+    None
+}
+
+async fn method(
+    State(shared): State<Arc<Shared>>,
+    Path((bot, method)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    if bot.strip_prefix("bot") != Some(shared.token.as_str()) {
+        return error(401, "Unauthorized");
+    }
+    let is_multipart = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/form-data"));
+    let mut upload = None;
+    let params = if is_multipart {
+        let mut multipart = Multipart::from_request(request, &()).await.unwrap();
+        let mut params = serde_json::Map::new();
+        while let Some(field) = multipart.next_field().await.unwrap() {
+            let name = field.name().unwrap_or_default().to_string();
+            match field.file_name().map(str::to_string) {
+                Some(file_name) => {
+                    upload = Some((file_name, field.bytes().await.unwrap().to_vec()))
+                }
+                None => {
+                    params.insert(name, json!(field.text().await.unwrap()));
+                }
+            }
+        }
+        Value::Object(params)
+    } else {
+        let bytes = axum::body::to_bytes(request.into_body(), 1 << 20).await.unwrap();
+        if bytes.is_empty() { json!({}) } else { serde_json::from_slice(&bytes).unwrap() }
+    };
+
+    let failure = {
+        let mut inner = shared.lock();
+        inner.calls.push(Call { method: method.clone(), params: params.clone() });
+        let at = inner.failures.iter().position(|(m, _)| *m == method);
+        at.and_then(|i| inner.failures.remove(i)).map(|(_, f)| f)
+    };
+    shared.bump();
+    if let Some(failure) = failure {
+        return injected(failure);
+    }
+
+    let response = match method.as_str() {
+        "getMe" => {
+            ok(json!({"id": 4242, "is_bot": true, "first_name": "Fake", "username": "fake_bot"}))
+        }
+        "getUpdates" => return get_updates(&shared, &params).await,
+        "setMyCommands" | "sendChatAction" => ok(json!(true)),
+        "sendMessage" => send_message(&shared, &params),
+        "editMessageText" => edit_message(&shared, &params),
+        "sendDocument" => send_document(&shared, &params, upload),
+        "getFile" => get_file(&shared, &params),
+        _ => error(404, "Not Found: method not found"),
+    };
+    shared.bump();
+    response
+}
+
+async fn get_updates(shared: &Arc<Shared>, params: &Value) -> Response {
+    let offset = params["offset"].as_i64();
+    let timeout = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0).min(50));
+    let mut changes = shared.changed.subscribe();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        changes.mark_unchanged();
+        let found: Vec<Value> = {
+            let mut inner = shared.lock();
+            if let Some(offset) = offset {
+                inner.updates.retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+            }
+            inner.updates.iter().take(100).cloned().collect()
+        };
+        if !found.is_empty() {
+            return ok(Value::Array(found));
+        }
+        if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+            return ok(json!([]));
+        }
+    }
+}
+
+fn send_message(shared: &Shared, params: &Value) -> Response {
+    let Some(chat_id) = chat_id(params) else {
+        return error(400, "Bad Request: chat_id is empty");
+    };
+    let text = params["text"].as_str().unwrap_or_default().to_string();
+    if let Some(refused) = check_text(&text) {
+        return refused;
+    }
+    let mut inner = shared.lock();
+    let message_id = inner.next_message_id;
+    inner.next_message_id += 1;
+    inner.messages.push(SentMessage { chat_id, message_id, text: text.clone(), edits: 0 });
+    ok(json!({
+        "message_id": message_id, "date": 1_700_000_000,
+        "chat": {"id": chat_id, "type": "private"}, "text": text,
+    }))
+}
+
+fn edit_message(shared: &Shared, params: &Value) -> Response {
+    let (Some(chat_id), Some(message_id)) = (chat_id(params), params["message_id"].as_i64()) else {
+        return error(400, "Bad Request: message identifier is not specified");
+    };
+    let text = params["text"].as_str().unwrap_or_default().to_string();
+    if let Some(refused) = check_text(&text) {
+        return refused;
+    }
+    let mut inner = shared.lock();
+    let Some(message) =
+        inner.messages.iter_mut().find(|m| m.chat_id == chat_id && m.message_id == message_id)
+    else {
+        return error(400, "Bad Request: message to edit not found");
+    };
+    if message.text == text {
+        return error(
+            400,
+            "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
+        );
+    }
+    message.text = text.clone();
+    message.edits += 1;
+    ok(json!({
+        "message_id": message_id, "date": 1_700_000_000,
+        "chat": {"id": chat_id, "type": "private"}, "text": text,
+    }))
+}
+
+fn send_document(shared: &Shared, params: &Value, upload: Option<(String, Vec<u8>)>) -> Response {
+    let Some(chat_id) = chat_id(params) else {
+        return error(400, "Bad Request: chat_id is empty");
+    };
+    let Some((file_name, bytes)) = upload else {
+        return error(400, "Bad Request: there is no document in the request");
+    };
+    let caption = params["caption"].as_str().map(str::to_string);
+    let mut inner = shared.lock();
+    let message_id = inner.next_message_id;
+    inner.next_message_id += 1;
+    inner.documents.push(SentDocument {
+        chat_id,
+        file_name: file_name.clone(),
+        bytes: bytes.clone(),
+        caption,
+    });
+    ok(json!({
+        "message_id": message_id, "date": 1_700_000_000,
+        "chat": {"id": chat_id, "type": "private"},
+        "document": {"file_id": format!("sent-{message_id}"), "file_unique_id": "x",
+                     "file_name": file_name, "file_size": bytes.len()},
+    }))
+}
+
+fn get_file(shared: &Shared, params: &Value) -> Response {
+    let file_id = params["file_id"].as_str().unwrap_or_default();
+    match shared.lock().files.get(file_id) {
+        Some((path, bytes)) => ok(json!({
+            "file_id": file_id, "file_unique_id": format!("u{file_id}"),
+            "file_size": bytes.len(), "file_path": path,
+        })),
+        None => error(400, "Bad Request: invalid file_id"),
+    }
+}
+
+async fn file(
+    State(shared): State<Arc<Shared>>,
+    Path((bot, path)): Path<(String, String)>,
+) -> Response {
+    if bot.strip_prefix("bot") != Some(shared.token.as_str()) {
+        return error(401, "Unauthorized");
+    }
+    let found = shared.lock().files.values().find(|(p, _)| *p == path).map(|(_, b)| b.clone());
+    shared.lock().calls.push(Call { method: "file".into(), params: json!({"path": path}) });
+    shared.bump();
+    match found {
+        Some(bytes) => (StatusCode::OK, Bytes::from(bytes)).into_response(),
+        None => error(404, "Not Found"),
+    }
+}
