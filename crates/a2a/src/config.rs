@@ -12,6 +12,12 @@ pub struct A2aOptions {
     pub max_hops: u32,
     /// Idle server sessions are closed after this long (they stay resumable). Default 30 min.
     pub session_idle_timeout: Duration,
+    /// Most sessions open at once, over all callers; a new context over it closes the least
+    /// recently used idle session (it stays resumable), or is refused when all are busy.
+    /// Default 256.
+    pub max_open_sessions: usize,
+    /// Most sessions one caller may have open at once, with the same eviction. Default 32.
+    pub max_sessions_per_caller: usize,
     /// Cap per file part, in and out; request bodies are capped at this plus base64 overhead.
     /// Default 10 MiB.
     pub max_file_bytes: u64,
@@ -29,6 +35,8 @@ impl Default for A2aOptions {
             public_url: None,
             max_hops: 3,
             session_idle_timeout: Duration::from_secs(30 * 60),
+            max_open_sessions: 256,
+            max_sessions_per_caller: 32,
             max_file_bytes: 10 * 1024 * 1024,
             allow_private_push_urls: false,
             card_name: "Volcanic assistant".into(),

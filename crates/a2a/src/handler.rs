@@ -281,10 +281,13 @@ impl ServerInner {
         );
         self.live.insert(live.clone());
         let is_new = file.task.status.state == TaskState::Submitted;
-        if is_new && let Err(err) = self.store.create(&caller.workspace, &file).await {
-            self.end_live(&live, &claim).await;
-            guard.disarm();
-            return Err(err);
+        if is_new {
+            if let Err(err) = self.store.create(&caller.workspace, &file).await {
+                self.end_live(&live, &claim).await;
+                guard.disarm();
+                return Err(err);
+            }
+            live.created();
         }
         claim.channel.set_target(Some(live.clone()));
         live.set_status(TaskState::Working, None).await;

@@ -41,6 +41,9 @@ pub struct LiveTask {
     response_id: String,
     /// Set by CancelTask; checked once the run has started, so an early cancel is not lost.
     cancel_requested: std::sync::atomic::AtomicBool,
+    /// Whether the file on disk durably holds this run's task with its new message; until then
+    /// status writes are durable, after it only the last one is.
+    on_disk: std::sync::atomic::AtomicBool,
 }
 
 impl LiveTask {
@@ -74,6 +77,7 @@ impl LiveTask {
             push,
             response_id,
             cancel_requested: std::sync::atomic::AtomicBool::new(false),
+            on_disk: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -81,6 +85,11 @@ impl LiveTask {
     pub fn abort(&self) {
         self.cancel_requested.store(true, std::sync::atomic::Ordering::SeqCst);
         self.session.abort();
+    }
+
+    /// Records that the task was just created on disk (durably) as it is now.
+    pub fn created(&self) {
+        self.on_disk.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether CancelTask asked for this run to stop.
@@ -133,8 +142,15 @@ impl LiveTask {
             file.task.history.get_or_insert_with(Vec::new).push(old);
         }
         let changed = file.task.status.state != status.state;
+        // The first write of a continued task carries its new message: it must be durable.
+        let durable = crate::handler::ends_stream(&status.state)
+            || !self.on_disk.swap(true, std::sync::atomic::Ordering::SeqCst);
         file.task.status = status.clone();
-        self.persist(&file).await;
+        if durable {
+            self.persist(&file).await;
+        } else {
+            self.persist_interim(&file).await;
+        }
         if changed {
             // Webhooks hear about state changes (not every "using <tool>"); never blocks.
             self.push.notify(&file.task, &file.push_configs);
@@ -215,7 +231,7 @@ impl LiveTask {
         };
         let mut file = self.state.lock().await;
         file.task.artifacts.get_or_insert_with(Vec::new).push(artifact.clone());
-        self.persist(&file).await;
+        self.persist_interim(&file).await;
         let _ = self.events.send(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
             task_id: self.task_id.clone(),
             context_id: self.context_id.clone(),
@@ -249,6 +265,14 @@ impl LiveTask {
         message.context_id = Some(self.context_id.clone());
         message.task_id = Some(self.task_id.clone());
         message
+    }
+
+    /// Persists a state of the run before its last: the file exists (it was created durable),
+    /// and a crash fails the task on the next read whichever version survives.
+    async fn persist_interim(&self, file: &TaskFile) {
+        if let Err(err) = self.store.save_interim(&self.workspace, file).await {
+            tracing::error!(task_id = %self.task_id, error = %err, "cannot write the task file");
+        }
     }
 
     async fn persist(&self, file: &TaskFile) {

@@ -1,11 +1,18 @@
 //! The session pool: one agent session per (workspace, caller, contextId), opened or resumed on
 //! demand, claimed by one task at a time, and closed after `SessionIdleTimeout` without use
 //! (closed sessions stay resumable from their journals).
+//!
+//! Open sessions are bounded (`MaxOpenSessions` in all, `MaxSessionsPerCaller` per caller): each
+//! holds its journal's file and lock. A new context over a bound closes the least recently used
+//! idle session in its way; when every session in the way is busy, the new context is refused
+//! with a message naming the limit. Closing syncs a journal, so it never happens under the pool's
+//! lock, and a claim of a context whose session is closing waits for the close.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
@@ -18,10 +25,27 @@ use crate::extension::A2aChatChannel;
 /// The message for a context that already has a task running.
 pub const CONTEXT_BUSY: &str = "context busy, retry when the current task ends";
 
+/// How many times a claim waits for its context's session to finish closing before giving up.
+const CLOSE_WAITS: usize = 3;
+
 /// The session scope of a caller's context: `<prefix>-a2a-<caller>_<contextId>`. Caller names
 /// are `[a-z0-9-]`, so the first `_` separates name and context and no two pairs share a scope.
 pub fn scope(caller: &Caller, context_id: &str) -> String {
-    format!("{}-a2a-{}_{}", caller.workspace.scope_prefix, caller.name, context_id)
+    format!("{}{}", caller_prefix(caller), context_id)
+}
+
+/// The start of every scope of a caller: `<prefix>-a2a-<caller>_`.
+fn caller_prefix(caller: &Caller) -> String {
+    format!("{}-a2a-{}_", caller.workspace.scope_prefix, caller.name)
+}
+
+/// How many sessions may be open at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolLimits {
+    /// In all (`A2A__MaxOpenSessions`).
+    pub max_open: usize,
+    /// Per caller (`A2A__MaxSessionsPerCaller`).
+    pub max_per_caller: usize,
 }
 
 struct Entry {
@@ -29,6 +53,57 @@ struct Entry {
     channel: Arc<A2aChatChannel>,
     claimed: bool,
     last_used: Instant,
+}
+
+impl Entry {
+    fn is_idle(&self) -> bool {
+        !self.claimed && !self.session.is_running()
+    }
+}
+
+/// What the pool's lock guards.
+#[derive(Default)]
+struct State {
+    entries: HashMap<String, Entry>,
+    /// Scopes whose session is being opened; they count against the bounds.
+    opening: HashSet<String>,
+    /// Scopes whose session is being closed; `true` is sent once it is.
+    closing: HashMap<String, watch::Receiver<bool>>,
+}
+
+impl State {
+    fn open_count(&self, prefix: &str) -> usize {
+        self.entries.keys().chain(self.opening.iter()).filter(|s| s.starts_with(prefix)).count()
+    }
+
+    /// The least recently used idle session whose scope starts with `prefix`, not in `skip`.
+    fn lru_idle(&self, prefix: &str, skip: &[String]) -> Option<String> {
+        self.entries
+            .iter()
+            .filter(|(scope, e)| scope.starts_with(prefix) && e.is_idle() && !skip.contains(scope))
+            .min_by_key(|(_, e)| e.last_used)
+            .map(|(scope, _)| scope.clone())
+    }
+
+    /// Takes `scopes` out of the pool for closing, marking them as closing.
+    fn take_for_closing(&mut self, scopes: Vec<String>) -> Vec<Closing> {
+        let mut taken = Vec::with_capacity(scopes.len());
+        for scope in scopes {
+            if let Some(entry) = self.entries.remove(&scope) {
+                let (done, receiver) = watch::channel(false);
+                self.closing.insert(scope.clone(), receiver);
+                taken.push(Closing { scope, session: entry.session, done });
+            }
+        }
+        taken
+    }
+}
+
+/// A session taken out of the pool, to close outside the lock.
+struct Closing {
+    scope: String,
+    session: Session,
+    done: watch::Sender<bool>,
 }
 
 /// A context held without a session (CancelTask writing a task file): no task may start in it
@@ -49,27 +124,36 @@ pub struct SessionPool {
     factory: Arc<SessionFactory>,
     idle_timeout: Duration,
     max_file_bytes: u64,
-    entries: tokio::sync::Mutex<HashMap<String, Entry>>,
-    /// Scopes held by [`SessionPool::try_hold`].
-    holds: std::sync::Mutex<std::collections::HashSet<String>>,
+    limits: PoolLimits,
+    state: tokio::sync::Mutex<State>,
+    /// Scopes held by [`SessionPool::try_hold`] or being opened.
+    holds: std::sync::Mutex<HashSet<String>>,
 }
 
 impl SessionPool {
-    pub fn new(factory: Arc<SessionFactory>, idle_timeout: Duration, max_file_bytes: u64) -> Self {
+    pub fn new(
+        factory: Arc<SessionFactory>,
+        idle_timeout: Duration,
+        max_file_bytes: u64,
+        limits: PoolLimits,
+    ) -> Self {
         SessionPool {
             factory,
             idle_timeout,
             max_file_bytes,
-            entries: tokio::sync::Mutex::new(HashMap::new()),
-            holds: std::sync::Mutex::new(std::collections::HashSet::new()),
+            limits,
+            state: tokio::sync::Mutex::new(State::default()),
+            holds: std::sync::Mutex::new(HashSet::new()),
         }
     }
 
-    /// Claims the context's session, opening or resuming it.
+    /// Claims the context's session, opening or resuming it. Opening one over a bound first
+    /// closes the least recently used idle session in the way.
     ///
     /// # Errors
-    /// UnsupportedOperation "context busy" when a task runs in the context; Internal when the
-    /// session cannot be opened.
+    /// UnsupportedOperation "context busy" when a task runs in the context, or naming the limit
+    /// when a bound is reached and every session in the way is busy; Internal when the session
+    /// cannot be opened.
     pub async fn claim(
         &self,
         caller: &Caller,
@@ -77,13 +161,14 @@ impl SessionPool {
         extension: impl FnOnce() -> Arc<dyn Extension>,
     ) -> Result<Claim, A2aError> {
         let scope = scope(caller, context_id);
-        {
-            let mut entries = self.entries.lock().await;
+        let mut waits = 0;
+        let evicted = loop {
+            let mut state = self.state.lock().await;
             if self.is_held(&scope) {
                 return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
             }
-            if let Some(entry) = entries.get_mut(&scope) {
-                if entry.claimed || entry.session.is_running() {
+            if let Some(entry) = state.entries.get_mut(&scope) {
+                if !entry.is_idle() {
                     return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
                 }
                 entry.claimed = true;
@@ -94,13 +179,31 @@ impl SessionPool {
                     scope,
                 });
             }
+            // The context's session is still closing (evicted a moment ago): its journal lock
+            // is released once the close ends.
+            if let Some(mut closed) = state.closing.get(&scope).cloned() {
+                drop(state);
+                waits += 1;
+                if waits > CLOSE_WAITS {
+                    return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
+                }
+                // An error means the closer is gone, which also means the close is over.
+                let _ = closed.wait_for(|done| *done).await;
+                continue;
+            }
+            let victims = self.make_room(&state, caller)?;
+            let evicted = state.take_for_closing(victims);
             // Hold the scope while its session opens, without holding the pool: resuming a long
             // journal must not stall every other context. Others see the context as busy.
+            state.opening.insert(scope.clone());
             self.holds
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(scope.clone());
-        }
+            break evicted;
+        };
+        self.close_sessions(evicted, "to make room").await;
+
         let channel = Arc::new(A2aChatChannel::new(self.max_file_bytes));
         let options = SessionOptions {
             scope: scope.clone(),
@@ -109,13 +212,14 @@ impl SessionPool {
             extensions: vec![extension()],
         };
         let opened = self.factory.open(options).await;
-        let mut entries = self.entries.lock().await;
+        let mut state = self.state.lock().await;
+        state.opening.remove(&scope);
         self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&scope);
         let session = opened.map_err(|err| {
             tracing::error!(scope = %scope, error = %err, "cannot open an A2A session");
             A2aError::Internal
         })?;
-        entries.insert(
+        state.entries.insert(
             scope.clone(),
             Entry {
                 session: session.clone(),
@@ -127,11 +231,71 @@ impl SessionPool {
         Ok(Claim { session, channel, scope })
     }
 
+    /// The idle sessions to close so that one more session of `caller` fits both bounds.
+    ///
+    /// # Errors
+    /// UnsupportedOperation naming the limit when a bound is reached and every session in the
+    /// way is busy.
+    fn make_room(&self, state: &State, caller: &Caller) -> Result<Vec<String>, A2aError> {
+        let prefix = caller_prefix(caller);
+        let mut victims = Vec::new();
+        if state.open_count(&prefix) >= self.limits.max_per_caller {
+            match state.lru_idle(&prefix, &victims) {
+                Some(victim) => victims.push(victim),
+                None => {
+                    return Err(A2aError::UnsupportedOperation(format!(
+                        "too many open conversations for this caller (limit {}, all busy), retry when a task ends",
+                        self.limits.max_per_caller
+                    )));
+                }
+            }
+        }
+        if state.open_count("") - victims.len() >= self.limits.max_open {
+            match state.lru_idle("", &victims) {
+                Some(victim) => victims.push(victim),
+                None => {
+                    return Err(A2aError::UnsupportedOperation(format!(
+                        "too many open conversations on this server (limit {}, all busy), retry when a task ends",
+                        self.limits.max_open
+                    )));
+                }
+            }
+        }
+        Ok(victims)
+    }
+
+    /// Closes sessions taken out of the pool, off the async threads (a close syncs the
+    /// journal), then tells claims waiting on them.
+    async fn close_sessions(&self, closing: Vec<Closing>, why: &'static str) {
+        if closing.is_empty() {
+            return;
+        }
+        let sessions: Vec<(String, Session)> =
+            closing.iter().map(|c| (c.scope.clone(), c.session.clone())).collect();
+        let closed = tokio::task::spawn_blocking(move || {
+            for (scope, session) in sessions {
+                if let Err(err) = session.close() {
+                    tracing::warn!(scope = %scope, error = %err, "closing an A2A session failed");
+                }
+                tracing::info!(scope = %scope, reason = why, "A2A session closed");
+            }
+        })
+        .await;
+        if let Err(err) = closed {
+            tracing::error!(error = %err, "closing A2A sessions failed on the blocking pool");
+        }
+        let mut state = self.state.lock().await;
+        for closing in closing {
+            state.closing.remove(&closing.scope);
+            closing.done.send_replace(true);
+        }
+    }
+
     /// Holds a context that runs nothing; `None` when it is claimed or held.
     pub async fn try_hold(&self, caller: &Caller, context_id: &str) -> Option<Hold> {
         let scope = scope(caller, context_id);
-        let entries = self.entries.lock().await;
-        if entries.get(&scope).is_some_and(|e| e.claimed || e.session.is_running()) {
+        let state = self.state.lock().await;
+        if state.entries.get(&scope).is_some_and(|e| !e.is_idle()) {
             return None;
         }
         let mut holds = self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -143,8 +307,8 @@ impl SessionPool {
 
     /// Ends a hold.
     pub async fn release_hold(&self, hold: Hold) {
-        // Taken so a claim waiting on the entries lock sees the release in order.
-        let _entries = self.entries.lock().await;
+        // Taken so a claim waiting on the pool's lock sees the release in order.
+        let _state = self.state.lock().await;
         self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&hold.scope);
     }
 
@@ -154,7 +318,7 @@ impl SessionPool {
 
     /// Gives a claimed session back.
     pub async fn release(&self, scope: &str) {
-        if let Some(entry) = self.entries.lock().await.get_mut(scope) {
+        if let Some(entry) = self.state.lock().await.entries.get_mut(scope) {
             entry.claimed = false;
             entry.last_used = Instant::now();
         }
@@ -162,26 +326,22 @@ impl SessionPool {
 
     /// Closes sessions idle for longer than the timeout; returns how many.
     pub async fn evict_idle(&self) -> usize {
-        let mut entries = self.entries.lock().await;
-        let now = Instant::now();
-        let idle: Vec<String> = entries
-            .iter()
-            .filter(|(_, e)| {
-                !e.claimed
-                    && !e.session.is_running()
-                    && now.duration_since(e.last_used) >= self.idle_timeout
-            })
-            .map(|(scope, _)| scope.clone())
-            .collect();
-        for scope in &idle {
-            if let Some(entry) = entries.remove(scope)
-                && let Err(err) = entry.session.close()
-            {
-                tracing::warn!(scope = %scope, error = %err, "closing an idle session failed");
-            }
-            tracing::info!(scope = %scope, "idle A2A session closed");
-        }
-        idle.len()
+        let closing = {
+            let mut state = self.state.lock().await;
+            let now = Instant::now();
+            let idle: Vec<String> = state
+                .entries
+                .iter()
+                .filter(|(_, e)| {
+                    e.is_idle() && now.duration_since(e.last_used) >= self.idle_timeout
+                })
+                .map(|(scope, _)| scope.clone())
+                .collect();
+            state.take_for_closing(idle)
+        };
+        let count = closing.len();
+        self.close_sessions(closing, "idle").await;
+        count
     }
 
     /// Evicts idle sessions periodically until `shutdown` fires.
@@ -200,12 +360,18 @@ impl SessionPool {
 
     /// Closes every session that is not running (shutdown).
     pub async fn close_all(&self) {
-        let mut entries = self.entries.lock().await;
-        for (scope, entry) in entries.drain() {
-            if let Err(err) = entry.session.close() {
-                tracing::warn!(scope = %scope, error = %err, "closing a session at shutdown failed");
-            }
-        }
+        let closing = {
+            let mut state = self.state.lock().await;
+            let scopes: Vec<String> = state.entries.keys().cloned().collect();
+            state.take_for_closing(scopes)
+        };
+        self.close_sessions(closing, "shutdown").await;
+    }
+
+    /// How many sessions are open or opening.
+    #[cfg(test)]
+    async fn open_sessions(&self) -> usize {
+        self.state.lock().await.open_count("")
     }
 }
 
@@ -228,9 +394,15 @@ mod tests {
         fn register(&self, _registrar: &mut volcanic_core::Registrar) {}
     }
 
+    const LIMITS: PoolLimits = PoolLimits { max_open: 256, max_per_caller: 32 };
+
     fn caller(path: PathBuf) -> Caller {
+        named_caller(path, "bot")
+    }
+
+    fn named_caller(path: PathBuf, name: &str) -> Caller {
         Caller {
-            name: "bot".into(),
+            name: name.into(),
             mode: CallerMode::Isolated,
             workspace: Arc::new(A2aWorkspace {
                 path,
@@ -246,7 +418,7 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let factory =
             Arc::new(SessionFactory::builder(Arc::new(FauxProvider::new()), state.path()).build());
-        let pool = SessionPool::new(factory, Duration::from_secs(60), 1024);
+        let pool = SessionPool::new(factory, Duration::from_secs(60), 1024, LIMITS);
         let caller = caller(ws.path().to_path_buf());
         let extension = || -> Arc<dyn Extension> { Arc::new(Nothing) };
 
@@ -262,5 +434,141 @@ mod tests {
         // Closed means the scope is free again: it reopens (resuming the journal).
         let again = pool.claim(&caller, "ctx", extension).await.unwrap();
         assert_eq!(again.session.id(), claim.session.id());
+    }
+
+    fn pool(state: &std::path::Path, max_open: usize, max_per_caller: usize) -> SessionPool {
+        let factory =
+            Arc::new(SessionFactory::builder(Arc::new(FauxProvider::new()), state).build());
+        SessionPool::new(
+            factory,
+            Duration::from_secs(60),
+            1024,
+            PoolLimits { max_open, max_per_caller },
+        )
+    }
+
+    fn nothing() -> Arc<dyn Extension> {
+        Arc::new(Nothing)
+    }
+
+    fn busy_message(result: Result<Claim, A2aError>) -> String {
+        match result {
+            Err(A2aError::UnsupportedOperation(message)) => message,
+            Err(other) => panic!("expected UnsupportedOperation, got {other:?}"),
+            Ok(claim) => panic!("expected a refusal, got a claim of {}", claim.scope),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pool_over_the_caller_bound_closes_the_least_recently_used_idle_session() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let pool = pool(state.path(), 256, 2);
+        let caller = caller(ws.path().to_path_buf());
+        let other = named_caller(ws.path().to_path_buf(), "other");
+
+        let a = pool.claim(&caller, "a", nothing).await.unwrap();
+        pool.release(&a.scope).await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let b = pool.claim(&caller, "b", nothing).await.unwrap();
+        pool.release(&b.scope).await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+        // Another caller's sessions do not count against this caller's bound.
+        let o = pool.claim(&other, "o", nothing).await.unwrap();
+        pool.release(&o.scope).await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+        // Using a again makes b the least recently used.
+        let a = pool.claim(&caller, "a", nothing).await.unwrap();
+        pool.release(&a.scope).await;
+        assert_eq!(pool.open_sessions().await, 3);
+
+        let c = pool.claim(&caller, "c", nothing).await.unwrap();
+        assert_eq!(pool.open_sessions().await, 3, "b was closed to make room for c");
+        let scopes: std::collections::BTreeSet<String> =
+            pool.state.lock().await.entries.keys().cloned().collect();
+        let expected: std::collections::BTreeSet<String> =
+            ["t-a2a-bot_a", "t-a2a-bot_c", "t-a2a-other_o"].map(String::from).into();
+        assert_eq!(scopes, expected);
+        assert!(b.session.close().is_ok(), "a closed session closes again without error");
+        pool.release(&c.scope).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pool_over_the_total_bound_closes_an_idle_session_of_any_caller() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let pool = pool(state.path(), 2, 32);
+        let caller = caller(ws.path().to_path_buf());
+        let other = named_caller(ws.path().to_path_buf(), "other");
+
+        let o = pool.claim(&other, "o", nothing).await.unwrap();
+        pool.release(&o.scope).await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let _a = pool.claim(&caller, "a", nothing).await.unwrap();
+        let _b = pool.claim(&caller, "b", nothing).await.unwrap();
+        let scopes: std::collections::BTreeSet<String> =
+            pool.state.lock().await.entries.keys().cloned().collect();
+        let expected: std::collections::BTreeSet<String> =
+            ["t-a2a-bot_a", "t-a2a-bot_b"].map(String::from).into();
+        assert_eq!(scopes, expected);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pool_with_every_session_busy_refuses_a_new_context_and_names_the_limit() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let caller = caller(ws.path().to_path_buf());
+        let other = named_caller(ws.path().to_path_buf(), "other");
+
+        let per_caller = pool(state.path(), 256, 2);
+        let a = per_caller.claim(&caller, "a", nothing).await.unwrap();
+        let _b = per_caller.claim(&caller, "b", nothing).await.unwrap();
+        assert_eq!(
+            busy_message(per_caller.claim(&caller, "c", nothing).await),
+            "too many open conversations for this caller (limit 2, all busy), retry when a task ends"
+        );
+        // Another caller is not affected; and once a is released, c takes its place.
+        let o = per_caller.claim(&other, "o", nothing).await.unwrap();
+        per_caller.release(&o.scope).await;
+        per_caller.release(&a.scope).await;
+        per_caller.claim(&caller, "c", nothing).await.unwrap();
+        assert_eq!(per_caller.open_sessions().await, 3);
+        per_caller.close_all().await;
+
+        let state = tempfile::tempdir().unwrap();
+        let total = pool(state.path(), 2, 32);
+        let _a = total.claim(&caller, "a", nothing).await.unwrap();
+        let _o = total.claim(&other, "o", nothing).await.unwrap();
+        assert_eq!(
+            busy_message(total.claim(&caller, "c", nothing).await),
+            "too many open conversations on this server (limit 2, all busy), retry when a task ends"
+        );
+        assert_eq!(total.open_sessions().await, 2);
+    }
+
+    #[tokio::test]
+    async fn pool_evicted_context_resumes_its_conversation() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let pool = pool(state.path(), 1, 1);
+        let caller = caller(ws.path().to_path_buf());
+        let wait = Duration::from_secs(30);
+
+        let first = pool.claim(&caller, "a", nothing).await.unwrap();
+        let run = first.session.prompt("remember the word volcano").unwrap();
+        tokio::time::timeout(wait, run.settled()).await.unwrap();
+        let before = first.session.messages();
+        assert!(!before.is_empty());
+        pool.release(&first.scope).await;
+
+        // A second context pushes the first one out (its journal is closed) ...
+        let second = pool.claim(&caller, "b", nothing).await.unwrap();
+        assert!(first.session.prompt("still open?").is_err(), "the evicted session is closed");
+        pool.release(&second.scope).await;
+        // ... and claiming the first again resumes it from its journal.
+        let again = tokio::time::timeout(wait, pool.claim(&caller, "a", nothing)).await.unwrap();
+        let again = again.unwrap();
+        assert_eq!(again.session.id(), first.session.id());
+        assert_eq!(again.session.messages(), before);
     }
 }

@@ -121,6 +121,10 @@ impl A2aServerBuilder {
             self.factory,
             self.options.session_idle_timeout,
             self.options.max_file_bytes,
+            crate::pool::PoolLimits {
+                max_open: self.options.max_open_sessions,
+                max_per_caller: self.options.max_sessions_per_caller,
+            },
         ));
         Ok(A2aServer {
             inner: Arc::new(ServerInner {

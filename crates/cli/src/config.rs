@@ -104,6 +104,8 @@ pub struct A2aSettings {
     pub max_hops: Option<u32>,
     #[serde(default, deserialize_with = "opt_duration")]
     pub session_idle_timeout: Option<Duration>,
+    pub max_open_sessions: Option<usize>,
+    pub max_sessions_per_caller: Option<usize>,
     pub max_file_bytes: Option<u64>,
     pub allow_private_push_urls: Option<bool>,
     pub card: CardSettings,
@@ -140,6 +142,21 @@ impl A2aSettings {
                 ));
             }
             options.session_idle_timeout = v;
+        }
+        for (key, value, option) in [
+            ("a2a.max_open_sessions", self.max_open_sessions, &mut options.max_open_sessions),
+            (
+                "a2a.max_sessions_per_caller",
+                self.max_sessions_per_caller,
+                &mut options.max_sessions_per_caller,
+            ),
+        ] {
+            if let Some(v) = value {
+                if v == 0 {
+                    return Err(ConfigError(format!("{key}: must be at least 1, got 0")));
+                }
+                *option = v;
+            }
         }
         if let Some(v) = self.max_file_bytes {
             options.max_file_bytes = v;
@@ -479,6 +496,8 @@ mod tests {
             &env(&[
                 ("A2A__MaxHops", "5"),
                 ("A2A__SessionIdleTimeout", "00:10:00"),
+                ("A2A__MaxOpenSessions", "64"),
+                ("A2A__MaxSessionsPerCaller", "8"),
                 ("A2A__Card__Name", "Ada"),
                 ("A2A__Enabled", "true"),
             ]),
@@ -487,6 +506,7 @@ mod tests {
         let options = settings.a2a.to_options().unwrap();
         assert_eq!(options.max_hops, 5);
         assert_eq!(options.session_idle_timeout, Duration::from_secs(600));
+        assert_eq!((options.max_open_sessions, options.max_sessions_per_caller), (64, 8));
         assert_eq!(options.card_name, "Ada");
         assert!(settings.a2a.enabled);
     }
@@ -498,6 +518,9 @@ mod tests {
         assert!(err.0.starts_with("agent.max_turns:"), "{}", err.0);
         let err = load(None, dir.path(), &env(&[("A2A__MaxHops", "three")])).unwrap_err();
         assert!(err.0.starts_with("a2a.max_hops:"), "{}", err.0);
+        let settings = load(None, dir.path(), &env(&[("A2A__MaxOpenSessions", "0")])).unwrap();
+        let err = settings.a2a.to_options().unwrap_err();
+        assert_eq!(err.0, "a2a.max_open_sessions: must be at least 1, got 0");
         let err = load(None, dir.path(), &env(&[("Provider__Kind", "gemini")])).unwrap_err();
         assert!(err.0.starts_with("provider.kind:"), "{}", err.0);
     }

@@ -29,6 +29,9 @@ enum Command {
     Telegram(cmd::telegram::TelegramArgs),
 }
 
+/// Threads of the async runtime's blocking pool (file I/O).
+const MAX_BLOCKING_THREADS: usize = 32;
+
 /// A failure with the exit code it should produce.
 #[derive(Debug)]
 pub struct Failure {
@@ -56,7 +59,15 @@ fn main() -> ExitCode {
         Command::Chat(_) => "warn",
         Command::Serve(_) | Command::Telegram(_) => "info",
     });
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // File I/O (task files, journals, fsyncs) runs on the blocking pool. Tokio's default of 512
+    // threads lets a burst of requests start hundreds of threads, each with its stack and a share
+    // of malloc's arenas, that stay resident after the burst; 32 keep enough fsyncs in flight
+    // for the file system to group them (docs/performance.md).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .build();
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(err) => {
             report(&format!("cannot start the async runtime: {err}"));

@@ -12,6 +12,21 @@ use std::path::Path;
 /// # Errors
 /// Any I/O error of the steps above; the target is untouched when it fails.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, true)
+}
+
+/// Like [`write_atomic`], but the rename is not made durable (the folder is not synced): for
+/// an interim version of a file whose previous version is already durable. Readers still see a
+/// whole old or new file, and after a crash the file holds one of the two (the new content is
+/// synced before it becomes visible). The next [`write_atomic`] in the folder makes it durable.
+///
+/// # Errors
+/// As [`write_atomic`].
+pub fn write_atomic_interim(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], sync_folder: bool) -> io::Result<()> {
     // Write through a symlink to its target, so the link survives (CLAUDE.md → AGENTS.md).
     let resolved;
     let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
@@ -32,7 +47,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     }
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
-    std::fs::File::open(dir)?.sync_all()
+    if sync_folder {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Removes the temp files [`write_atomic`] left in `dir` (not recursively) when a process died
@@ -89,6 +107,20 @@ mod tests {
         write_atomic(&path, b"two").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
         let names: Vec<_> = std::fs::read_dir(dir.path().join("sub"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec!["file.txt"]);
+    }
+
+    #[test]
+    fn write_atomic_interim_replaces_content_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("file.txt");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic_interim(&path, b"two").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "two");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();

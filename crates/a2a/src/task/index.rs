@@ -1,23 +1,30 @@
 //! The in-memory index of one workspace's task folder: per task file its caller, context, state
 //! and status timestamp, kept in ListTasks order (newest status first, then task id).
 //!
-//! Files are the truth; the index is a cache re-validated from the folder on every list
-//! ([`WorkspaceIndex::refresh`]): one `read_dir` plus a stat per file, and only new or changed
-//! files are parsed. Deleted files drop out, and `.tmp*` and non-`.json` names are ignored.
+//! Files are the truth; the index is a cache kept per caller (order, tasks per context, active
+//! tasks), so a list costs its page, not the number of stored tasks. Our own writes update it as
+//! they happen. Outside changes are found by the folder's mtime, read once per list
+//! ([`WorkspaceIndex::ensure_current`]): a file added, removed or renamed changes it, and then a
+//! scan (one `read_dir` plus a stat per file) re-parses only new or changed files. Deleted files
+//! drop out, and `.tmp*` and non-`.json` names are ignored.
 //!
-//! Change detection uses (mtime, size) and, on Unix, (inode, ctime). Our own writes replace the
-//! file by rename (a new inode) and mark the entry for a re-parse; an outside in-place edit
-//! changes mtime and ctime. Unlike callers.json, there is no settle window: it would make every
-//! list re-parse every recently written task, and the file systems we run on have sub-second
-//! timestamps.
+//! Two limits of the mtime, and what covers them: a folder mtime younger than [`SETTLE`] at a
+//! scan may be shared by a later change (coarse timestamps), so the next list scans again; and an
+//! in-place edit of an existing file leaves the folder's mtime alone, so every list also scans
+//! when the last scan is older than [`REVALIDATE`]. GetTask always reads the file.
+//!
+//! Change detection per file uses (mtime, size) and, on Unix, (inode, ctime). Our own writes
+//! replace the file by rename (a new inode) and mark the entry for a re-parse; an outside
+//! in-place edit changes mtime and ctime.
 //!
 //! Blocking: everything here does file I/O and runs inside `spawn_blocking`.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -27,6 +34,15 @@ use tracing::warn;
 
 use super::TaskFile;
 use super::store::is_valid_task_id;
+
+/// How old the folder's mtime must be before an equal mtime proves that nothing was added,
+/// removed or renamed since: file systems with coarse timestamps (FAT: 2 s, some network file
+/// systems: 1 s) give two changes within one tick the same mtime.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// How long an index is trusted without a scan. Edits that rewrite a file in place do not
+/// change the folder's mtime; this bounds how long the filters and order of a list can miss one.
+const REVALIDATE: Duration = Duration::from_secs(60);
 
 /// What ListTasks needs of a task without reading its file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,15 +112,6 @@ pub(crate) struct Filter {
     pub after: Option<DateTime<Utc>>,
 }
 
-impl Filter {
-    fn matches(&self, caller: &str, summary: &Summary) -> bool {
-        summary.caller == caller
-            && self.context_id.as_ref().is_none_or(|c| *c == summary.context_id)
-            && self.state.as_ref().is_none_or(|s| *s == summary.state)
-            && self.after.is_none_or(|after| summary.timestamp.is_some_and(|t| t >= after))
-    }
-}
-
 /// One page of task ids, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Page {
@@ -143,12 +150,79 @@ impl Stamp {
 
 #[derive(Debug)]
 struct Entry {
-    /// `None`: re-parse on the next refresh (written by us, or its stat failed).
+    /// `None`: re-parse on the next scan (written by us, or its stat failed).
     stamp: Option<Stamp>,
-    /// The refresh generation that last saw the file.
+    /// The scan generation that last saw the file.
     seen: u64,
-    /// The entry's place in `order`; `None` for a malformed file.
-    key: Option<SortKey>,
+    /// The owner and the entry's place in the owner's order; `None` for a malformed file.
+    place: Option<(String, SortKey)>,
+}
+
+/// What the order keeps of a task besides its key.
+#[derive(Debug)]
+struct Listed {
+    context_id: String,
+    state: a2a::TaskState,
+}
+
+/// One caller's tasks, in ListTasks order, with the lookups the filters need.
+#[derive(Debug, Default)]
+struct CallerTasks {
+    order: BTreeMap<SortKey, Listed>,
+    by_context: HashMap<String, BTreeSet<SortKey>>,
+    /// Submitted and working tasks (candidates for restart recovery).
+    active: BTreeSet<SortKey>,
+}
+
+impl CallerTasks {
+    fn insert(&mut self, key: SortKey, summary: Summary) {
+        self.by_context.entry(summary.context_id.clone()).or_default().insert(key.clone());
+        if is_active(&summary.state) {
+            self.active.insert(key.clone());
+        }
+        self.order.insert(key, Listed { context_id: summary.context_id, state: summary.state });
+    }
+
+    /// The caller's tasks (of `context`, when given) in order, from `from` on.
+    fn walk<'a>(
+        &'a self,
+        context: Option<&str>,
+        from: Bound<&SortKey>,
+    ) -> Box<dyn Iterator<Item = (&'a SortKey, &'a Listed)> + 'a> {
+        match context {
+            Some(context) => match self.by_context.get(context) {
+                Some(keys) => Box::new(
+                    keys.range((from, Bound::Unbounded))
+                        .filter_map(|key| self.order.get_key_value(key)),
+                ),
+                None => Box::new(std::iter::empty()),
+            },
+            None => Box::new(self.order.range((from, Bound::Unbounded))),
+        }
+    }
+
+    fn remove(&mut self, key: &SortKey) {
+        let Some(listed) = self.order.remove(key) else { return };
+        if let Some(keys) = self.by_context.get_mut(&listed.context_id) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_context.remove(&listed.context_id);
+            }
+        }
+        self.active.remove(key);
+    }
+}
+
+/// What the index knows of the folder itself.
+#[derive(Debug, Default)]
+struct FolderState {
+    /// The folder's mtime, read just before the last scan listed it.
+    mtime: Option<SystemTime>,
+    /// Whether `mtime` was old enough at that scan that a later change cannot share it (coarse
+    /// timestamps): only then does an equal mtime prove that no file was added or removed.
+    settled: bool,
+    /// When the last scan started.
+    scanned_at: Option<Instant>,
 }
 
 /// The index of `<workspace>/.volcanic/a2a/tasks/`.
@@ -156,26 +230,62 @@ struct Entry {
 pub(crate) struct WorkspaceIndex {
     dir: PathBuf,
     entries: HashMap<String, Entry>,
-    order: BTreeMap<SortKey, Summary>,
+    callers: HashMap<String, CallerTasks>,
     generation: u64,
+    folder: FolderState,
 }
 
 impl WorkspaceIndex {
     pub fn new(dir: PathBuf) -> WorkspaceIndex {
-        WorkspaceIndex { dir, entries: HashMap::new(), order: BTreeMap::new(), generation: 0 }
+        WorkspaceIndex {
+            dir,
+            entries: HashMap::new(),
+            callers: HashMap::new(),
+            generation: 0,
+            folder: FolderState::default(),
+        }
     }
 
-    /// Records a task we have just written. Its file is parsed again on the next refresh, since
-    /// a concurrent writer may have replaced it after us.
+    /// Records a task we have just written. Its file is parsed again on the next scan, since
+    /// a concurrent writer may have replaced it after us; our rename changed the folder's mtime,
+    /// so that scan comes with the next list.
     pub fn record(&mut self, id: &str, summary: Summary) {
         let seen = self.generation;
         self.upsert(id, Some(summary), None, seen);
     }
 
-    /// Brings the index in line with the folder.
-    pub fn refresh(&mut self) {
+    /// Makes the index reflect the folder as it was when a list that started at `requested_at`
+    /// arrived. One stat of the folder when nothing was added, removed or renamed there since the
+    /// last scan; otherwise a scan (see [`WorkspaceIndex::scan`]). A scan that started after the
+    /// request did serves it too, so concurrent lists share one scan.
+    pub fn ensure_current(&mut self, requested_at: Instant) {
+        let folder = &self.folder;
+        if folder.scanned_at.is_some_and(|at| at >= requested_at) {
+            return;
+        }
+        let due = folder.scanned_at.is_none_or(|at| at.elapsed() >= REVALIDATE);
+        if !due
+            && folder.settled
+            && folder.mtime.is_some()
+            && folder_mtime(&self.dir) == folder.mtime
+        {
+            return;
+        }
+        self.scan();
+    }
+
+    /// Brings the index in line with the folder: one `read_dir` plus a stat per file, and only
+    /// new or changed files are parsed. Deleted files drop out.
+    fn scan(&mut self) {
         self.generation += 1;
         let generation = self.generation;
+        let started = SystemTime::now();
+        self.folder.scanned_at = Some(Instant::now());
+        // Read before listing: a change during the listing shows up as a new mtime next time.
+        let mtime = folder_mtime(&self.dir);
+        self.folder.mtime = mtime;
+        self.folder.settled =
+            mtime.is_some_and(|mtime| started.duration_since(mtime).is_ok_and(|age| age >= SETTLE));
         let dir = match fs::read_dir(&self.dir) {
             Ok(dir) => dir,
             Err(err) => {
@@ -183,7 +293,7 @@ impl WorkspaceIndex {
                     warn!(dir = %self.dir.display(), error = %err, "cannot list the task folder");
                 }
                 self.entries.clear();
-                self.order.clear();
+                self.callers.clear();
                 return;
             }
         };
@@ -219,42 +329,75 @@ impl WorkspaceIndex {
             .map(|(id, _)| id.clone())
             .collect();
         for id in gone {
-            if let Some(Entry { key: Some(key), .. }) = self.entries.remove(&id) {
-                self.order.remove(&key);
+            if let Some(Entry { place: Some((caller, key)), .. }) = self.entries.remove(&id) {
+                self.unplace(&caller, &key);
             }
         }
     }
 
     fn upsert(&mut self, id: &str, summary: Option<Summary>, stamp: Option<Stamp>, seen: u64) {
-        let key = summary.as_ref().map(|s| SortKey::new(s.timestamp, id));
-        let old = self.entries.insert(id.to_string(), Entry { stamp, seen, key: key.clone() });
-        if let Some(Entry { key: Some(old_key), .. }) = old {
-            self.order.remove(&old_key);
+        let place = summary.as_ref().map(|s| (s.caller.clone(), SortKey::new(s.timestamp, id)));
+        let old = self.entries.insert(id.to_string(), Entry { stamp, seen, place: place.clone() });
+        if let Some(Entry { place: Some((caller, key)), .. }) = old {
+            self.unplace(&caller, &key);
         }
-        if let (Some(key), Some(summary)) = (key, summary) {
-            self.order.insert(key, summary);
+        if let (Some((caller, key)), Some(summary)) = (place, summary) {
+            self.callers.entry(caller).or_default().insert(key, summary);
+        }
+    }
+
+    fn unplace(&mut self, caller: &str, key: &SortKey) {
+        if let Some(tasks) = self.callers.get_mut(caller) {
+            tasks.remove(key);
+            if tasks.order.is_empty() {
+                self.callers.remove(caller);
+            }
         }
     }
 
     /// The ids of `caller`'s submitted and working tasks (candidates for restart recovery).
     pub fn active_tasks(&self, caller: &str) -> Vec<String> {
-        self.order
-            .iter()
-            .filter(|(_, summary)| summary.caller == caller && is_active(&summary.state))
-            .map(|(key, _)| key.id.clone())
-            .collect()
+        self.callers
+            .get(caller)
+            .map(|tasks| tasks.active.iter().map(|key| key.id.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// The `limit` newest tasks of every caller, newest status first.
     pub fn newest(&self, limit: usize) -> Vec<(String, Summary)> {
-        self.order
+        // Each caller's order is already newest first: its first `limit` are the candidates.
+        let mut newest: Vec<(&SortKey, &str, &Listed)> = self
+            .callers
             .iter()
-            .take(limit)
-            .map(|(key, summary)| (key.id.clone(), summary.clone()))
+            .flat_map(|(caller, tasks)| {
+                tasks
+                    .order
+                    .iter()
+                    .take(limit)
+                    .map(move |(key, listed)| (key, caller.as_str(), listed))
+            })
+            .collect();
+        newest.sort_by(|a, b| a.0.cmp(b.0));
+        newest.truncate(limit);
+        newest
+            .into_iter()
+            .map(|(key, caller, listed)| {
+                let summary = Summary {
+                    caller: caller.to_string(),
+                    context_id: listed.context_id.clone(),
+                    state: listed.state.clone(),
+                    timestamp: key.newest_first.0,
+                };
+                (key.id.clone(), summary)
+            })
             .collect()
     }
 
     /// The page of `caller`'s tasks matching `filter` that starts after `cursor`.
+    ///
+    /// Cost: the page itself plus a walk down from the cursor, except that the total of a
+    /// `state` filter counts over the caller's tasks (of the context, when filtered by one), and
+    /// the total of a `statusTimestampAfter` filter over the tasks at or after it.
     pub fn page(
         &self,
         caller: &str,
@@ -263,28 +406,42 @@ impl WorkspaceIndex {
         size: usize,
     ) -> Page {
         let mut page = Page { ids: Vec::with_capacity(size), total: 0, next: None };
+        let Some(tasks) = self.callers.get(caller) else { return page };
+        let start = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+        let context = filter.context_id.as_deref();
+        let after = |key: &SortKey| {
+            filter.after.is_none_or(|after| key.newest_first.0.is_some_and(|t| t >= after))
+        };
+        let state = |listed: &Listed| filter.state.as_ref().is_none_or(|s| *s == listed.state);
+        page.total = match (&filter.state, &filter.after, context) {
+            (None, None, None) => tasks.order.len(),
+            (None, None, Some(context)) => tasks.by_context.get(context).map_or(0, BTreeSet::len),
+            // Newest first: the tasks at or after `after` are a prefix of the order.
+            _ => tasks
+                .walk(context, Bound::Unbounded)
+                .take_while(|(key, _)| after(key))
+                .filter(|(_, listed)| state(listed))
+                .count(),
+        };
+        let mut matching = tasks
+            .walk(context, start)
+            .take_while(|(key, _)| after(key))
+            .filter(|(_, listed)| state(listed));
         let mut last = None;
-        let mut more = false;
-        for (key, summary) in &self.order {
-            if !filter.matches(caller, summary) {
-                continue;
-            }
-            page.total += 1;
-            if cursor.is_some_and(|cursor| key <= cursor) {
-                continue;
-            }
-            if page.ids.len() < size {
-                page.ids.push(key.id.clone());
-                last = Some(key);
-            } else {
-                more = true;
-            }
+        for (key, _) in matching.by_ref().take(size) {
+            page.ids.push(key.id.clone());
+            last = Some(key);
         }
-        if more {
+        if matching.next().is_some() {
             page.next = last.cloned();
         }
         page
     }
+}
+
+/// The folder's mtime; `None` when it cannot be read (missing folder, for one).
+fn folder_mtime(dir: &Path) -> Option<SystemTime> {
+    fs::metadata(dir).and_then(|meta| meta.modified()).ok()
 }
 
 /// Whether a task in `state` needs a live run (and is failed on read without one).
@@ -329,4 +486,106 @@ fn read_summary(path: &Path, id: &str) -> Option<Summary> {
         state: file.status.state,
         timestamp: file.status.timestamp,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(caller: &str, context_id: &str, secs: i64) -> Summary {
+        Summary {
+            caller: caller.into(),
+            context_id: context_id.into(),
+            state: a2a::TaskState::Completed,
+            timestamp: DateTime::from_timestamp(1_700_000_000 + secs, 0),
+        }
+    }
+
+    fn write(dir: &Path, id: &str, summary: &Summary) {
+        let text = serde_json::json!({
+            "id": id,
+            "contextId": summary.context_id,
+            "status": {"state": "TASK_STATE_COMPLETED", "timestamp": summary.timestamp},
+            "caller": summary.caller,
+        });
+        fs::write(dir.join(format!("{id}.json")), text.to_string()).unwrap();
+    }
+
+    fn set_folder_mtime(dir: &Path, age: Duration) {
+        let folder = fs::File::open(dir).unwrap();
+        let mtime = SystemTime::now() - age;
+        folder.set_times(fs::FileTimes::new().set_modified(mtime)).unwrap();
+    }
+
+    #[test]
+    fn index_of_a_settled_unchanged_folder_skips_the_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "t1", &summary("alice", "c1", 1));
+        set_folder_mtime(dir.path(), Duration::from_secs(3600));
+        let mut index = WorkspaceIndex::new(dir.path().to_path_buf());
+        index.ensure_current(Instant::now());
+        assert_eq!(index.generation, 1);
+        index.ensure_current(Instant::now());
+        assert_eq!(index.generation, 1, "nothing changed: no scan");
+
+        write(dir.path(), "t2", &summary("alice", "c1", 2));
+        index.ensure_current(Instant::now());
+        assert_eq!(index.generation, 2, "a new file changed the folder's mtime");
+        let page = index.page("alice", &Filter::default(), None, 10);
+        assert_eq!(page.ids, vec!["t2", "t1"]);
+    }
+
+    #[test]
+    fn index_of_a_folder_changed_within_the_settle_window_scans_again() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "t1", &summary("alice", "c1", 1));
+        let mut index = WorkspaceIndex::new(dir.path().to_path_buf());
+        index.ensure_current(Instant::now());
+        // The folder's mtime is seconds old at most: a change in the same timestamp tick would
+        // not show, so the next list scans again.
+        index.ensure_current(Instant::now());
+        assert_eq!(index.generation, 2);
+    }
+
+    #[test]
+    fn index_concurrent_lists_share_a_scan_that_started_after_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = WorkspaceIndex::new(dir.path().to_path_buf());
+        let requested_at = Instant::now();
+        index.ensure_current(requested_at);
+        index.ensure_current(requested_at);
+        assert_eq!(index.generation, 1);
+    }
+
+    #[test]
+    fn index_pages_by_caller_and_context_with_totals() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = WorkspaceIndex::new(dir.path().to_path_buf());
+        for (id, caller, context, secs) in [
+            ("t1", "alice", "c1", 1),
+            ("t2", "alice", "c2", 2),
+            ("t3", "bob", "c1", 3),
+            ("t4", "alice", "c1", 4),
+            ("t5", "alice", "c1", 5),
+        ] {
+            index.record(id, summary(caller, context, secs));
+        }
+        let c1 = Filter { context_id: Some("c1".into()), ..Filter::default() };
+        let first = index.page("alice", &c1, None, 2);
+        assert_eq!((first.ids.clone(), first.total), (vec!["t5".into(), "t4".into()], 3));
+        let cursor = first.next.unwrap();
+        let second = index.page("alice", &c1, Some(&cursor), 2);
+        assert_eq!((second.ids, second.total, second.next), (vec!["t1".into()], 3, None));
+
+        // Moving a task to another context moves it in the per-context lookup too.
+        index.record("t4", summary("alice", "c2", 6));
+        let c2 = Filter { context_id: Some("c2".into()), ..Filter::default() };
+        assert_eq!(index.page("alice", &c2, None, 10).ids, vec!["t4", "t2"]);
+        assert_eq!(index.page("alice", &c1, None, 10).ids, vec!["t5", "t1"]);
+        let after =
+            Filter { after: DateTime::from_timestamp(1_700_000_002, 0), ..Filter::default() };
+        let page = index.page("alice", &after, None, 10);
+        assert_eq!((page.ids, page.total), (vec!["t4".into(), "t5".into(), "t2".into()], 3));
+        assert_eq!(index.page("carol", &Filter::default(), None, 10).total, 0);
+    }
 }

@@ -3,8 +3,8 @@
 //!
 //! One [`TaskStore`] serves a whole process and any number of workspaces. Reads go to the files
 //! every time (they are the truth); ListTasks works from a per-workspace index
-//! (`task::index`) re-validated from the folder on each call, and reads only the files of the
-//! page it returns.
+//! (`task::index`) that our writes keep current and that checks the folder for outside changes
+//! on each call, and reads only the files of the page it returns.
 //!
 //! Tenancy: a task is visible only through its owner's workspace and only when the file's
 //! `caller` is the caller's name. Anything else, like a missing, malformed or unsafely named
@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use chrono::{SubsecRound, Utc};
 use tracing::error;
@@ -114,7 +114,7 @@ impl TaskStore {
     /// # Cancel safety
     /// A write that has started completes even if this future is dropped.
     pub async fn create(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), A2aError> {
-        self.write(workspace, file, true).await
+        self.write(workspace, file, Write::Create).await
     }
 
     /// Replaces a task file (atomically) in `workspace`, creating it when missing.
@@ -125,7 +125,25 @@ impl TaskStore {
     /// # Cancel safety
     /// A write that has started completes even if this future is dropped.
     pub async fn save(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), A2aError> {
-        self.write(workspace, file, false).await
+        self.write(workspace, file, Write::Replace).await
+    }
+
+    /// Replaces a task file that exists (atomically) with an interim version a crash may lose:
+    /// the file then holds its previous, durable version (see
+    /// [`volcanic_core::atomic::write_atomic_interim`]). For the states of a live run before its
+    /// last (a crash fails the task on the next read either way); saves the folder's sync.
+    ///
+    /// # Errors
+    /// As [`TaskStore::save`].
+    ///
+    /// # Cancel safety
+    /// A write that has started completes even if this future is dropped.
+    pub async fn save_interim(
+        &self,
+        workspace: &A2aWorkspace,
+        file: &TaskFile,
+    ) -> Result<(), A2aError> {
+        self.write(workspace, file, Write::Interim).await
     }
 
     /// Reads `caller`'s task `task_id`, failing it first when it is submitted or working and
@@ -169,41 +187,48 @@ impl TaskStore {
     ) -> Result<a2a::ListTasksResponse, A2aError> {
         let query = Query::parse(request)?;
         self.sweep_once(&caller.workspace.path).await;
+        let requested_at = Instant::now();
         let index = self.index(&caller.workspace.path);
-
-        let active = {
-            let (index, name) = (index.clone(), caller.name.clone());
-            blocking(move || {
-                let mut index = lock(&index);
-                index.refresh();
-                index.active_tasks(&name)
-            })
-            .await?
-        };
-        for id in active.iter().filter(|id| !is_live(id)) {
-            match self.load(caller, id, is_live).await {
-                // A file that vanished or broke since the refresh drops out of the page below.
-                Ok(_) | Err(A2aError::TaskNotFound { .. }) => {}
-                Err(err) => return Err(err),
-            }
-        }
-
-        let page = {
-            let (name, query) = (caller.name.clone(), query.clone());
-            blocking(move || {
-                lock(&index).page(&name, &query.filter, query.cursor.as_ref(), query.page_size)
-            })
-            .await?
-        };
-        let files = {
-            let (workspace, ids) = (caller.workspace.path.clone(), page.ids);
-            blocking(move || {
-                ids.iter()
+        let page_of = {
+            let (index, name, workspace) =
+                (index.clone(), caller.name.clone(), caller.workspace.path.clone());
+            move |query: Query, refresh: bool| {
+                let page = {
+                    let mut index = lock(&index);
+                    if refresh {
+                        index.ensure_current(requested_at);
+                    }
+                    let active = index.active_tasks(&name);
+                    let page =
+                        index.page(&name, &query.filter, query.cursor.as_ref(), query.page_size);
+                    (active, page)
+                };
+                let (active, page) = page;
+                let files = page
+                    .ids
+                    .iter()
                     .filter_map(|id| read_task_file(&task_path(&workspace, id), id))
-                    .collect::<Vec<_>>()
-            })
-            .await?
+                    .collect::<Vec<_>>();
+                (active, page, files)
+            }
         };
+        // One trip to the blocking pool in the common case: no task needs recovery.
+        let (active, mut page, mut files) = {
+            let (page_of, query) = (page_of.clone(), query.clone());
+            blocking(move || page_of(query, true)).await?
+        };
+        let stale: Vec<String> = active.into_iter().filter(|id| !is_live(id)).collect();
+        if !stale.is_empty() {
+            for id in &stale {
+                match self.load(caller, id, is_live).await {
+                    // A file that vanished or broke since the scan drops out of the page below.
+                    Ok(_) | Err(A2aError::TaskNotFound { .. }) => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            let query = query.clone();
+            (_, page, files) = blocking(move || page_of(query, false)).await?;
+        }
         let mut tasks = Vec::with_capacity(files.len());
         for mut file in files.into_iter().filter(|file| file.caller == caller.name) {
             self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
@@ -236,7 +261,7 @@ impl TaskStore {
         let index = self.index(workspace);
         blocking(move || {
             let mut index = lock(&index);
-            index.refresh();
+            index.ensure_current(Instant::now());
             index
                 .newest(limit)
                 .into_iter()
@@ -271,7 +296,7 @@ impl TaskStore {
         &self,
         workspace: &A2aWorkspace,
         file: &TaskFile,
-        create_new: bool,
+        how: Write,
     ) -> Result<(), A2aError> {
         let id = file.task.id.clone();
         if !is_valid_task_id(&id) {
@@ -288,10 +313,15 @@ impl TaskStore {
         let summary = Summary::of(file);
         let target = path.clone();
         let written = blocking(move || -> io::Result<()> {
-            if create_new && target.try_exists()? {
-                return Err(io::Error::new(io::ErrorKind::AlreadyExists, "task file exists"));
+            match how {
+                Write::Create if target.try_exists()? => {
+                    return Err(io::Error::new(io::ErrorKind::AlreadyExists, "task file exists"));
+                }
+                Write::Create | Write::Replace => {
+                    volcanic_core::atomic::write_atomic(&target, &bytes)?;
+                }
+                Write::Interim => volcanic_core::atomic::write_atomic_interim(&target, &bytes)?,
             }
-            volcanic_core::atomic::write_atomic(&target, &bytes)?;
             lock(&index).record(&id, summary);
             Ok(())
         })
@@ -371,6 +401,17 @@ fn mark_restarted(task: &mut a2a::Task) {
         message: Some(message),
         timestamp: Some(Utc::now().trunc_subsecs(3)),
     };
+}
+
+/// How a task file is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    /// A new file, durable once written; an existing one is an error.
+    Create,
+    /// Durable once written.
+    Replace,
+    /// Whole on disk, but a crash may bring the previous version back.
+    Interim,
 }
 
 /// A validated ListTasks request.

@@ -464,6 +464,83 @@ async fn store_list_follows_outside_edits_deletions_and_ignores_other_files() {
     assert_eq!(summary(&listed), (vec!["t4", "t1"], 2, false));
 }
 
+/// Sets the task folder's mtime an hour back, as if nothing had changed there for a while: an
+/// equal mtime then proves nothing was added or removed, and lists skip the scan.
+fn settle_folder(workspace: &Path) {
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let folder = std::fs::File::open(tasks_dir(workspace)).unwrap();
+    folder.set_times(std::fs::FileTimes::new().set_modified(past)).unwrap();
+}
+
+#[tokio::test]
+async fn store_list_of_a_settled_folder_sees_files_added_and_removed_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let store = TaskStore::new();
+    let alice = caller(&ws, "alice");
+    for (id, secs) in [("t1", 1), ("t2", 2)] {
+        store.create(&ws, &task_file(id, "c1", "alice", TaskState::Completed, secs)).await.unwrap();
+    }
+    settle_folder(dir.path());
+    let listed = store.list(&alice, &request(), &always_live).await.unwrap();
+    assert_eq!(summary(&listed), (vec!["t2", "t1"], 2, false));
+
+    let added = task_file("t3", "c1", "alice", TaskState::Completed, 3);
+    std::fs::write(task_path(dir.path(), "t3"), serde_json::to_vec(&added).unwrap()).unwrap();
+    let listed = store.list(&alice, &request(), &always_live).await.unwrap();
+    assert_eq!(summary(&listed), (vec!["t3", "t2", "t1"], 3, false));
+
+    settle_folder(dir.path());
+    store.list(&alice, &request(), &always_live).await.unwrap();
+    std::fs::remove_file(task_path(dir.path(), "t2")).unwrap();
+    let listed = store.list(&alice, &request(), &always_live).await.unwrap();
+    assert_eq!(summary(&listed), (vec!["t3", "t1"], 2, false));
+
+    // Our own writes keep it current too, settled or not.
+    settle_folder(dir.path());
+    store.list(&alice, &request(), &always_live).await.unwrap();
+    store.save(&ws, &task_file("t1", "c2", "alice", TaskState::Failed, 4)).await.unwrap();
+    let c2 = ListTasksRequest { context_id: Some("c2".into()), ..request() };
+    let listed = store.list(&alice, &c2, &always_live).await.unwrap();
+    assert_eq!(summary(&listed), (vec!["t1"], 1, false));
+}
+
+#[tokio::test]
+async fn store_list_after_a_restart_matches_the_list_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let alice = caller(&ws, "alice");
+    let requests = [
+        request(),
+        ListTasksRequest { page_size: Some(2), ..request() },
+        ListTasksRequest { context_id: Some("c2".into()), ..request() },
+        ListTasksRequest { status: Some(TaskState::Completed), ..request() },
+        ListTasksRequest { status_timestamp_after: Some(at(3)), ..request() },
+    ];
+    let before = TaskStore::new();
+    for (id, context, state, secs) in [
+        ("t1", "c1", TaskState::Completed, 1),
+        ("t2", "c2", TaskState::Failed, 2),
+        ("t3", "c2", TaskState::Completed, 3),
+        ("t4", "c1", TaskState::InputRequired, 4),
+    ] {
+        before.create(&ws, &task_file(id, context, "alice", state, secs)).await.unwrap();
+    }
+    before.save(&ws, &task_file("t1", "c1", "alice", TaskState::Canceled, 5)).await.unwrap();
+    before.create(&ws, &task_file("b1", "c1", "bob", TaskState::Completed, 6)).await.unwrap();
+    let mut listed_before = Vec::new();
+    for request in &requests {
+        listed_before.push(before.list(&alice, request, &always_live).await.unwrap());
+    }
+    assert_eq!(summary(&listed_before[0]), (vec!["t1", "t4", "t3", "t2"], 4, false));
+
+    // A new process: a fresh store, the same files.
+    let after = TaskStore::new();
+    for (request, expected) in requests.iter().zip(&listed_before) {
+        assert_eq!(&after.list(&alice, request, &always_live).await.unwrap(), expected);
+    }
+}
+
 #[tokio::test]
 async fn store_list_recovers_stale_tasks_before_filtering() {
     let dir = tempfile::tempdir().unwrap();
