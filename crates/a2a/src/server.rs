@@ -188,22 +188,17 @@ impl A2aServer {
     ) -> std::io::Result<()> {
         let eviction =
             self.inner.tracker.spawn(self.inner.pool.clone().run_eviction(shutdown.clone()));
-        let stop = shutdown.clone();
-        let serving = axum::serve(listener, self.router())
-            .with_graceful_shutdown(async move { stop.cancelled().await });
+        let options = &self.inner.options;
+        let limits = crate::connection::Limits {
+            header_read_timeout: options.header_read_timeout,
+            idle_timeout: options.idle_connection_timeout,
+            write_stall_timeout: options.write_stall_timeout,
+            max_connections: options.max_connections,
+        };
         // Graceful, but bounded: a client that never finishes its request (or keeps a stream of a
-        // stuck task open) must not hold the server up. Dropping the server drops connections.
-        let deadline = async {
-            shutdown.cancelled().await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        };
-        let served = tokio::select! {
-            served = serving => served,
-            () = deadline => {
-                tracing::warn!("connections still open after the shutdown grace; closing them");
-                Ok(())
-            }
-        };
+        // stuck task open) must not hold the server up; its connection is dropped after the grace.
+        crate::connection::serve(listener, self.router(), limits, shutdown.clone(), SHUTDOWN_GRACE)
+            .await;
         self.inner.tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, self.inner.tracker.wait()).await.is_err() {
             tracing::warn!(runs = self.inner.live.len(), "runs still settling at shutdown");
@@ -212,7 +207,7 @@ impl A2aServer {
         self.inner.push.close().await;
         eviction.abort();
         self.inner.pool.close_all().await;
-        served
+        Ok(())
     }
 }
 
@@ -242,8 +237,55 @@ fn unauthorized(message: &str) -> Response {
     response
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, A2aError> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| A2aError::PayloadTooLarge { limit })
+/// Reads a whole request body: at most `limit` bytes, within `deadline` in total (a body that
+/// trickles in slower is a slowloris, answered 408).
+async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<Bytes, A2aError> {
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(err)) if is_length_limit(&err) => Err(A2aError::PayloadTooLarge { limit }),
+        // The client broke off mid-body; whatever we answer, it will not read it.
+        Ok(Err(_)) => Err(A2aError::InvalidRequest("the request body could not be read".into())),
+        Err(_) => Err(A2aError::BodyTimeout { secs: deadline.as_secs() }),
+    }
+}
+
+fn is_length_limit(err: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        if current.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// Refuses a body declared as something other than JSON. A missing Content-Type is accepted
+/// (PROTOCOL.md §1: requests arrive as `application/json` or `application/a2a+json`).
+fn check_content_type(headers: &HeaderMap, body: &[u8]) -> Result<(), A2aError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(()) };
+    if body.is_empty() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(value.as_bytes());
+    let essence = text.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    let is_json = essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"));
+    if is_json {
+        Ok(())
+    } else {
+        let shown: String = text.chars().take(100).collect();
+        Err(A2aError::UnsupportedMediaType(shown))
+    }
+}
+
+/// An error answer to a body that could not be read: the status the error maps to, and the
+/// connection closed when the rest of the body may still be on its way.
+fn body_error(err: &A2aError, body: Value) -> Response {
+    let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+    let mut response = (status, axum::Json(body)).into_response();
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
@@ -258,16 +300,13 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     };
     let base = base_url(&inner, &parts.headers);
     let limit = inner.options.max_body_bytes();
-    let body = match read_body(body, limit).await {
+    let body = match read_body(body, limit, inner.options.body_read_timeout).await {
         Ok(body) => body,
-        Err(err) => {
-            return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                axum::Json(jsonrpc::encode_error(&Value::Null, &err)),
-            )
-                .into_response();
-        }
+        Err(err) => return body_error(&err, jsonrpc::encode_error(&Value::Null, &err)),
     };
+    if let Err(err) = check_content_type(&parts.headers, &body) {
+        return body_error(&err, jsonrpc::encode_error(&jsonrpc::request_id(&body), &err));
+    }
     let requested = binding::requested_version(
         header_text(&parts.headers, "a2a-version").as_deref(),
         parts.uri.query(),
@@ -332,10 +371,19 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     if let Err(err) = version {
         return rest_error(&err);
     }
-    let body = match read_body(body, inner.options.max_body_bytes()).await {
+    let body = match read_body(
+        body,
+        inner.options.max_body_bytes(),
+        inner.options.body_read_timeout,
+    )
+    .await
+    {
         Ok(body) => body,
-        Err(err) => return rest_error(&err),
+        Err(err) => return body_error(&err, rest::encode_error(&err).1),
     };
+    if let Err(err) = check_content_type(&parts.headers, &body) {
+        return rest_error(&err);
+    }
     let path = parts.uri.path().strip_prefix("/a2a/v1").unwrap_or("");
     let request = match rest::decode(parts.method.as_str(), path, parts.uri.query(), &body) {
         Ok(request) => request,
@@ -364,9 +412,9 @@ async fn push_receiver(
     let Some(handler) = inner.on_push.clone() else { return not_found() };
     let (parts, body) = request.into_parts();
     let token = header_text(&parts.headers, "x-a2a-notification-token");
-    let body = match read_body(body, PUSH_BODY_LIMIT).await {
+    let body = match read_body(body, PUSH_BODY_LIMIT, inner.options.body_read_timeout).await {
         Ok(body) => body,
-        Err(_) => return StatusCode::PAYLOAD_TOO_LARGE.into_response(),
+        Err(err) => return body_error(&err, json!({"error": err.to_string()})),
     };
     let Ok(json) = serde_json::from_slice::<Value>(&body) else {
         return (StatusCode::BAD_REQUEST, "the body must be JSON").into_response();

@@ -8,6 +8,7 @@ mod auth;
 mod bad_input;
 mod cards;
 mod guard;
+mod hostile;
 mod push;
 mod races;
 mod receiver;
