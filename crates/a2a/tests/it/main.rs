@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod auth;
+mod bad_bodies;
 mod bad_input;
 mod cards;
 mod guard;
