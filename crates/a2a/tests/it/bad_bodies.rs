@@ -90,6 +90,9 @@ async fn assert_healthy(server: &TestServer) {
     assert_eq!(server.send("still alive").await["task"]["status"]["state"], "TASK_STATE_COMPLETED");
 }
 
+/// (what, content type, body, expected JSON-RPC (status, code), expected REST (status, name)).
+type Case = (&'static str, &'static str, Vec<u8>, (u16, Value), (u16, Value));
+
 #[tokio::test]
 async fn bad_bodies_get_their_own_errors_on_every_binding() {
     let server = TestServer::with(Setup {
@@ -101,8 +104,7 @@ async fn bad_bodies_get_their_own_errors_on_every_binding() {
     let too_big = base64::engine::general_purpose::STANDARD.encode(vec![7u8; 4096]);
     for target in TARGETS {
         let jsonrpc = !matches!(target, Target::Rest);
-        // (what, content type, body, expected JSON-RPC (status, code), expected REST (status, name))
-        let cases: Vec<(&str, &str, Vec<u8>, (u16, Value), (u16, Value))> = vec![
+        let cases: Vec<Case> = vec![
             (
                 "100k nested arrays",
                 json,
