@@ -10,6 +10,7 @@ mod bad_input;
 mod cards;
 mod guard;
 mod hostile;
+mod hygiene;
 mod push;
 mod races;
 mod receiver;
