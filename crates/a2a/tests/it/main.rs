@@ -11,6 +11,7 @@ mod cards;
 mod guard;
 mod hostile;
 mod hygiene;
+mod limits;
 mod push;
 mod races;
 mod receiver;
