@@ -133,9 +133,15 @@ async fn idle_connections_are_closed_fresh_or_kept_alive() {
         ..A2aOptions::default()
     })
     .await;
-    // Never sends a byte.
-    let mut fresh = connect(&server).await;
-    assert_eq!(read_to_close(&mut fresh).await, b"");
+    // Many clients that never send a byte: the server keeps serving, then lets them all go.
+    let mut fresh = Vec::new();
+    for _ in 0..200 {
+        fresh.push(connect(&server).await);
+    }
+    assert_healthy(&server).await;
+    for stream in &mut fresh {
+        assert_eq!(read_to_close(stream).await, b"");
+    }
     // One request, then silence on a kept-alive connection.
     let mut kept = connect(&server).await;
     kept.write_all(b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -269,4 +275,19 @@ async fn shutdown_closes_idle_and_streaming_connections_in_bounded_time() {
     let rest = tokio::time::timeout(DEADLINE, stream.text()).await.unwrap().unwrap_or_default();
     assert!(rest.contains("TASK_STATE_CANCELED") || rest.contains("TASK_STATE_FAILED"), "{rest}");
     drop(workspace);
+}
+
+#[tokio::test]
+async fn shutdown_drops_connections_still_busy_after_the_grace() {
+    let server = TestServer::start().await;
+    // A request whose body never completes: graceful shutdown would wait for it for the whole
+    // body timeout (2 minutes); the 10-second grace cuts it short.
+    let mut busy = connect(&server).await;
+    busy.write_all(request_head("/a2a", 1000).as_bytes()).await.unwrap();
+    busy.write_all(b"{\"jsonrpc\":").await.unwrap();
+    // The head has been read once the server answers another request on a new connection.
+    assert_healthy(&server).await;
+    let stopped = tokio::time::timeout(DEADLINE, server.stop()).await;
+    assert!(stopped.is_ok(), "shutdown was not bounded");
+    read_to_close(&mut busy).await;
 }
