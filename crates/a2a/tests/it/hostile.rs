@@ -228,7 +228,8 @@ async fn sse_client_that_never_reads_does_not_stall_the_run_or_others() {
         ..A2aOptions::default()
     })
     .await;
-    // About 4 MB of answer in 2,000 chunks: far more than the socket buffers hold.
+    // 4 MiB of answer in 2,048 events, about 4.7 MB of SSE with the framing: more than the
+    // socket buffers hold even at the largest send buffer Linux grows to by default (4 MiB).
     let answer = "0123456789abcdef".repeat(256 * 1024);
     let text = directive(json!([{"text": answer, "chunk": 2048}]));
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
