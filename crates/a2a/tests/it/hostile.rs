@@ -202,15 +202,15 @@ async fn sse_stream_outlives_every_connection_timeout() {
     assert_eq!(streamed, "abcdefghij");
 }
 
-/// Waits for a task file in `state`.
-async fn wait_for_task_state(server: &TestServer, state: &str) -> Value {
+/// Waits for a task file in `state` (the task `id`, or any).
+async fn wait_for_task_state(server: &TestServer, id: Option<&str>, state: &str) -> Value {
     let dir = server.ws().join(".volcanic/a2a/tasks");
     tokio::time::timeout(DEADLINE, async {
         loop {
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
                 let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
                 let Ok(task) = serde_json::from_str::<Value>(&text) else { continue };
-                if task["status"]["state"] == state {
+                if task["status"]["state"] == state && id.is_none_or(|id| task["id"] == id) {
                     return task;
                 }
             }
@@ -224,7 +224,7 @@ async fn wait_for_task_state(server: &TestServer, state: &str) -> Value {
 #[tokio::test]
 async fn sse_client_that_never_reads_does_not_stall_the_run_or_others() {
     let server = server_with(A2aOptions {
-        write_stall_timeout: Duration::from_millis(500),
+        write_stall_timeout: Duration::from_secs(1),
         ..A2aOptions::default()
     })
     .await;
@@ -243,8 +243,12 @@ async fn sse_client_that_never_reads_does_not_stall_the_run_or_others() {
         .unwrap();
     stuck.write_all(request_head("/a2a", body.len()).as_bytes()).await.unwrap();
     stuck.write_all(body.as_bytes()).await.unwrap();
+    // Others are served while the stuck stream's run is under way.
+    let working = wait_for_task_state(&server, None, "TASK_STATE_WORKING").await;
+    let id = working["id"].as_str().unwrap();
+    assert_healthy(&server).await;
     // The stuck client reads nothing; the run still ends and is persisted in full.
-    let task = wait_for_task_state(&server, "TASK_STATE_COMPLETED").await;
+    let task = wait_for_task_state(&server, Some(id), "TASK_STATE_COMPLETED").await;
     assert_eq!(task["artifacts"][0]["parts"][0]["text"].as_str().map(str::len), Some(answer.len()));
     assert_healthy(&server).await;
     // The server gave up on the stuck connection: what it had written ends without the final
