@@ -164,16 +164,13 @@ impl A2aServer {
     /// The routes, to mount in a host's router or serve alone.
     pub fn router(&self) -> Router {
         let limit = self.inner.options.max_body_bytes();
-        Router::new()
+        let routes = Router::new()
             .route("/.well-known/agent-card.json", get(public_card))
             .route("/a2a", post(jsonrpc_endpoint))
             .route("/a2a/", post(jsonrpc_endpoint))
             .route("/a2a/v1/{*path}", any(rest_endpoint))
-            .route("/a2a/push/{watch_id}", post(push_receiver))
-            .layer(axum::extract::DefaultBodyLimit::max(limit))
-            // A panic is a bug, but it must answer 500, not kill the connection's task silently.
-            .layer(tower_http::catch_panic::CatchPanicLayer::new())
-            .with_state(self.inner.clone())
+            .route("/a2a/push/{watch_id}", post(push_receiver));
+        edge_layers(routes, limit).with_state(self.inner.clone())
     }
 
     /// Serves on `listener` until `shutdown` fires, then stops accepting, lets aborted runs
@@ -209,6 +206,17 @@ impl A2aServer {
         self.inner.pool.close_all().await;
         Ok(())
     }
+}
+
+/// The layers every route gets: the body cap, and a panic answered 500 with a fixed body
+/// ("Service panicked"; the message, which may name a source file, goes to the log only).
+fn edge_layers<S: Clone + Send + Sync + 'static>(
+    routes: Router<S>,
+    body_limit: usize,
+) -> Router<S> {
+    routes
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(tower_http::catch_panic::CatchPanicLayer::new())
 }
 
 async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {
@@ -438,4 +446,55 @@ fn json_response(status: StatusCode, body: Value) -> Response {
 
 fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn panic_in_a_handler_is_500_without_its_message_and_the_server_goes_on() {
+        let routes = Router::new()
+            .route(
+                "/boom",
+                get(|| async {
+                    if std::hint::black_box(true) {
+                        panic!("index out of bounds at /home/owner/ws/src/handler.rs:42");
+                    }
+                    "unreachable"
+                }),
+            )
+            .route("/ok", get(|| async { "fine" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = CancellationToken::new();
+        let limits = crate::connection::Limits {
+            header_read_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(5),
+            write_stall_timeout: Duration::from_secs(5),
+            max_connections: 4,
+        };
+        let serving = tokio::spawn(crate::connection::serve(
+            listener,
+            edge_layers(routes, 1024),
+            limits,
+            shutdown.clone(),
+            Duration::from_secs(1),
+        ));
+        let client = reqwest::Client::new();
+        let deadline = Duration::from_secs(20);
+        let get = |path: &'static str| {
+            let request = client.get(format!("{base}{path}"));
+            async move {
+                let response =
+                    tokio::time::timeout(deadline, request.send()).await.unwrap().unwrap();
+                (response.status().as_u16(), response.text().await.unwrap())
+            }
+        };
+        let (status, body) = get("/boom").await;
+        assert_eq!((status, body.as_str()), (500, "Service panicked"));
+        assert_eq!(get("/ok").await, (200, "fine".to_string()));
+        shutdown.cancel();
+        tokio::time::timeout(deadline, serving).await.unwrap().unwrap();
+    }
 }
