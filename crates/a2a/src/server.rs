@@ -253,7 +253,10 @@ async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<Bytes
         Ok(Err(err)) if is_length_limit(&err) => Err(A2aError::PayloadTooLarge { limit }),
         // The client broke off mid-body; whatever we answer, it will not read it.
         Ok(Err(_)) => Err(A2aError::InvalidRequest("the request body could not be read".into())),
-        Err(_) => Err(A2aError::BodyTimeout { secs: deadline.as_secs() }),
+        Err(_) => {
+            let secs = u64::try_from(deadline.as_millis().div_ceil(1000)).unwrap_or(u64::MAX);
+            Err(A2aError::BodyTimeout { secs })
+        }
     }
 }
 
