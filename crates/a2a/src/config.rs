@@ -35,6 +35,9 @@ pub struct A2aOptions {
     /// A connection whose client takes none of the response bytes for this long (its receive
     /// window stays full) is closed; the run it was streaming goes on. Default 60 s.
     pub write_stall_timeout: Duration,
+    /// Largest request head (request line plus headers) in bytes; a bigger one is answered 431
+    /// and the connection closed. Default 64 KiB. (The number of header fields is capped at 100.)
+    pub max_header_bytes: usize,
     /// Most connections served at once; further clients wait in the listen backlog until one
     /// closes. Default 512.
     pub max_connections: usize,
@@ -61,6 +64,7 @@ impl Default for A2aOptions {
             body_read_timeout: Duration::from_secs(120),
             idle_connection_timeout: Duration::from_secs(20),
             write_stall_timeout: Duration::from_secs(60),
+            max_header_bytes: 64 * 1024,
             max_connections: 512,
             max_inbox_bytes: 1024 * 1024 * 1024,
             max_tasks: 100_000,

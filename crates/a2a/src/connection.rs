@@ -26,9 +26,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-/// Largest request head (request line plus headers); beyond it hyper answers 431 and closes.
-pub const MAX_HEADER_BYTES: usize = 64 * 1024;
-
 /// Most header fields in one request; beyond it hyper answers 431 and closes.
 pub const MAX_HEADERS: usize = 100;
 
@@ -42,6 +39,8 @@ pub struct Limits {
     pub idle_timeout: Duration,
     pub write_stall_timeout: Duration,
     pub max_connections: usize,
+    /// Largest request head; beyond it hyper answers 431 and closes.
+    pub max_header_bytes: usize,
 }
 
 /// Serves `router` on `listener` until `shutdown` fires; then stops accepting, lets each
@@ -60,7 +59,7 @@ pub async fn serve(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
-        .max_header_size(MAX_HEADER_BYTES)
+        .max_header_size(limits.max_header_bytes)
         .max_headers(MAX_HEADERS)
         .keep_alive(true);
     let http = Arc::new(http);

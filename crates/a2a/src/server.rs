@@ -191,6 +191,7 @@ impl A2aServer {
             idle_timeout: options.idle_connection_timeout,
             write_stall_timeout: options.write_stall_timeout,
             max_connections: options.max_connections,
+            max_header_bytes: options.max_header_bytes,
         };
         // Graceful, but bounded: a client that never finishes its request (or keeps a stream of a
         // stuck task open) must not hold the server up; its connection is dropped after the grace.
@@ -476,6 +477,7 @@ mod tests {
             idle_timeout: Duration::from_secs(5),
             write_stall_timeout: Duration::from_secs(5),
             max_connections: 4,
+            max_header_bytes: 8192,
         };
         let serving = tokio::spawn(crate::connection::serve(
             listener,

@@ -45,6 +45,7 @@ pub struct A2aSettings {
     #[serde(default, deserialize_with = "opt_duration")]
     pub write_stall_timeout: Option<Duration>,
     pub max_connections: Option<usize>,
+    pub max_header_bytes: Option<usize>,
     pub max_inbox_bytes: Option<u64>,
     pub max_tasks: Option<usize>,
     pub card: CardSettings,
@@ -108,6 +109,7 @@ impl A2aSettings {
         }
         let counts = [
             ("max_connections", self.max_connections, &mut options.max_connections),
+            ("max_header_bytes", self.max_header_bytes, &mut options.max_header_bytes),
             ("max_tasks", self.max_tasks, &mut options.max_tasks),
         ];
         for (key, value, slot) in counts {
@@ -436,6 +438,7 @@ mod tests {
                 ("A2A__IdleConnectionTimeout", "7s"),
                 ("A2A__WriteStallTimeout", "2m"),
                 ("A2A__MaxConnections", "64"),
+                ("A2A__MaxHeaderBytes", "16384"),
                 ("A2A__MaxInboxBytes", "1048576"),
                 ("A2A__MaxTasks", "2000"),
             ]),
@@ -457,8 +460,13 @@ mod tests {
             )
         );
         assert_eq!(
-            (options.max_connections, options.max_inbox_bytes, options.max_tasks),
-            (64, 1024 * 1024, 2000)
+            (
+                options.max_connections,
+                options.max_header_bytes,
+                options.max_inbox_bytes,
+                options.max_tasks
+            ),
+            (64, 16384, 1024 * 1024, 2000)
         );
         let zero = load(None, dir.path(), &env(&[("A2A__MaxConnections", "0")])).unwrap();
         let err = zero.a2a.to_options().unwrap_err();

@@ -254,3 +254,27 @@ async fn huge_ids_and_strings_in_valid_requests_are_bounded() {
     assert_eq!(answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{answer}");
     assert_healthy(&server).await;
 }
+
+#[tokio::test]
+async fn max_header_bytes_sets_the_head_cap() {
+    let header = vec![("X-Padding".to_string(), "p".repeat(6 * 1024))];
+    for (max_header_bytes, expected) in [(4 * 1024, 431), (64 * 1024, 200)] {
+        let server = TestServer::with(Setup {
+            options: A2aOptions { max_header_bytes, ..A2aOptions::default() },
+            ..Setup::default()
+        })
+        .await;
+        let body = send_body(Target::JsonRpc10, json!({"text": "hi"}), json!(1));
+        let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+        let request = client
+            .post(format!("{}/a2a", server.base))
+            .header("X-API-Key", KEY)
+            .header("A2A-Version", "1.0")
+            .header("content-type", "application/json")
+            .header(header[0].0.as_str(), header[0].1.as_str())
+            .body(body);
+        let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
+        assert_eq!(response.status(), expected, "cap {max_header_bytes}");
+        assert_healthy(&server).await;
+    }
+}
