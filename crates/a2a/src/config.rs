@@ -27,6 +27,33 @@ pub struct A2aOptions {
     pub card_name: String,
     /// Description on the public card and the last fallback. Default a generic sentence.
     pub card_description: String,
+    /// How long a client has to send a complete request head (request line and headers),
+    /// counted from when the connection is ready for a request: accepted, or the previous
+    /// response sent. Slower clients are disconnected (slowloris). Default 30 s.
+    pub header_read_timeout: Duration,
+    /// How long a client has to send a whole request body; a slower body is answered 408 and
+    /// the connection closed. Default 2 min.
+    pub body_read_timeout: Duration,
+    /// A connection with no request in progress that receives nothing for this long is closed.
+    /// Default 20 s. (A kept-alive connection also counts as waiting for a request head, so it is
+    /// closed after `header_read_timeout` at the latest.)
+    pub idle_connection_timeout: Duration,
+    /// A connection whose client takes none of the response bytes for this long (its receive
+    /// window stays full) is closed; the run it was streaming goes on. Default 60 s.
+    pub write_stall_timeout: Duration,
+    /// Largest request head (request line plus headers) in bytes; a bigger one is answered 431
+    /// and the connection closed. Default 64 KiB. (The number of header fields is capped at 100.)
+    pub max_header_bytes: usize,
+    /// Most connections served at once; further clients wait in the listen backlog until one
+    /// closes. Default 512.
+    pub max_connections: usize,
+    /// Most bytes of files the server saves under each workspace's `inbox/` (counted over the
+    /// `a2a-*` files there, so the owner frees room by deleting them); a file part that would
+    /// go over fails its task with the reason. Default 1 GiB.
+    pub max_inbox_bytes: u64,
+    /// Most task files per workspace; beyond it a new task is refused (continuing an existing
+    /// task still works). Terminal tasks are never pruned automatically. Default 100,000.
+    pub max_tasks: usize,
 }
 
 impl Default for A2aOptions {
@@ -41,6 +68,14 @@ impl Default for A2aOptions {
             allow_private_push_urls: false,
             card_name: "Volcanic assistant".into(),
             card_description: "A personal assistant that other agents can talk to over A2A.".into(),
+            header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(120),
+            idle_connection_timeout: Duration::from_secs(20),
+            write_stall_timeout: Duration::from_secs(60),
+            max_header_bytes: 64 * 1024,
+            max_connections: 512,
+            max_inbox_bytes: 1024 * 1024 * 1024,
+            max_tasks: 100_000,
         }
     }
 }

@@ -46,6 +46,12 @@ pub enum A2aError {
     /// The request body is over the cap (HTTP 413 on REST, -32600 on JSON-RPC).
     #[error("Request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    /// The request declares a body type other than JSON (HTTP 415, -32600 on JSON-RPC).
+    #[error("Content-Type {0:?} is not supported; send application/json or application/a2a+json")]
+    UnsupportedMediaType(String),
+    /// The request body did not arrive in time (HTTP 408 on both bindings, -32600 on JSON-RPC).
+    #[error("Request body was not received within {secs} seconds")]
+    BodyTimeout { secs: u64 },
 }
 
 impl A2aError {
@@ -60,7 +66,10 @@ impl A2aError {
             A2aError::ExtendedCardNotConfigured => -32007,
             A2aError::VersionNotSupported { .. } => -32009,
             A2aError::Parse(_) => -32700,
-            A2aError::InvalidRequest(_) | A2aError::PayloadTooLarge { .. } => -32600,
+            A2aError::InvalidRequest(_)
+            | A2aError::PayloadTooLarge { .. }
+            | A2aError::BodyTimeout { .. }
+            | A2aError::UnsupportedMediaType(_) => -32600,
             A2aError::MethodNotFound(_) => -32601,
             A2aError::InvalidParams(_) => -32602,
             A2aError::Internal => -32603,
@@ -73,6 +82,8 @@ impl A2aError {
             A2aError::TaskNotFound { .. } | A2aError::MethodNotFound(_) => 404,
             A2aError::Internal => 500,
             A2aError::PayloadTooLarge { .. } => 413,
+            A2aError::BodyTimeout { .. } => 408,
+            A2aError::UnsupportedMediaType(_) => 415,
             A2aError::TaskNotCancelable { .. }
             | A2aError::PushNotSupported
             | A2aError::UnsupportedOperation(_)
@@ -91,12 +102,14 @@ impl A2aError {
             A2aError::TaskNotFound { .. } | A2aError::MethodNotFound(_) => "NOT_FOUND",
             A2aError::Internal => "INTERNAL",
             A2aError::PayloadTooLarge { .. } => "RESOURCE_EXHAUSTED",
+            A2aError::BodyTimeout { .. } => "DEADLINE_EXCEEDED",
             A2aError::TaskNotCancelable { .. }
             | A2aError::PushNotSupported
             | A2aError::UnsupportedOperation(_)
             | A2aError::ExtendedCardNotConfigured
             | A2aError::VersionNotSupported { .. } => "FAILED_PRECONDITION",
             A2aError::ContentTypeNotSupported(_)
+            | A2aError::UnsupportedMediaType(_)
             | A2aError::Parse(_)
             | A2aError::InvalidRequest(_)
             | A2aError::InvalidParams(_) => "INVALID_ARGUMENT",
@@ -118,6 +131,8 @@ impl A2aError {
             A2aError::InvalidParams(_) => "INVALID_PARAMS",
             A2aError::Internal => "INTERNAL_ERROR",
             A2aError::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
+            A2aError::BodyTimeout { .. } => "REQUEST_TIMEOUT",
+            A2aError::UnsupportedMediaType(_) => "UNSUPPORTED_MEDIA_TYPE",
         }
     }
 
@@ -140,7 +155,9 @@ impl A2aError {
             | A2aError::MethodNotFound(_)
             | A2aError::InvalidParams(_)
             | A2aError::Internal
-            | A2aError::PayloadTooLarge { .. } => {}
+            | A2aError::PayloadTooLarge { .. }
+            | A2aError::BodyTimeout { .. }
+            | A2aError::UnsupportedMediaType(_) => {}
         }
         let mut info = json!({
             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
@@ -209,6 +226,8 @@ mod tests {
             (A2aError::InvalidParams("x".into()), -32602, 400, "INVALID_PARAMS"),
             (A2aError::Internal, -32603, 500, "INTERNAL_ERROR"),
             (A2aError::PayloadTooLarge { limit: 1 }, -32600, 413, "PAYLOAD_TOO_LARGE"),
+            (A2aError::BodyTimeout { secs: 1 }, -32600, 408, "REQUEST_TIMEOUT"),
+            (A2aError::UnsupportedMediaType("x".into()), -32600, 415, "UNSUPPORTED_MEDIA_TYPE"),
         ];
         for (error, code, status, reason) in cases {
             assert_eq!(

@@ -209,6 +209,9 @@ impl ServerInner {
             Some(task_id) => Some(self.continuable(caller, task_id, &message).await?),
             None => None,
         };
+        if continued.is_none() {
+            self.check_task_room(caller).await?;
+        }
         let context_id = match (&continued, &message.context_id) {
             (Some(file), _) => file.task.context_id.clone(),
             (None, Some(context_id)) => context_id.clone(),
@@ -296,7 +299,10 @@ impl ServerInner {
             &message.parts,
             self.notifier.is_some(),
             &self.guard,
-            self.options.max_file_bytes,
+            files::Caps {
+                max_file_bytes: self.options.max_file_bytes,
+                max_inbox_bytes: self.options.max_inbox_bytes,
+            },
         )
         .await;
         let prompt = match prompt {
@@ -305,7 +311,9 @@ impl ServerInner {
                 // A file that cannot be fetched fails the task with the reason; anything else is
                 // ours and stays generic.
                 let (reason, reply) = match err {
-                    files::PromptError::Download { .. } => (err.to_string(), None),
+                    files::PromptError::Download { .. } | files::PromptError::InboxFull { .. } => {
+                        (err.to_string(), None)
+                    }
                     files::PromptError::A2a(a2a) => (UNEXPECTED_FAILURE.to_string(), Some(a2a)),
                 };
                 live.set_status(TaskState::Failed, Some(reason)).await;
@@ -350,6 +358,21 @@ impl ServerInner {
             }
         });
         Ok(Started::Running { snapshot: Box::new(snapshot), events, finished, live })
+    }
+
+    /// Refuses a new task when the workspace already holds `A2A__MaxTasks` task files, as the
+    /// task index counts them (O(1) per send; files deleted by hand count until the index's next
+    /// scan). Concurrent sends may pass the cap by as many tasks as are being created at once.
+    async fn check_task_room(&self, caller: &Caller) -> Result<(), A2aError> {
+        let max = self.options.max_tasks;
+        let count = self.store.count(&caller.workspace.path).await?;
+        if count >= max {
+            tracing::warn!(caller = %caller.name, max, "task limit reached, a new task was refused");
+            return Err(A2aError::UnsupportedOperation(format!(
+                "the assistant holds its maximum of {max} tasks; continue an existing task or ask its owner to remove old ones"
+            )));
+        }
+        Ok(())
     }
 
     /// Loads a task a message wants to continue and checks that it can be: the caller's, in the

@@ -21,6 +21,7 @@ pub mod auth;
 pub mod binding;
 pub mod card;
 pub mod config;
+mod connection;
 pub mod error;
 pub mod extension;
 mod files;

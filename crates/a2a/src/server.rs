@@ -168,16 +168,13 @@ impl A2aServer {
     /// The routes, to mount in a host's router or serve alone.
     pub fn router(&self) -> Router {
         let limit = self.inner.options.max_body_bytes();
-        Router::new()
+        let routes = Router::new()
             .route("/.well-known/agent-card.json", get(public_card))
             .route("/a2a", post(jsonrpc_endpoint))
             .route("/a2a/", post(jsonrpc_endpoint))
             .route("/a2a/v1/{*path}", any(rest_endpoint))
-            .route("/a2a/push/{watch_id}", post(push_receiver))
-            .layer(axum::extract::DefaultBodyLimit::max(limit))
-            // A panic is a bug, but it must answer 500, not kill the connection's task silently.
-            .layer(tower_http::catch_panic::CatchPanicLayer::new())
-            .with_state(self.inner.clone())
+            .route("/a2a/push/{watch_id}", post(push_receiver));
+        edge_layers(routes, limit).with_state(self.inner.clone())
     }
 
     /// Serves on `listener` until `shutdown` fires, then stops accepting, lets aborted runs
@@ -192,22 +189,18 @@ impl A2aServer {
     ) -> std::io::Result<()> {
         let eviction =
             self.inner.tracker.spawn(self.inner.pool.clone().run_eviction(shutdown.clone()));
-        let stop = shutdown.clone();
-        let serving = axum::serve(listener, self.router())
-            .with_graceful_shutdown(async move { stop.cancelled().await });
+        let options = &self.inner.options;
+        let limits = crate::connection::Limits {
+            header_read_timeout: options.header_read_timeout,
+            idle_timeout: options.idle_connection_timeout,
+            write_stall_timeout: options.write_stall_timeout,
+            max_connections: options.max_connections,
+            max_header_bytes: options.max_header_bytes,
+        };
         // Graceful, but bounded: a client that never finishes its request (or keeps a stream of a
-        // stuck task open) must not hold the server up. Dropping the server drops connections.
-        let deadline = async {
-            shutdown.cancelled().await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        };
-        let served = tokio::select! {
-            served = serving => served,
-            () = deadline => {
-                tracing::warn!("connections still open after the shutdown grace; closing them");
-                Ok(())
-            }
-        };
+        // stuck task open) must not hold the server up; its connection is dropped after the grace.
+        crate::connection::serve(listener, self.router(), limits, shutdown.clone(), SHUTDOWN_GRACE)
+            .await;
         self.inner.tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, self.inner.tracker.wait()).await.is_err() {
             tracing::warn!(runs = self.inner.live.len(), "runs still settling at shutdown");
@@ -216,8 +209,19 @@ impl A2aServer {
         self.inner.push.close().await;
         eviction.abort();
         self.inner.pool.close_all().await;
-        served
+        Ok(())
     }
+}
+
+/// The layers every route gets: the body cap, and a panic answered 500 with a fixed body
+/// ("Service panicked"; the message, which may name a source file, goes to the log only).
+fn edge_layers<S: Clone + Send + Sync + 'static>(
+    routes: Router<S>,
+    body_limit: usize,
+) -> Router<S> {
+    routes
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(tower_http::catch_panic::CatchPanicLayer::new())
 }
 
 async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {
@@ -246,8 +250,58 @@ fn unauthorized(message: &str) -> Response {
     response
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, A2aError> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| A2aError::PayloadTooLarge { limit })
+/// Reads a whole request body: at most `limit` bytes, within `deadline` in total (a body that
+/// trickles in slower is a slowloris, answered 408).
+async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<Bytes, A2aError> {
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(err)) if is_length_limit(&err) => Err(A2aError::PayloadTooLarge { limit }),
+        // The client broke off mid-body; whatever we answer, it will not read it.
+        Ok(Err(_)) => Err(A2aError::InvalidRequest("the request body could not be read".into())),
+        Err(_) => {
+            let secs = u64::try_from(deadline.as_millis().div_ceil(1000)).unwrap_or(u64::MAX);
+            Err(A2aError::BodyTimeout { secs })
+        }
+    }
+}
+
+fn is_length_limit(err: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        if current.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// Refuses a body declared as something other than JSON. A missing Content-Type is accepted
+/// (PROTOCOL.md §1: requests arrive as `application/json` or `application/a2a+json`).
+fn check_content_type(headers: &HeaderMap, body: &[u8]) -> Result<(), A2aError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(()) };
+    if body.is_empty() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(value.as_bytes());
+    let essence = text.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    let is_json = essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"));
+    if is_json {
+        Ok(())
+    } else {
+        let shown: String = text.chars().take(100).collect();
+        Err(A2aError::UnsupportedMediaType(shown))
+    }
+}
+
+/// An error answer to a body that could not be read: the status the error maps to, and the
+/// connection closed when the rest of the body may still be on its way.
+fn body_error(err: &A2aError, body: Value) -> Response {
+    let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+    let mut response = (status, axum::Json(body)).into_response();
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
@@ -262,16 +316,13 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     };
     let base = base_url(&inner, &parts.headers);
     let limit = inner.options.max_body_bytes();
-    let body = match read_body(body, limit).await {
+    let body = match read_body(body, limit, inner.options.body_read_timeout).await {
         Ok(body) => body,
-        Err(err) => {
-            return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                axum::Json(jsonrpc::encode_error(&Value::Null, &err)),
-            )
-                .into_response();
-        }
+        Err(err) => return body_error(&err, jsonrpc::encode_error(&Value::Null, &err)),
     };
+    if let Err(err) = check_content_type(&parts.headers, &body) {
+        return body_error(&err, jsonrpc::encode_error(&jsonrpc::request_id(&body), &err));
+    }
     let requested = binding::requested_version(
         header_text(&parts.headers, "a2a-version").as_deref(),
         parts.uri.query(),
@@ -336,10 +387,19 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     if let Err(err) = version {
         return rest_error(&err);
     }
-    let body = match read_body(body, inner.options.max_body_bytes()).await {
+    let body = match read_body(
+        body,
+        inner.options.max_body_bytes(),
+        inner.options.body_read_timeout,
+    )
+    .await
+    {
         Ok(body) => body,
-        Err(err) => return rest_error(&err),
+        Err(err) => return body_error(&err, rest::encode_error(&err).1),
     };
+    if let Err(err) = check_content_type(&parts.headers, &body) {
+        return rest_error(&err);
+    }
     let path = parts.uri.path().strip_prefix("/a2a/v1").unwrap_or("");
     let request = match rest::decode(parts.method.as_str(), path, parts.uri.query(), &body) {
         Ok(request) => request,
@@ -368,9 +428,9 @@ async fn push_receiver(
     let Some(handler) = inner.on_push.clone() else { return not_found() };
     let (parts, body) = request.into_parts();
     let token = header_text(&parts.headers, "x-a2a-notification-token");
-    let body = match read_body(body, PUSH_BODY_LIMIT).await {
+    let body = match read_body(body, PUSH_BODY_LIMIT, inner.options.body_read_timeout).await {
         Ok(body) => body,
-        Err(_) => return StatusCode::PAYLOAD_TOO_LARGE.into_response(),
+        Err(err) => return body_error(&err, json!({"error": err.to_string()})),
     };
     let Ok(json) = serde_json::from_slice::<Value>(&body) else {
         return (StatusCode::BAD_REQUEST, "the body must be JSON").into_response();
@@ -394,4 +454,56 @@ fn json_response(status: StatusCode, body: Value) -> Response {
 
 fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn panic_in_a_handler_is_500_without_its_message_and_the_server_goes_on() {
+        let routes = Router::new()
+            .route(
+                "/boom",
+                get(|| async {
+                    if std::hint::black_box(true) {
+                        panic!("index out of bounds at /home/owner/ws/src/handler.rs:42");
+                    }
+                    "unreachable"
+                }),
+            )
+            .route("/ok", get(|| async { "fine" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = CancellationToken::new();
+        let limits = crate::connection::Limits {
+            header_read_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(5),
+            write_stall_timeout: Duration::from_secs(5),
+            max_connections: 4,
+            max_header_bytes: 8192,
+        };
+        let serving = tokio::spawn(crate::connection::serve(
+            listener,
+            edge_layers(routes, 1024),
+            limits,
+            shutdown.clone(),
+            Duration::from_secs(1),
+        ));
+        let client = reqwest::Client::new();
+        let deadline = Duration::from_secs(20);
+        let get = |path: &'static str| {
+            let request = client.get(format!("{base}{path}"));
+            async move {
+                let response =
+                    tokio::time::timeout(deadline, request.send()).await.unwrap().unwrap();
+                (response.status().as_u16(), response.text().await.unwrap())
+            }
+        };
+        let (status, body) = get("/boom").await;
+        assert_eq!((status, body.as_str()), (500, "Service panicked"));
+        assert_eq!(get("/ok").await, (200, "fine".to_string()));
+        shutdown.cancel();
+        tokio::time::timeout(deadline, serving).await.unwrap().unwrap();
+    }
 }

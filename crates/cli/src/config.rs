@@ -108,6 +108,18 @@ pub struct A2aSettings {
     pub max_sessions_per_caller: Option<usize>,
     pub max_file_bytes: Option<u64>,
     pub allow_private_push_urls: Option<bool>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub header_read_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub body_read_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub idle_connection_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub write_stall_timeout: Option<Duration>,
+    pub max_connections: Option<usize>,
+    pub max_header_bytes: Option<usize>,
+    pub max_inbox_bytes: Option<u64>,
+    pub max_tasks: Option<usize>,
     pub card: CardSettings,
 }
 
@@ -163,6 +175,40 @@ impl A2aSettings {
         }
         if let Some(v) = self.allow_private_push_urls {
             options.allow_private_push_urls = v;
+        }
+        let timeouts = [
+            ("header_read_timeout", self.header_read_timeout, &mut options.header_read_timeout),
+            ("body_read_timeout", self.body_read_timeout, &mut options.body_read_timeout),
+            (
+                "idle_connection_timeout",
+                self.idle_connection_timeout,
+                &mut options.idle_connection_timeout,
+            ),
+            ("write_stall_timeout", self.write_stall_timeout, &mut options.write_stall_timeout),
+        ];
+        for (key, value, slot) in timeouts {
+            if let Some(v) = value {
+                if v.is_zero() {
+                    return Err(ConfigError(format!("a2a.{key}: must be longer than zero")));
+                }
+                *slot = v;
+            }
+        }
+        let counts = [
+            ("max_connections", self.max_connections, &mut options.max_connections),
+            ("max_header_bytes", self.max_header_bytes, &mut options.max_header_bytes),
+            ("max_tasks", self.max_tasks, &mut options.max_tasks),
+        ];
+        for (key, value, slot) in counts {
+            if let Some(v) = value {
+                if v == 0 {
+                    return Err(ConfigError(format!("a2a.{key}: must be at least 1")));
+                }
+                *slot = v;
+            }
+        }
+        if let Some(v) = self.max_inbox_bytes {
+            options.max_inbox_bytes = v;
         }
         if let Some(v) = &self.card.name {
             options.card_name = v.clone();
@@ -509,6 +555,56 @@ mod tests {
         assert_eq!((options.max_open_sessions, options.max_sessions_per_caller), (64, 8));
         assert_eq!(options.card_name, "Ada");
         assert!(settings.a2a.enabled);
+    }
+
+    #[test]
+    fn a2a_connection_and_resource_limits_come_from_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("A2A__HeaderReadTimeout", "5s"),
+                ("A2A__BodyReadTimeout", "00:01:30"),
+                ("A2A__IdleConnectionTimeout", "7s"),
+                ("A2A__WriteStallTimeout", "2m"),
+                ("A2A__MaxConnections", "64"),
+                ("A2A__MaxHeaderBytes", "16384"),
+                ("A2A__MaxInboxBytes", "1048576"),
+                ("A2A__MaxTasks", "2000"),
+            ]),
+        )
+        .unwrap();
+        let options = settings.a2a.to_options().unwrap();
+        assert_eq!(
+            (
+                options.header_read_timeout,
+                options.body_read_timeout,
+                options.idle_connection_timeout,
+                options.write_stall_timeout,
+            ),
+            (
+                Duration::from_secs(5),
+                Duration::from_secs(90),
+                Duration::from_secs(7),
+                Duration::from_secs(120)
+            )
+        );
+        assert_eq!(
+            (
+                options.max_connections,
+                options.max_header_bytes,
+                options.max_inbox_bytes,
+                options.max_tasks
+            ),
+            (64, 16384, 1024 * 1024, 2000)
+        );
+        let zero = load(None, dir.path(), &env(&[("A2A__MaxConnections", "0")])).unwrap();
+        let err = zero.a2a.to_options().unwrap_err();
+        assert_eq!(err.0, "a2a.max_connections: must be at least 1");
+        let zero = load(None, dir.path(), &env(&[("A2A__HeaderReadTimeout", "0s")])).unwrap();
+        let err = zero.a2a.to_options().unwrap_err();
+        assert_eq!(err.0, "a2a.header_read_timeout: must be longer than zero");
     }
 
     #[test]

@@ -7,10 +7,13 @@
 //! caller and are never touched. Semantic checks (empty parts, page size ranges) are the
 //! handler's, not this module's.
 
+use std::sync::LazyLock;
+
 use base64::Engine;
 use base64::engine::general_purpose::{
     STANDARD, STANDARD_PAD_INDIFFERENT, URL_SAFE_PAD_INDIFFERENT,
 };
+use regex::Regex;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -70,7 +73,7 @@ pub(crate) fn push_config(mut params: Value) -> Result<a2a::TaskPushNotification
             .get("authentication")
             .and_then(probe::<a2a::AuthenticationInfo>)
             .map(|detail| format!("authentication: {detail}"));
-        A2aError::InvalidParams(located.unwrap_or_else(|| error.to_string()))
+        A2aError::InvalidParams(located.unwrap_or_else(|| describe(&error)))
     })
 }
 
@@ -80,7 +83,7 @@ pub(crate) fn push_config(mut params: Value) -> Result<a2a::TaskPushNotification
 ///
 /// [`A2aError::InvalidParams`] with serde's description of the problem.
 pub(crate) fn typed<T: DeserializeOwned>(params: Value) -> Result<T, A2aError> {
-    T::deserialize(&params).map_err(|error| A2aError::InvalidParams(error.to_string()))
+    T::deserialize(&params).map_err(|error| A2aError::InvalidParams(describe(&error)))
 }
 
 fn normalize_object(map: &mut Map<String, Value>) {
@@ -216,12 +219,23 @@ fn locate_send_error(params: &Value, error: serde_json::Error) -> String {
                 .and_then(probe::<a2a::SendMessageConfiguration>)
                 .map(|detail| format!("configuration: {detail}"))
         });
-    located.unwrap_or_else(|| error.to_string())
+    located.unwrap_or_else(|| describe(&error))
+}
+
+/// serde's description of a params error, with our Rust type names replaced by the JSON shape
+/// they stand for: a caller learns what to send, not how the server is written.
+fn describe(error: &serde_json::Error) -> String {
+    static TYPE_NAME: LazyLock<Regex> = LazyLock::new(|| {
+        #[allow(clippy::expect_used)]
+        Regex::new(r"expected (?:(?:tuple |unit )?struct|enum) [A-Za-z_][A-Za-z0-9_]*")
+            .expect("the type-name pattern is a valid regex")
+    });
+    TYPE_NAME.replace_all(&error.to_string(), "expected an object").into_owned()
 }
 
 /// The deserialization error of `value` as a `T`, if any.
 fn probe<T: DeserializeOwned>(value: &Value) -> Option<String> {
-    T::deserialize(value).err().map(|error| error.to_string())
+    T::deserialize(value).err().map(|error| describe(&error))
 }
 
 #[cfg(test)]

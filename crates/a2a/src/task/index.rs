@@ -274,6 +274,16 @@ impl WorkspaceIndex {
         self.scan();
     }
 
+    /// How many task files the index knows: the folder as of the last scan (one is made now if
+    /// there was none) plus our own writes since. O(1) after the first scan; files removed by
+    /// hand drop out at the next scan.
+    pub fn known_len(&mut self) -> usize {
+        if self.folder.scanned_at.is_none() {
+            self.scan();
+        }
+        self.entries.len()
+    }
+
     /// Brings the index in line with the folder: one `read_dir` plus a stat per file, and only
     /// new or changed files are parsed. Deleted files drop out.
     fn scan(&mut self) {

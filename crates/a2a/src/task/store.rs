@@ -276,6 +276,18 @@ impl TaskStore {
         .await
     }
 
+    /// How many task files `workspace` holds, as far as the index knows (see
+    /// [`WorkspaceIndex::known_len`]): what `A2A__MaxTasks` is checked against on every new task,
+    /// so it must not cost a folder listing each time.
+    ///
+    /// # Errors
+    /// [`A2aError::Internal`] when the blocking pool fails.
+    pub async fn count(&self, workspace: &Path) -> Result<usize, A2aError> {
+        self.sweep_once(workspace).await;
+        let index = self.index(workspace);
+        blocking(move || lock(&index).known_len()).await
+    }
+
     async fn recover_if_stale(
         &self,
         workspace: &A2aWorkspace,

@@ -5,10 +5,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod auth;
+mod bad_bodies;
 mod bad_input;
 mod cards;
 mod concurrency;
 mod guard;
+mod hostile;
+mod hygiene;
+mod limits;
 mod push;
 mod races;
 mod receiver;
