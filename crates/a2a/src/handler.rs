@@ -361,11 +361,16 @@ impl ServerInner {
     }
 
     /// Refuses a new task when the workspace already holds `A2A__MaxTasks` task files, as the
-    /// task index counts them (O(1) per send; files deleted by hand count until the index's next
-    /// scan). Concurrent sends may pass the cap by as many tasks as are being created at once.
+    /// task index counts them: O(1) per send, and a fresh look at the folder only at the cap (files
+    /// the owner deleted make room at once). Concurrent sends may pass the cap by as many tasks
+    /// as are being created at that moment.
     async fn check_task_room(&self, caller: &Caller) -> Result<(), A2aError> {
         let max = self.options.max_tasks;
-        let count = self.store.count(&caller.workspace.path).await?;
+        let mut count = self.store.count(&caller.workspace.path, false).await?;
+        if count >= max {
+            // The owner may have deleted task files since the index last looked: look again.
+            count = self.store.count(&caller.workspace.path, true).await?;
+        }
         if count >= max {
             tracing::warn!(caller = %caller.name, max, "task limit reached, a new task was refused");
             return Err(A2aError::UnsupportedOperation(format!(

@@ -282,10 +282,19 @@ impl TaskStore {
     ///
     /// # Errors
     /// [`A2aError::Internal`] when the blocking pool fails.
-    pub async fn count(&self, workspace: &Path) -> Result<usize, A2aError> {
+    /// With `rescan`, the index is first brought up to date with the folder (a listing when it
+    /// changed), for an exact answer where it matters: before refusing a task at the cap.
+    pub async fn count(&self, workspace: &Path, rescan: bool) -> Result<usize, A2aError> {
         self.sweep_once(workspace).await;
         let index = self.index(workspace);
-        blocking(move || lock(&index).known_len()).await
+        blocking(move || {
+            let mut index = lock(&index);
+            if rescan {
+                index.ensure_current(Instant::now());
+            }
+            index.known_len()
+        })
+        .await
     }
 
     async fn recover_if_stale(
