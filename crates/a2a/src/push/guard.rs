@@ -416,6 +416,9 @@ fn error_chain(err: &dyn StdError) -> String {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -334,3 +334,6 @@ fn last_newline_end(file: &mut File, len: u64) -> std::io::Result<u64> {
     }
     Ok(0)
 }
+
+#[cfg(test)]
+mod proptests;
