@@ -18,6 +18,8 @@ fn notations(ip: Ipv4Addr) -> Vec<String> {
     vec![
         format!("{a}.{b}.{c}.{d}"),
         format!("{a}.{b}.{c}.{d}."),
+        format!("{a}.{b}.{c}.{d}.."),
+        format!("{n}..."),
         format!("{n}"),
         format!("0x{n:x}"),
         format!("0{n:o}"),
