@@ -14,4 +14,5 @@ mod receiver;
 mod runs;
 mod support;
 mod tasks;
+mod test_logs;
 mod v03;
