@@ -23,6 +23,8 @@ pub mod config;
 pub mod error;
 pub mod extension;
 mod files;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handler;
 mod live;
 mod pool;
