@@ -88,7 +88,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     (workspace / '.volcanic' / 'a2a' / 'callers.json').write_text(
         json.dumps([{'name': 'py-bot', 'key': KEY}, {'name': 'other-bot', 'key': OTHER_KEY}])
     )
-    log = root / 'serve.log'
+    # scripts/test scans the server log for leaked keys (docs/reliability.md, "Secrets in logs").
+    log_dir = os.environ.get('VOLCANIC_TEST_LOG_DIR')
+    log = Path(log_dir) / 'interop-serve.log' if log_dir else root / 'serve.log'
     with log.open('w') as stderr:
         process = subprocess.Popen(
             [
@@ -107,6 +109,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                 'PATH': os.environ.get('PATH', ''),
                 'HOME': str(home),
                 'A2A__AllowPrivatePushUrls': 'true',
+                'RUST_LOG': 'debug',
             },
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

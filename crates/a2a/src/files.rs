@@ -133,7 +133,7 @@ pub async fn build_prompt_with_downloads(
     assemble(caller, parts, has_notifier, Some(client), caps).await
 }
 
-async fn assemble(
+pub(crate) async fn assemble(
     caller: &Caller,
     parts: &[Part],
     has_notifier: bool,
@@ -200,7 +200,7 @@ fn inbox_entry(path: &Path) -> String {
 /// A safe file name for a part: its own name's last component, else the last segment of the URL
 /// it was downloaded from, else `file` plus an extension guessed from the media type (the part's,
 /// else the download's `Content-Type`).
-fn file_name(part: &Part, url: Option<&str>, content_type: Option<&str>) -> String {
+pub(crate) fn file_name(part: &Part, url: Option<&str>, content_type: Option<&str>) -> String {
     let given = part
         .filename
         .as_deref()
@@ -507,5 +507,23 @@ mod tests {
         assert_eq!(file_name(&part, Some("https://h/x/%2e%2e%2fetc%2fpasswd"), None), "passwd");
         let part = Part::url("https://h/");
         assert_eq!(file_name(&part, Some("https://h/"), Some("image/png; q=1")), "file.png");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn file_name_any_given_name_is_one_safe_component(name in proptest::prelude::any::<String>()) {
+            let part = Part::raw(vec![1]).with_filename(name.clone());
+            let saved = file_name(&part, None, None);
+            let components: Vec<_> = Path::new(&saved).components().collect();
+            proptest::prop_assert!(
+                matches!(components.as_slice(), [std::path::Component::Normal(n)] if *n == saved.as_str()),
+                "{:?} -> {:?}", name, saved
+            );
+            proptest::prop_assert!(!saved.starts_with('.') && saved.len() <= 100, "{:?}", saved);
+            proptest::prop_assert!(
+                saved.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_".contains(&b)),
+                "{:?}", saved
+            );
+        }
     }
 }

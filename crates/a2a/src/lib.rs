@@ -25,6 +25,8 @@ mod connection;
 pub mod error;
 pub mod extension;
 mod files;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handler;
 pub mod inbox;
 mod live;

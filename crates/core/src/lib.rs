@@ -23,6 +23,8 @@ pub mod config;
 mod error;
 pub mod exec;
 pub mod extension;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod message;
 pub mod provider;
 pub mod redact;

@@ -196,13 +196,50 @@ pub fn check_url(url: &str, allow_private: bool) -> Result<Url, GuardError> {
         Host::Domain(name) => {
             let name = name.trim_end_matches('.').to_ascii_lowercase();
             let local = name.is_empty() || name == "localhost" || name.ends_with(".localhost");
-            local.then_some(GuardError::BlockedName { host: name })
+            match numeric_ipv4(&name) {
+                Some(ip) if is_blocked(IpAddr::V4(ip)) => {
+                    Some(GuardError::BlockedAddress { host: ip.to_string() })
+                }
+                Some(_) | None => local.then_some(GuardError::BlockedName { host: name }),
+            }
         }
     };
     match refusal {
         Some(err) => Err(err),
         None => Ok(parsed),
     }
+}
+
+/// The IPv4 address a resolver reads a name as when the name is 1 to 4 numbers (decimal, `0x`
+/// hex or `0` octal; the last fills the remaining bytes, so `10.1` is 10.0.0.1), as `inet_aton`
+/// and so `getaddrinfo` do. The URL parser turns such hosts into addresses itself, except when
+/// more than one trailing dot hides them (`10.1..`, found by the `url_guard` fuzz target).
+fn numeric_ipv4(name: &str) -> Option<Ipv4Addr> {
+    fn number(part: &str) -> Option<u32> {
+        let (digits, radix) = match part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+            Some(hex) => (hex, 16),
+            None if part.len() > 1 && part.starts_with('0') => (&part[1..], 8),
+            None => (part, 10),
+        };
+        if digits.is_empty() {
+            return (radix == 16 || part == "0").then_some(0);
+        }
+        if !digits.chars().all(|c| c.is_digit(radix)) {
+            return None;
+        }
+        u32::from_str_radix(digits, radix).ok()
+    }
+    let parts: Vec<u32> = name.split('.').map(number).collect::<Option<_>>()?;
+    let (last, head) = parts.split_last()?;
+    if head.len() > 3 || head.iter().any(|part| *part > 255) {
+        return None;
+    }
+    let rest_bits = 8 * (4 - head.len() as u32);
+    if rest_bits < 32 && *last >= 1 << rest_bits {
+        return None;
+    }
+    let high = head.iter().enumerate().fold(0u32, |ip, (i, part)| ip | part << (24 - 8 * i));
+    Some(Ipv4Addr::from(high | last))
 }
 
 /// Name resolution for [`GuardedClient`], injectable so tests can answer what they like (DNS
@@ -414,6 +451,11 @@ fn error_chain(err: &dyn StdError) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod fuzz_regressions;
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod tests {

@@ -20,4 +20,5 @@ mod runs;
 mod support;
 mod tasks;
 mod tenancy;
+mod test_logs;
 mod v03;

@@ -95,6 +95,7 @@ impl TestServer {
     }
 
     pub async fn with(setup: Setup) -> Self {
+        crate::test_logs::init();
         let workspace = tempfile::tempdir().unwrap();
         let extra: Vec<tempfile::TempDir> =
             (0..setup.extra_workspaces).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -110,6 +111,7 @@ impl TestServer {
         state: tempfile::TempDir,
         setup: Setup,
     ) -> Self {
+        crate::test_logs::init();
         let faux = Arc::new(FauxProvider::new());
         let inbound = Inbound::default();
         let seen = inbound.0.clone();
@@ -315,6 +317,9 @@ pub fn directive(steps: Value) -> String {
 pub fn write_callers(workspace: &Path, callers: &[(&str, &str)]) {
     let dir = workspace.join(".volcanic/a2a");
     std::fs::create_dir_all(&dir).unwrap();
+    for (_, key) in callers {
+        crate::test_logs::register_secret(key);
+    }
     let list: Vec<Value> =
         callers.iter().map(|(name, key)| json!({"name": name, "key": key})).collect();
     std::fs::write(dir.join("callers.json"), serde_json::to_string_pretty(&list).unwrap()).unwrap();

@@ -78,6 +78,11 @@ fn stop(mut served: Served) -> (i32, String) {
     let mut stderr = String::new();
     served.child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     let code = served.child.wait().unwrap().code().unwrap_or(-1);
+    // scripts/test scans this for leaked keys (docs/reliability.md, "Secrets in logs").
+    if let Some(dir) = std::env::var_os("VOLCANIC_TEST_LOG_DIR") {
+        let name = format!("serve-{}.log", served.child.id());
+        std::fs::write(Path::new(&dir).join(name), &stderr).unwrap();
+    }
     (code, stderr)
 }
 

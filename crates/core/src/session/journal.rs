@@ -148,7 +148,9 @@ impl Journal {
             .append(true)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
-        let next_seq = lines.iter().map(|l| l.seq).max().map_or(0, |s| s + 1);
+        // Saturating: a damaged or hostile line may carry the largest seq, and a repeated seq is
+        // harmless (lines are read in file order) where an overflow would refuse the session.
+        let next_seq = lines.iter().map(|l| l.seq).max().map_or(0, |s| s.saturating_add(1));
         let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
         let mut journal =
             Journal { dir: dir.to_path_buf(), path, file, len, _lock: lock, next_seq };
@@ -256,7 +258,7 @@ impl Journal {
             return Err(Error::io(&self.path, err));
         }
         self.len += bytes.len() as u64;
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.saturating_add(1);
         Ok(())
     }
 
@@ -358,3 +360,8 @@ fn last_newline_end(file: &mut File, len: u64) -> std::io::Result<u64> {
     }
     Ok(0)
 }
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;

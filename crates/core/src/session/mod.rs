@@ -7,7 +7,7 @@
 
 mod event;
 mod fanout;
-mod journal;
+pub(crate) mod journal;
 mod run;
 
 use std::path::{Path, PathBuf};
