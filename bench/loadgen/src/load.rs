@@ -33,6 +33,8 @@ pub struct Plan {
     pub connections: usize,
     pub limit: Limit,
     pub jsonrpc: bool,
+    /// Every successful answer must contain this (e.g. a non-empty list).
+    pub expect: Option<String>,
     pub collect_task_ids: Option<PathBuf>,
     pub server_pid: Option<u32>,
 }
@@ -69,8 +71,17 @@ pub async fn run(template: RequestTemplate, plan: Plan) -> anyhow::Result<LoadRe
         },
     };
     let collect = plan.collect_task_ids.is_some();
+    let expect: Arc<Option<String>> = Arc::new(plan.expect);
     let workers: Vec<_> = (0..plan.connections)
-        .map(|_| tokio::spawn(worker(template.clone(), bounds.clone(), plan.jsonrpc, collect)))
+        .map(|_| {
+            tokio::spawn(worker(
+                template.clone(),
+                bounds.clone(),
+                plan.jsonrpc,
+                expect.clone(),
+                collect,
+            ))
+        })
         .collect();
 
     tokio::time::sleep_until(bounds.measure_from).await;
@@ -123,7 +134,13 @@ pub async fn run(template: RequestTemplate, plan: Plan) -> anyhow::Result<LoadRe
     })
 }
 
-async fn worker(template: RequestTemplate, bounds: Bounds, jsonrpc: bool, collect: bool) -> Tally {
+async fn worker(
+    template: RequestTemplate,
+    bounds: Bounds,
+    jsonrpc: bool,
+    expect: Arc<Option<String>>,
+    collect: bool,
+) -> Tally {
     let mut tally = Tally::default();
     let mut connection: Option<Connection> = None;
     loop {
@@ -158,7 +175,7 @@ async fn worker(template: RequestTemplate, bounds: Bounds, jsonrpc: bool, collec
         let done = Instant::now();
         let in_window = done >= bounds.measure_from && bounds.end.is_none_or(|end| done <= end);
         let outcome = match answer {
-            Ok(Ok((status, body))) => judge(status, &body, jsonrpc, collect),
+            Ok(Ok((status, body))) => judge(status, &body, jsonrpc, expect.as_deref(), collect),
             Ok(Err(err)) => {
                 connection = None;
                 Err(format!("{err:#}"))
@@ -224,6 +241,7 @@ fn judge(
     status: u16,
     body: &[u8],
     jsonrpc: bool,
+    expect: Option<&str>,
     collect: bool,
 ) -> Result<(u64, Option<String>), String> {
     if !(200..300).contains(&status) {
@@ -240,6 +258,11 @@ fn judge(
             Ok(_) => {}
             Err(err) => return Err(format!("not JSON ({err}): {}", report::head(body))),
         }
+    }
+    if let Some(expected) = expect
+        && !body.windows(expected.len().max(1)).any(|window| window == expected.as_bytes())
+    {
+        return Err(format!("the answer lacks {expected:?}: {}", report::head(body)));
     }
     let task_id = if collect {
         match serde_json::from_slice::<SendAnswer>(body) {
@@ -270,26 +293,40 @@ mod tests {
     #[test]
     fn judge_counts_statuses_and_jsonrpc_errors() {
         assert_eq!(
-            judge(200, br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, true, false),
+            judge(200, br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, true, None, false),
             Ok((36, None))
         );
-        assert!(judge(401, b"no", false, false).is_err_and(|e| e.starts_with("HTTP 401")));
+        assert!(judge(401, b"no", false, None, false).is_err_and(|e| e.starts_with("HTTP 401")));
         assert!(
-            judge(200, br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001}}"#, true, false)
+            judge(200, br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001}}"#, true, None, false)
                 .is_err_and(|e| e.starts_with("JSON-RPC error"))
         );
         assert!(
-            judge(200, br#"{"jsonrpc":"2.0","id":1}"#, true, false)
+            judge(200, br#"{"jsonrpc":"2.0","id":1}"#, true, None, false)
                 .is_err_and(|e| e.contains("without result"))
         );
-        assert!(judge(200, b"<html>", true, false).is_err_and(|e| e.starts_with("not JSON")));
-        assert_eq!(judge(200, b"<html>", false, false), Ok((6, None)));
+        assert!(judge(200, b"<html>", true, None, false).is_err_and(|e| e.starts_with("not JSON")));
+        assert_eq!(judge(200, b"<html>", false, None, false), Ok((6, None)));
+    }
+
+    #[test]
+    fn judge_requires_the_expected_content() {
+        let empty = br#"{"result":{"tasks":[]}}"#;
+        let full = br#"{"result":{"tasks":[{"id":"t"}]}}"#;
+        assert!(
+            judge(200, empty, true, Some(r#""tasks":[{"#), false)
+                .is_err_and(|e| e.starts_with("the answer lacks"))
+        );
+        assert_eq!(
+            judge(200, full, true, Some(r#""tasks":[{"#), false),
+            Ok((full.len() as u64, None))
+        );
     }
 
     #[test]
     fn judge_collects_the_task_id() {
         let body = br#"{"result":{"task":{"id":"t-1","status":{}}},"id":1,"jsonrpc":"2.0"}"#;
-        assert_eq!(judge(200, body, true, true), Ok((body.len() as u64, Some("t-1".into()))));
-        assert!(judge(200, br#"{"result":{"message":{}}}"#, true, true).is_err());
+        assert_eq!(judge(200, body, true, None, true), Ok((body.len() as u64, Some("t-1".into()))));
+        assert!(judge(200, br#"{"result":{"message":{}}}"#, true, None, true).is_err());
     }
 }

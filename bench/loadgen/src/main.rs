@@ -81,6 +81,10 @@ struct LoadArgs {
     /// Send exactly this many requests instead (no warm-up): seeding.
     #[arg(long)]
     requests: Option<u64>,
+    /// Every successful answer must contain this text, else it is an error (e.g. `"tasks":[{` for a
+    /// list that must not be empty).
+    #[arg(long)]
+    expect: Option<String>,
     /// Append `result.task.id` of every successful answer to this file (seeding for GetTask).
     #[arg(long)]
     collect_task_ids: Option<PathBuf>,
@@ -156,6 +160,7 @@ async fn run_load(args: LoadArgs) -> anyhow::Result<serde_json::Value> {
         connections: args.connections.max(1),
         limit,
         jsonrpc: args.request.jsonrpc,
+        expect: args.expect,
         collect_task_ids: args.collect_task_ids,
         server_pid: args.request.server_pid,
     };
