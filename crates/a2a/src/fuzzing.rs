@@ -24,7 +24,12 @@ pub async fn build_prompt(
     parts: &[Part],
     has_notifier: bool,
 ) -> Result<String, PromptError> {
-    files::assemble(caller, parts, has_notifier, None).await
+    let defaults = crate::A2aOptions::default();
+    let caps = files::Caps {
+        max_file_bytes: defaults.max_file_bytes,
+        max_inbox_bytes: defaults.max_inbox_bytes,
+    };
+    files::assemble(caller, parts, has_notifier, None, caps).await
 }
 
 /// The file name a part is saved under in `inbox/` (before the `a2a-<caller>-<time>-` prefix):
