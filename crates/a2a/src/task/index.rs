@@ -365,6 +365,11 @@ impl WorkspaceIndex {
         }
     }
 
+    /// The caller a task id belongs to, when the index knows it (a file it has seen and parsed).
+    pub fn owner(&self, id: &str) -> Option<&str> {
+        self.entries.get(id)?.place.as_ref().map(|(caller, _)| caller.as_str())
+    }
+
     /// The ids of `caller`'s submitted and working tasks (candidates for restart recovery).
     pub fn active_tasks(&self, caller: &str) -> Vec<String> {
         self.callers

@@ -164,9 +164,16 @@ impl TaskStore {
             return Err(not_found());
         }
         self.sweep_once(&caller.workspace.path).await;
+        // A task the index knows to be another caller's is refused without reading its file, so
+        // it answers like a missing id in content and in cost.
+        let index = self.index(&caller.workspace.path);
+        if lock(&index).owner(task_id).is_some_and(|owner| owner != caller.name) {
+            return Err(not_found());
+        }
         let path = task_path(&caller.workspace.path, task_id);
         let id = task_id.to_string();
-        let file = blocking(move || read_task_file(&path, &id)).await?;
+        let file =
+            blocking(move || read_task_file(&path, &id)).await?.map_err(|e| read_failed(&e))?;
         let mut file = file.filter(|file| file.caller == caller.name).ok_or_else(not_found)?;
         self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
         Ok(file)
@@ -207,16 +214,18 @@ impl TaskStore {
                 let files = page
                     .ids
                     .iter()
-                    .filter_map(|id| read_task_file(&task_path(&workspace, id), id))
-                    .collect::<Vec<_>>();
+                    .map(|id| read_task_file(&task_path(&workspace, id), id))
+                    .collect::<io::Result<Vec<_>>>()
+                    .map(|files| files.into_iter().flatten().collect::<Vec<_>>());
                 (active, page, files)
             }
         };
         // One trip to the blocking pool in the common case: no task needs recovery.
-        let (active, mut page, mut files) = {
+        let (active, mut page, files) = {
             let (page_of, query) = (page_of.clone(), query.clone());
             blocking(move || page_of(query, true)).await?
         };
+        let mut files = files.map_err(|e| read_failed(&e))?;
         let stale: Vec<String> = active.into_iter().filter(|id| !is_live(id)).collect();
         if !stale.is_empty() {
             for id in &stale {
@@ -227,7 +236,9 @@ impl TaskStore {
                 }
             }
             let query = query.clone();
-            (_, page, files) = blocking(move || page_of(query, false)).await?;
+            let (_, again, reread) = blocking(move || page_of(query, false)).await?;
+            page = again;
+            files = reread.map_err(|e| read_failed(&e))?;
         }
         let mut tasks = Vec::with_capacity(files.len());
         for mut file in files.into_iter().filter(|file| file.caller == caller.name) {
@@ -491,10 +502,21 @@ fn task_path(workspace: &Path, id: &str) -> PathBuf {
 
 /// A missing, unreadable or malformed file, or one whose id is not its name, reads as `None`,
 /// without a log line (design: "Files").
-fn read_task_file(path: &Path, id: &str) -> Option<TaskFile> {
-    let bytes = std::fs::read(path).ok()?;
-    let file: TaskFile = serde_json::from_slice(&bytes).ok()?;
-    (file.task.id == id).then_some(file)
+/// The task file of `id`: `None` when there is none, or when it does not parse as this task (a
+/// hand edit gone wrong reads as missing). Other I/O errors (out of descriptors, permissions) are
+/// errors, never "not found", so a failing disk cannot pass for an empty store.
+fn read_task_file(path: &Path, id: &str) -> io::Result<Option<TaskFile>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    Ok(serde_json::from_slice::<TaskFile>(&bytes).ok().filter(|file| file.task.id == id))
+}
+
+fn read_failed(err: &io::Error) -> A2aError {
+    error!(error = %err, "cannot read a task file");
+    A2aError::Internal
 }
 
 fn lock(index: &Mutex<WorkspaceIndex>) -> MutexGuard<'_, WorkspaceIndex> {

@@ -135,6 +135,22 @@ async fn store_load_other_callers_task_is_not_found() {
 }
 
 #[tokio::test]
+async fn store_unreadable_task_file_is_internal_not_missing() {
+    // A disk that fails (here: a folder where the file should be, EISDIR; in production, out of
+    // descriptors) must not pass for a missing task.
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path());
+    let store = TaskStore::new();
+    store.create(&ws, &task_file("t1", "c1", "alice", TaskState::Completed, 0)).await.unwrap();
+    let alice = caller(&ws, "alice");
+    let listed = store.list(&alice, &request(), &always_live).await.unwrap();
+    assert_eq!(listed.tasks.len(), 1);
+    std::fs::remove_file(task_path(dir.path(), "t1")).unwrap();
+    std::fs::create_dir(task_path(dir.path(), "t1")).unwrap();
+    assert_eq!(store.load(&alice, "t1", &always_live).await, Err(A2aError::Internal));
+}
+
+#[tokio::test]
 async fn store_load_malformed_file_is_not_found() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
