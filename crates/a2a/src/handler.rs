@@ -1,6 +1,7 @@
 //! The operations, binding- and version-independent: one [`Request`] in, a [`Reply`] or a stream
 //! of `a2a::StreamResponse` out. Task access is always scoped to the authenticated caller.
 
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
@@ -722,7 +723,8 @@ fn closing_stream(task: a2a::Task) -> EventStream {
 }
 
 /// The task first, then live events until the task is terminal or interrupted. A stream that
-/// falls behind gets the answer so far in one replacing artifact update, then goes on.
+/// falls behind gets the answer so far in one replacing artifact update, then the events after
+/// it (never the chunks it already holds, and always the final status).
 fn task_stream(
     snapshot: a2a::Task,
     events: broadcast::Receiver<StreamResponse>,
@@ -733,39 +735,58 @@ fn task_stream(
         return closing_stream(snapshot);
     }
     let first = futures_util::stream::iter([StreamResponse::Task(snapshot)]);
-    let rest = futures_util::stream::unfold(Some((events, finished, live)), |state| async move {
-        let (mut events, finished, live) = state?;
+    let follow = Follow { events, finished, live, caught_up: VecDeque::new(), closed: false };
+    let rest = futures_util::stream::unfold(Some(follow), |state| async move {
+        let mut follow = state?;
+        let item = follow.next().await?;
+        let last = matches!(&item, StreamResponse::StatusUpdate(u) if ends_stream(&u.status.state));
+        Some((item, if last { None } else { Some(follow) }))
+    });
+    Box::pin(futures_util::StreamExt::chain(first, rest))
+}
+
+/// A stream's place in a live task's events.
+struct Follow {
+    events: broadcast::Receiver<StreamResponse>,
+    finished: watch::Receiver<Option<a2a::Task>>,
+    live: Option<Arc<LiveTask>>,
+    /// What a catch-up after a lag produced and the stream has not sent yet.
+    caught_up: VecDeque<StreamResponse>,
+    /// The run ended without this stream seeing its last status, which it has now been sent.
+    closed: bool,
+}
+
+impl Follow {
+    /// The next event for the stream; `None` when there is nothing more to send.
+    async fn next(&mut self) -> Option<StreamResponse> {
         loop {
-            match events.recv().await {
-                Ok(item) => {
-                    let last = matches!(&item, StreamResponse::StatusUpdate(u) if ends_stream(&u.status.state));
-                    return Some((item, if last { None } else { Some((events, finished, live)) }));
-                }
+            if let Some(item) = self.caught_up.pop_front() {
+                return Some(item);
+            }
+            match self.events.recv().await {
+                Ok(item) => return Some(item),
                 Err(broadcast::error::RecvError::Lagged(_)) => {
-                    if let Some(update) = match &live {
-                        Some(task) => task.response_so_far().await,
-                        None => None,
-                    } {
-                        return Some((
-                            StreamResponse::ArtifactUpdate(update),
-                            Some((events, finished, live)),
-                        ));
+                    if let Some(task) = &self.live {
+                        self.caught_up.extend(task.catch_up(&mut self.events).await);
                     }
                 }
                 Err(broadcast::error::RecvError::Closed) => {
-                    let task = wait_finished(finished).await?;
+                    if self.closed {
+                        return None;
+                    }
+                    self.closed = true;
+                    let task = wait_finished(self.finished.clone()).await?;
                     let update = a2a::TaskStatusUpdateEvent {
                         task_id: task.id.clone(),
                         context_id: task.context_id.clone(),
                         status: task.status.clone(),
                         metadata: None,
                     };
-                    return Some((StreamResponse::StatusUpdate(update), None));
+                    return Some(StreamResponse::StatusUpdate(update));
                 }
             }
         }
-    });
-    Box::pin(futures_util::StreamExt::chain(first, rest))
+    }
 }
 
 /// The lower-case state name for messages and logs.

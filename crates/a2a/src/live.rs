@@ -97,19 +97,50 @@ impl LiveTask {
         self.cancel_requested.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// The answer so far as one replacing artifact update (for a stream that fell behind).
-    pub async fn response_so_far(&self) -> Option<TaskArtifactUpdateEvent> {
+    /// Brings a stream that fell behind (its receiver reported `Lagged`) up to date: the answer so
+    /// far in one replacing artifact update, then the queued events it does not already cover.
+    ///
+    /// Every event is sent under the task's lock, so draining `events` under that lock leaves the
+    /// receiver exactly after the state the replacing update shows: the response's queued chunks
+    /// are dropped (the update holds them; sending them too would repeat their text), anything
+    /// else queued (status updates, with the final one, and other artifacts) is kept, in order.
+    pub async fn catch_up(
+        &self,
+        events: &mut broadcast::Receiver<StreamResponse>,
+    ) -> Vec<StreamResponse> {
         let file = self.state.lock().await;
+        let mut kept = Vec::new();
+        let mut last_chunk = false;
+        loop {
+            match events.try_recv() {
+                Ok(StreamResponse::ArtifactUpdate(update))
+                    if update.artifact.artifact_id == self.response_id =>
+                {
+                    last_chunk = update.last_chunk == Some(true);
+                }
+                Ok(other) => kept.push(other),
+                // Nothing is sent while the lock is held; a lag here would only skip more chunks.
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                Err(
+                    broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed,
+                ) => break,
+            }
+        }
         let artifact =
-            file.task.artifacts.iter().flatten().find(|a| a.artifact_id == self.response_id)?;
-        Some(TaskArtifactUpdateEvent {
-            task_id: self.task_id.clone(),
-            context_id: self.context_id.clone(),
-            artifact: artifact.clone(),
-            append: Some(false),
-            last_chunk: Some(false),
-            metadata: None,
-        })
+            file.task.artifacts.iter().flatten().find(|a| a.artifact_id == self.response_id);
+        let mut caught = Vec::with_capacity(kept.len() + 1);
+        if let Some(artifact) = artifact {
+            caught.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: self.task_id.clone(),
+                context_id: self.context_id.clone(),
+                artifact: artifact.clone(),
+                append: Some(false),
+                last_chunk: Some(last_chunk),
+                metadata: None,
+            }));
+        }
+        caught.extend(kept);
+        caught
     }
 
     /// The current task and a subscription to every event after it.
@@ -207,15 +238,33 @@ impl LiveTask {
     }
 
     /// Replaces the response artifact's content with the final answer (or removes it when empty).
+    ///
+    /// When the streamed chunks do not add up to the final answer (the session drops deltas for a
+    /// run consumer that falls behind, and a stream may join after the answer began), streams get
+    /// the final answer as one replacing update, so what a stream shows matches GetTask.
     pub async fn set_final_text(&self, text: &str) {
         let mut file = self.state.lock().await;
         let artifacts = file.task.artifacts.get_or_insert_with(Vec::new);
+        let streamed = artifacts
+            .iter()
+            .find(|a| a.artifact_id == self.response_id)
+            .map(|a| a.parts.iter().map(text_of).collect::<String>());
         artifacts.retain(|a| a.artifact_id != self.response_id);
         if !text.is_empty() {
             artifacts.insert(0, self.response_artifact(text.to_string()));
         }
         if artifacts.is_empty() {
             file.task.artifacts = None;
+        }
+        if !text.is_empty() && streamed.is_some_and(|streamed| streamed != text) {
+            let _ = self.events.send(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: self.task_id.clone(),
+                context_id: self.context_id.clone(),
+                artifact: self.response_artifact(text.to_string()),
+                append: Some(false),
+                last_chunk: Some(true),
+                metadata: None,
+            }));
         }
     }
 
@@ -290,6 +339,14 @@ fn append_text(artifact: &mut Artifact, text: &str) {
         existing.push_str(text);
     } else {
         artifact.parts.push(Part::text(text));
+    }
+}
+
+/// A part's text ("" for other parts).
+fn text_of(part: &Part) -> &str {
+    match &part.content {
+        a2a::PartContent::Text(text) => text,
+        _ => "",
     }
 }
 

@@ -251,6 +251,9 @@ async fn sse_client_that_never_reads_does_not_stall_the_run_or_others() {
     let task = wait_for_task_state(&server, Some(id), "TASK_STATE_COMPLETED").await;
     assert_eq!(task["artifacts"][0]["parts"][0]["text"].as_str().map(str::len), Some(answer.len()));
     assert_healthy(&server).await;
+    // The client still reads nothing for longer than the stall timeout (and the watcher's tick):
+    // the run can end well within it, as the socket refused its first write only just before.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     // The server gave up on the stuck connection: what it had written ends without the final
     // status, then the connection closes.
     let received = read_to_close(&mut stuck).await;
@@ -258,6 +261,89 @@ async fn sse_client_that_never_reads_does_not_stall_the_run_or_others() {
         String::from_utf8_lossy(&received[received.len().saturating_sub(4096)..]).to_string();
     assert!(!tail.contains("TASK_STATE_COMPLETED"), "the whole stream was delivered: {tail}");
     assert!(received.len() < 3 * answer.len(), "{} bytes", received.len());
+}
+
+/// The answer a client puts together from a JSON-RPC stream's artifact updates (appends append,
+/// the others replace), and the stream's last event.
+fn streamed_answer(body: &str) -> (String, Value) {
+    let mut answer = String::new();
+    let mut last = Value::Null;
+    for block in body.split("\n\n").filter(|block| !block.trim().is_empty()) {
+        let data: String = block.lines().filter_map(|line| line.strip_prefix("data: ")).collect();
+        let event: Value = serde_json::from_str(&data).unwrap();
+        let update = &event["result"]["artifactUpdate"];
+        if update.is_object() && update["artifact"]["name"] == "response" {
+            let text = update["artifact"]["parts"][0]["text"].as_str().unwrap();
+            if update["append"] != true {
+                answer.clear();
+            }
+            answer.push_str(text);
+        }
+        last = event;
+    }
+    (answer, last)
+}
+
+/// A stream whose client reads nothing until the run has ended (it falls far behind the run),
+/// then reads it all: it shows the whole answer exactly once and ends with the final status.
+async fn late_reader_sees_the_answer_once_and_the_final_status(delay_ms: u64) {
+    let server = TestServer::start().await;
+    // 6 MiB in 1,100 chunks (more than a stream's queue of 1,024 events). The first event (the
+    // task, echoing the message) alone is more than the socket buffers hold, so the stream is
+    // stuck on it while the run goes on.
+    let answer = "0123456789abcdef".repeat(384 * 1024);
+    let text = directive(json!([{"text": answer, "chunk": 5720, "delay_ms": delay_ms}]));
+    let request = server
+        .client
+        .post(format!("{}/a2a", server.base))
+        .header("X-API-Key", KEY)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": send_params(&text, None)}));
+    let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    // Not `wait_for_task_state`: parsing the 6 MiB task file every few milliseconds on the
+    // test's thread (the server's too) would slow the run it waits for.
+    let dir = server.ws().join(".volcanic/a2a/tasks");
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            let mut entries = tokio::fs::read_dir(&dir).await.unwrap();
+            while let Some(entry) = entries.next_entry().await.unwrap() {
+                let text = tokio::fs::read(entry.path()).await.unwrap_or_default();
+                if String::from_utf8_lossy(&text).contains("\"TASK_STATE_COMPLETED\"") {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the run did not complete in time");
+    let body = tokio::time::timeout(DEADLINE, response.text()).await.unwrap().unwrap();
+    let (streamed, last) = streamed_answer(&body);
+    assert_eq!(
+        last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "the stream did not end with the final status: {last}"
+    );
+    assert!(
+        streamed == answer,
+        "streamed {} bytes of a {}-byte answer",
+        streamed.len(),
+        answer.len()
+    );
+}
+
+#[tokio::test]
+async fn stream_that_falls_behind_a_paced_run_gets_the_answer_once_and_the_final_status() {
+    // Paced chunks: the run's own consumer keeps up, the stuck stream falls behind by more
+    // than its queue and catches up with one replacing update.
+    late_reader_sees_the_answer_once_and_the_final_status(1).await;
+}
+
+#[tokio::test]
+async fn stream_of_a_run_whose_chunks_outpace_the_server_gets_the_answer_once() {
+    // Unpaced chunks: the session may drop deltas the run's consumer has not taken; the stream
+    // still ends with the final answer.
+    late_reader_sees_the_answer_once_and_the_final_status(0).await;
 }
 
 #[tokio::test]
