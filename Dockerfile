@@ -6,6 +6,8 @@ FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
+# Every workspace member must be present for cargo to load the workspace.
+COPY bench/loadgen ./bench/loadgen
 RUN cargo build --release --locked -p volcanic \
     && cp target/release/volcanic /usr/local/bin/volcanic
 
