@@ -61,10 +61,16 @@ impl ApiKey {
         self.0.as_bytes().ct_eq(candidate.as_bytes()).into()
     }
 
-    /// `…last4`, for listings.
+    /// `…last4`, for listings. A key shorter than 12 characters shows no tail at all (`…`):
+    /// its last four would give away too much of it, or all of it.
     pub fn masked(&self) -> String {
+        const TAIL: usize = 4;
+        const MIN_HIDDEN: usize = 8;
         let chars: Vec<char> = self.0.chars().collect();
-        let tail: String = chars[chars.len().saturating_sub(4)..].iter().collect();
+        if chars.len() < TAIL + MIN_HIDDEN {
+            return "…".to_owned();
+        }
+        let tail: String = chars[chars.len() - TAIL..].iter().collect();
         format!("…{tail}")
     }
 }
@@ -116,5 +122,17 @@ mod tests {
         };
         assert_eq!(format!("{:?}", entry.key), "[redacted]");
         assert!(!format!("{entry:?}").contains("sekrit"));
+    }
+
+    #[test]
+    fn masked_shows_the_last_four_only_of_long_keys() {
+        assert_eq!(ApiKey::new("k_0123456789abcdef").masked(), "…cdef");
+        assert_eq!(ApiKey::new("abcdefghijkl").masked(), "…ijkl");
+        // Shorter keys would show half or all of themselves.
+        assert_eq!(ApiKey::new("abcdefghijk").masked(), "…");
+        assert_eq!(ApiKey::new("abcd").masked(), "…");
+        assert_eq!(ApiKey::new("ab").masked(), "…");
+        // Characters, not bytes.
+        assert_eq!(ApiKey::new("ключ-очень-длинный").masked(), "…нный");
     }
 }
