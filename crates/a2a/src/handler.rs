@@ -179,10 +179,21 @@ impl ServerInner {
                 (*snapshot, events, finished, live)
             }
         };
+        // Durability of what the caller is told (docs/reliability.md): the task file exists, whole,
+        // but it has not been flushed to disk. A stream acknowledges the task with its first
+        // event, at once, and the flush runs beside the run (the final state is written durably
+        // before the last event); a blocking answer waits for the flush, or for the final state.
         if streaming {
+            let (store, workspace, task_id) =
+                (self.store.clone(), live.workspace.clone(), live.task_id.clone());
+            tokio::spawn(async move {
+                // Logged by the store; the final state's durable write reports it again.
+                let _ = store.make_durable(&workspace, &task_id).await;
+            });
             return Ok(Outcome::Stream(task_stream(snapshot, events, finished, Some(live))));
         }
         let mut task = if configuration.return_immediately {
+            self.store.make_durable(&live.workspace, &live.task_id).await?;
             snapshot
         } else {
             wait_finished(finished).await.unwrap_or(snapshot)
@@ -285,16 +296,12 @@ impl ServerInner {
         );
         self.live.insert(live.clone());
         let is_new = file.task.status.state == TaskState::Submitted;
-        if is_new {
-            if let Err(err) = self.store.create(&caller.workspace, &file).await {
-                self.end_live(&live, &claim).await;
-                guard.disarm();
-                return Err(err);
-            }
-            live.created();
+        if let Err(err) = live.start_working(is_new).await {
+            self.end_live(&live, &claim).await;
+            guard.disarm();
+            return Err(err);
         }
         claim.channel.set_target(Some(live.clone()));
-        live.set_status(TaskState::Working, None).await;
         let prompt = files::build_prompt_with_downloads(
             caller,
             &message.parts,

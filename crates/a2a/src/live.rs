@@ -41,9 +41,6 @@ pub struct LiveTask {
     response_id: String,
     /// Set by CancelTask; checked once the run has started, so an early cancel is not lost.
     cancel_requested: std::sync::atomic::AtomicBool,
-    /// Whether the file on disk durably holds this run's task with its new message; until then
-    /// status writes are durable, after it only the last one is.
-    on_disk: std::sync::atomic::AtomicBool,
 }
 
 impl LiveTask {
@@ -77,7 +74,6 @@ impl LiveTask {
             push,
             response_id,
             cancel_requested: std::sync::atomic::AtomicBool::new(false),
-            on_disk: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -85,11 +81,6 @@ impl LiveTask {
     pub fn abort(&self) {
         self.cancel_requested.store(true, std::sync::atomic::Ordering::SeqCst);
         self.session.abort();
-    }
-
-    /// Records that the task was just created on disk (durably) as it is now.
-    pub fn created(&self) {
-        self.on_disk.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether CancelTask asked for this run to stop.
@@ -161,7 +152,43 @@ impl LiveTask {
         self.finished.subscribe()
     }
 
-    /// Sets the status (with an optional agent message), persists, and broadcasts it.
+    /// Sets the run's first status, `working`, writes the task file and broadcasts it: a new
+    /// task's file is created in that state (one write, not `submitted` then `working`), a
+    /// continued task's is replaced (not flushed, see [`LiveTask::set_status`]).
+    ///
+    /// # Errors
+    /// [`A2aError::Internal`] when a new task's file cannot be created (the task does not exist
+    /// then); a continued task's failed write is logged, its run goes on.
+    pub async fn start_working(&self, create: bool) -> Result<(), A2aError> {
+        let mut file = self.state.lock().await;
+        let status =
+            TaskStatus { state: TaskState::Working, message: None, timestamp: Some(crate::now()) };
+        if let Some(old) = file.task.status.message.take() {
+            file.task.history.get_or_insert_with(Vec::new).push(old);
+        }
+        let changed = file.task.status.state != status.state;
+        file.task.status = status.clone();
+        if create {
+            self.store.create(&self.workspace, &file).await?;
+        } else {
+            self.persist_interim(&file).await;
+        }
+        if changed {
+            self.push.notify(&file.task, &file.push_configs);
+        }
+        let _ = self.events.send(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            status,
+            metadata: None,
+        }));
+        Ok(())
+    }
+
+    /// Sets the status (with an optional agent message), persists, and broadcasts it. A status
+    /// that ends the run's part (terminal, input-required) is written durably, with the
+    /// session's journal in the same barrier; the ones before it are interim writes (no disk
+    /// flush: a crash fails the task on its next read whichever version survives).
     pub async fn set_status(&self, state: TaskState, message: Option<String>) {
         let mut file = self.state.lock().await;
         let status = TaskStatus {
@@ -173,9 +200,7 @@ impl LiveTask {
             file.task.history.get_or_insert_with(Vec::new).push(old);
         }
         let changed = file.task.status.state != status.state;
-        // The first write of a continued task carries its new message: it must be durable.
-        let durable = crate::handler::ends_stream(&status.state)
-            || !self.on_disk.swap(true, std::sync::atomic::Ordering::SeqCst);
+        let durable = crate::handler::ends_stream(&status.state);
         file.task.status = status.clone();
         if durable {
             self.persist(&file).await;
@@ -316,16 +341,24 @@ impl LiveTask {
         message
     }
 
-    /// Persists a state of the run before its last: the file exists (it was created durable),
-    /// and a crash fails the task on the next read whichever version survives.
+    /// Persists a state of the run before its last (not flushed to disk; see `set_status`):
+    /// a crash fails the task on the next read whichever version survives.
     async fn persist_interim(&self, file: &TaskFile) {
         if let Err(err) = self.store.save_interim(&self.workspace, file).await {
             tracing::error!(task_id = %self.task_id, error = %err, "cannot write the task file");
         }
     }
 
+    /// Persists durably, with the run's journal entries so far (one barrier for both).
     async fn persist(&self, file: &TaskFile) {
-        if let Err(err) = self.store.save(&self.workspace, file).await {
+        let journal = self.session.journal_file().unwrap_or_else(|err| {
+            // Without the handle the journal is synced when its session closes.
+            tracing::warn!(task_id = %self.task_id, error = %err, "cannot sync the journal with the task");
+            None
+        });
+        if let Err(err) =
+            self.store.save_with(&self.workspace, file, journal.into_iter().collect()).await
+        {
             tracing::error!(task_id = %self.task_id, error = %err, "cannot write the task file");
         }
     }

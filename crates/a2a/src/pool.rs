@@ -219,6 +219,8 @@ impl SessionPool {
             tracing::error!(scope = %scope, error = %err, "cannot open an A2A session");
             A2aError::Internal
         })?;
+        // A run's journal entries are made durable with the task's final state (one barrier).
+        session.defer_run_end_sync();
         state.entries.insert(
             scope.clone(),
             Entry {

@@ -1,32 +1,52 @@
-//! Atomic file replacement: a temp file in the same folder, fsync, rename, fsync the folder.
+//! Atomic file replacement: a temp file in the same folder, a durability barrier, rename, a
+//! second barrier for the rename.
 //!
 //! Readers either see the old content or the new one, never a torn file; leftover temp files
-//! from a crash start with `.tmp` and are ignored by everything that lists folders.
+//! from a crash start with `.tmp` and are ignored by everything that lists folders. The barriers
+//! are [`crate::durable`]'s group commits: concurrent writers on one file system share their
+//! syncs.
 
 use std::io::{self, Write};
 use std::path::Path;
 
-/// Replaces `path` with `bytes` atomically, creating parent folders. Keeps the permissions of the
-/// file it replaces.
+/// Replaces `path` with `bytes` atomically and durably, creating parent folders. Keeps the
+/// permissions of the file it replaces.
 ///
 /// # Errors
-/// Any I/O error of the steps above; the target is untouched when it fails.
+/// Any I/O error of the steps above; the target is untouched when it fails before the rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, true)
+    write_atomic_with(path, bytes, &[])
 }
 
-/// Like [`write_atomic`], but the rename is not made durable (the folder is not synced): for
-/// an interim version of a file whose previous version is already durable. Readers still see a
-/// whole old or new file, and after a crash the file holds one of the two (the new content is
-/// synced before it becomes visible). The next [`write_atomic`] in the folder makes it durable.
+/// Like [`write_atomic`], and `also` (files or folders written before, e.g. a journal) is made
+/// durable by the same barrier as the new content, before the rename: one flush for both when
+/// they share a file system.
+///
+/// # Errors
+/// As [`write_atomic`], and the error of syncing one of `also`.
+pub fn write_atomic_with(path: &Path, bytes: &[u8], also: &[&std::fs::File]) -> io::Result<()> {
+    replace(path, bytes, Durability::Durable(also))
+}
+
+/// Like [`write_atomic`] without the barriers: readers and a killed process (SIGKILL, a panic)
+/// see the old or the new content, whole, but a power loss or an OS crash before the file
+/// system writes it back may leave the previous version, or an empty or torn file (readers of
+/// such files must cope). For an interim version of a file whose final version will be written
+/// with [`write_atomic`]; costs no disk flush.
 ///
 /// # Errors
 /// As [`write_atomic`].
 pub fn write_atomic_interim(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, false)
+    replace(path, bytes, Durability::Interim)
 }
 
-fn replace(path: &Path, bytes: &[u8], sync_folder: bool) -> io::Result<()> {
+#[derive(Clone, Copy)]
+enum Durability<'a> {
+    Durable(&'a [&'a std::fs::File]),
+    Interim,
+}
+
+fn replace(path: &Path, bytes: &[u8], durability: Durability<'_>) -> io::Result<()> {
     // Write through a symlink to its target, so the link survives (CLAUDE.md → AGENTS.md).
     let resolved;
     let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
@@ -39,16 +59,30 @@ fn replace(path: &Path, bytes: &[u8], sync_folder: bool) -> io::Result<()> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(dir)?;
+    let mut tmp = match tempfile::Builder::new().prefix(".tmp").tempfile_in(dir) {
+        Ok(tmp) => tmp,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)?;
+            tempfile::Builder::new().prefix(".tmp").tempfile_in(dir)?
+        }
+        Err(err) => return Err(err),
+    };
     tmp.write_all(bytes)?;
     if let Ok(meta) = std::fs::metadata(path) {
         tmp.as_file().set_permissions(meta.permissions())?;
     }
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    if sync_folder {
-        std::fs::File::open(dir)?.sync_all()?;
+    match durability {
+        Durability::Interim => {
+            tmp.persist(path).map_err(|e| e.error)?;
+        }
+        Durability::Durable(also) => {
+            let mut files = Vec::with_capacity(also.len() + 1);
+            files.push(tmp.as_file());
+            files.extend(also.iter().copied());
+            crate::durable::sync_files(&files)?;
+            tmp.persist(path).map_err(|e| e.error)?;
+            crate::durable::sync_paths(&[dir])?;
+        }
     }
     Ok(())
 }
@@ -125,6 +159,23 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(names, vec!["file.txt"]);
+    }
+
+    #[test]
+    fn write_atomic_with_syncs_other_files_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let journal_path = other.path().join("journal.jsonl");
+        std::fs::write(&journal_path, b"line\n").unwrap();
+        let journal = std::fs::File::open(&journal_path).unwrap();
+        let path = dir.path().join("task.json");
+        write_atomic_with(&path, b"one", &[&journal, &journal]).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "one");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec!["task.json"]);
     }
 
     #[test]

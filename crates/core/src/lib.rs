@@ -20,6 +20,7 @@
 pub mod atomic;
 pub mod channel;
 pub mod config;
+pub mod durable;
 mod error;
 pub mod exec;
 pub mod extension;

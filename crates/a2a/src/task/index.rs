@@ -284,6 +284,11 @@ impl WorkspaceIndex {
         self.entries.len()
     }
 
+    /// [`WorkspaceIndex::known_len`] when it needs no I/O (the folder was scanned before).
+    pub fn known_len_cached(&self) -> Option<usize> {
+        self.folder.scanned_at.map(|_| self.entries.len())
+    }
+
     /// Brings the index in line with the folder: one `read_dir` plus a stat per file, and only
     /// new or changed files are parsed. Deleted files drop out.
     fn scan(&mut self) {

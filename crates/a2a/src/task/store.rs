@@ -102,7 +102,10 @@ impl TaskStore {
         TaskStore { on_recovered: Some(hook), ..TaskStore::default() }
     }
 
-    /// Writes a new task file (atomically) in `workspace`.
+    /// Writes a new task file (atomically, whole for readers and across a killed process) in
+    /// `workspace`, without waiting for a disk flush: the task is durable once a later durable
+    /// write of it, or [`TaskStore::make_durable`], returns (see
+    /// [`volcanic_core::atomic::write_atomic_interim`] for what a power loss before that leaves).
     ///
     /// Register the task's run as live before creating a task in state submitted or working:
     /// a concurrent read that finds it without a live run fails it ("server restarted").
@@ -125,13 +128,32 @@ impl TaskStore {
     /// # Cancel safety
     /// A write that has started completes even if this future is dropped.
     pub async fn save(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), A2aError> {
-        self.write(workspace, file, Write::Replace).await
+        self.write(workspace, file, Write::Replace(Vec::new())).await
     }
 
-    /// Replaces a task file that exists (atomically) with an interim version a crash may lose:
-    /// the file then holds its previous, durable version (see
+    /// [`TaskStore::save`], making `also` (e.g. the session journal of the run) durable in the
+    /// same barrier as the task's new content: one disk flush for both.
+    ///
+    /// # Errors
+    /// As [`TaskStore::save`].
+    ///
+    /// # Cancel safety
+    /// A write that has started completes even if this future is dropped.
+    pub async fn save_with(
+        &self,
+        workspace: &A2aWorkspace,
+        file: &TaskFile,
+        also: Vec<std::fs::File>,
+    ) -> Result<(), A2aError> {
+        self.write(workspace, file, Write::Replace(also)).await
+    }
+
+    /// Replaces a task file (atomically) with an interim version, without waiting for a disk
+    /// flush: whole for readers and across a killed process, but a power loss may bring back
+    /// the previous version, or leave an empty or torn file (see
     /// [`volcanic_core::atomic::write_atomic_interim`]). For the states of a live run before its
-    /// last (a crash fails the task on the next read either way); saves the folder's sync.
+    /// last: a crash fails the task on the next read whichever version survives, and the run's
+    /// last state is written durably.
     ///
     /// # Errors
     /// As [`TaskStore::save`].
@@ -144,6 +166,30 @@ impl TaskStore {
         file: &TaskFile,
     ) -> Result<(), A2aError> {
         self.write(workspace, file, Write::Interim).await
+    }
+
+    /// Waits until everything written to task `task_id`'s file so far is durable (a shared
+    /// barrier, see [`volcanic_core::durable`]): for a task acknowledged before its run ends.
+    ///
+    /// # Errors
+    /// [`A2aError::Internal`] (logged) when the sync fails or the file is gone.
+    pub async fn make_durable(
+        &self,
+        workspace: &A2aWorkspace,
+        task_id: &str,
+    ) -> Result<(), A2aError> {
+        if !is_valid_task_id(task_id) {
+            return Err(A2aError::Internal);
+        }
+        let path = task_path(&workspace.path, task_id);
+        let dir = tasks_dir(&workspace.path);
+        let target = path.clone();
+        blocking(move || volcanic_core::durable::sync_paths(&[&target, &dir])).await?.map_err(
+            |err| {
+                error!(file = %path.display(), error = %err, "cannot make a task file durable");
+                A2aError::Internal
+            },
+        )
     }
 
     /// Reads `caller`'s task `task_id`, failing it first when it is submitted or working and
@@ -298,6 +344,20 @@ impl TaskStore {
     pub async fn count(&self, workspace: &Path, rescan: bool) -> Result<usize, A2aError> {
         self.sweep_once(workspace).await;
         let index = self.index(workspace);
+        // Without a rescan this is a counter read: no trip to the blocking pool unless a scan
+        // (file I/O under the lock) holds the index right now.
+        if !rescan {
+            let known = match index.try_lock() {
+                Ok(index) => index.known_len_cached(),
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                    poisoned.into_inner().known_len_cached()
+                }
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            if let Some(known) = known {
+                return Ok(known);
+            }
+        }
         blocking(move || {
             let mut index = lock(&index);
             if rescan {
@@ -349,10 +409,13 @@ impl TaskStore {
                 Write::Create if target.try_exists()? => {
                     return Err(io::Error::new(io::ErrorKind::AlreadyExists, "task file exists"));
                 }
-                Write::Create | Write::Replace => {
-                    volcanic_core::atomic::write_atomic(&target, &bytes)?;
+                Write::Create | Write::Interim => {
+                    volcanic_core::atomic::write_atomic_interim(&target, &bytes)?;
                 }
-                Write::Interim => volcanic_core::atomic::write_atomic_interim(&target, &bytes)?,
+                Write::Replace(also) => {
+                    let also: Vec<&std::fs::File> = also.iter().collect();
+                    volcanic_core::atomic::write_atomic_with(&target, &bytes, &also)?;
+                }
             }
             lock(&index).record(&id, summary);
             Ok(())
@@ -436,13 +499,14 @@ fn mark_restarted(task: &mut a2a::Task) {
 }
 
 /// How a task file is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 enum Write {
-    /// A new file, durable once written; an existing one is an error.
+    /// A new file, not flushed (as `Interim`); an existing one is an error.
     Create,
-    /// Durable once written.
-    Replace,
-    /// Whole on disk, but a crash may bring the previous version back.
+    /// Durable once written, with these other files (synced in the same barrier).
+    Replace(Vec<std::fs::File>),
+    /// Whole for readers and across a killed process, not flushed: a power loss may bring the
+    /// previous version back, or leave an empty or torn file.
     Interim,
 }
 

@@ -166,7 +166,9 @@ impl Journal {
                 },
                 redactor,
             )?;
-            journal.sync()?;
+            // Not synced: a new journal holding only its header is worth nothing on its own, and
+            // one lost or torn by a power loss is set aside and started again on load. The run's
+            // end (or the host's barrier, or close) makes it durable with the entries.
         }
 
         let mut messages = Vec::new();
@@ -267,9 +269,14 @@ impl Journal {
         &self.dir
     }
 
-    /// Makes everything appended so far durable.
+    /// Makes everything appended so far durable (a shared barrier, see [`crate::durable`]).
     pub(crate) fn sync(&self) -> Result<()> {
-        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+        crate::durable::sync_files(&[&self.file]).map_err(|e| Error::io(&self.path, e))
+    }
+
+    /// A second descriptor of the journal file.
+    pub(crate) fn try_clone_file(&self) -> Result<File> {
+        self.file.try_clone().map_err(|e| Error::io(&self.path, e))
     }
 }
 

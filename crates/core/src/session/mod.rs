@@ -230,6 +230,7 @@ impl SessionFactory {
                     running: None,
                 }),
                 load_report: loaded.report,
+                sync_run_end: std::sync::atomic::AtomicBool::new(true),
             }),
         })
     }
@@ -287,6 +288,9 @@ pub(crate) struct Inner {
     pub seq: Mutex<u64>,
     pub state: Mutex<State>,
     pub load_report: LoadReport,
+    /// Whether a run's end syncs the journal before the run settles (see
+    /// [`Session::defer_run_end_sync`]).
+    pub sync_run_end: std::sync::atomic::AtomicBool,
 }
 
 pub(crate) struct State {
@@ -343,6 +347,24 @@ impl Session {
     /// The working folder.
     pub fn cwd(&self) -> &Path {
         &self.inner.cwd
+    }
+
+    /// Stops syncing the journal at the end of each run: the host makes the run's entries
+    /// durable itself, with its own next durable write ([`Session::journal_file`] into the same
+    /// barrier, [`crate::atomic::write_atomic_with`]), so a run's end costs one disk flush, not
+    /// two. Until then a power loss (not a killed process) may lose the run's last entries;
+    /// loading repairs a journal cut short. [`Session::close`] still syncs.
+    pub fn defer_run_end_sync(&self) {
+        self.inner.sync_run_end.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A handle on the journal file (for a durability barrier covering it), `None` once closed.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the descriptor cannot be duplicated.
+    pub fn journal_file(&self) -> Result<Option<std::fs::File>> {
+        let state = self.inner.state();
+        state.journal.as_ref().map(Journal::try_clone_file).transpose()
     }
 
     /// What loading the journal found and repaired.

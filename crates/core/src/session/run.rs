@@ -126,7 +126,8 @@ impl<'a> Run<'a> {
         };
         let entry =
             Entry::RunEnd { run_id: self.run_id.to_string(), ts: journal::now(), outcome: end };
-        let written = self.append(&entry).and_then(|()| self.sync());
+        let sync = self.inner.sync_run_end.load(std::sync::atomic::Ordering::Relaxed);
+        let written = self.append(&entry).and_then(|()| if sync { self.sync() } else { Ok(()) });
         if let Err(err) = written {
             tracing::error!(scope = %self.inner.scope, error = %err, "cannot journal the end of a run");
         }
