@@ -124,7 +124,7 @@ pub(crate) struct Page {
 
 /// How a file looked when it was indexed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
+pub(crate) struct Stamp {
     mtime: SystemTime,
     size: u64,
     #[cfg(unix)]
@@ -134,7 +134,7 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn of(meta: &fs::Metadata) -> Option<Stamp> {
+    pub(crate) fn of(meta: &fs::Metadata) -> Option<Stamp> {
         #[cfg(unix)]
         use std::os::unix::fs::MetadataExt;
         Some(Stamp {
