@@ -414,3 +414,189 @@ impl TaskPage {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::time::{Duration, SystemTime};
+
+    use a2a::{Artifact, Message, Part, Role, Task, TaskState, TaskStatus};
+    use serde_json::json;
+
+    use super::*;
+    use crate::task::apply_history_length;
+
+    fn message(id: &str) -> Message {
+        Message {
+            message_id: id.into(),
+            context_id: Some("c1".into()),
+            task_id: Some("t1".into()),
+            role: Role::Agent,
+            parts: vec![Part::text(format!("text of {id}, with \"quotes\" and \\ ü"))],
+            metadata: None,
+            extensions: None,
+            reference_task_ids: None,
+        }
+    }
+
+    fn task(artifacts: bool, history: Option<usize>, metadata: bool) -> Task {
+        Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: TaskStatus {
+                state: TaskState::Completed,
+                message: Some(message("status")),
+                timestamp: Some(
+                    chrono::DateTime::from_timestamp(1_700_000_000, 5_000_000).unwrap(),
+                ),
+            },
+            artifacts: artifacts.then(|| {
+                vec![Artifact {
+                    artifact_id: "a-1".into(),
+                    name: Some("response".into()),
+                    description: None,
+                    parts: vec![Part::text("answer")],
+                    metadata: None,
+                    extensions: None,
+                }]
+            }),
+            history: history.map(|n| (0..n).map(|i| message(&format!("m{i}"))).collect()),
+            metadata: metadata.then(|| HashMap::from([("k".to_string(), json!({"n": [1, 2]}))])),
+        }
+    }
+
+    fn every_shape() -> Vec<Task> {
+        let mut tasks = Vec::new();
+        for artifacts in [false, true] {
+            for history in [None, Some(0), Some(1), Some(3)] {
+                for metadata in [false, true] {
+                    tasks.push(task(artifacts, history, metadata));
+                }
+            }
+        }
+        tasks
+    }
+
+    #[test]
+    fn task_json_is_the_bytes_serde_writes() {
+        for task in every_shape() {
+            let json = TaskJson::of(&task).unwrap();
+            let mut out = Vec::new();
+            json.write(&mut out, None, true);
+            assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&task).unwrap());
+        }
+    }
+
+    #[test]
+    fn task_json_history_length_and_artifacts_match_the_value_path() {
+        for task in every_shape() {
+            let json = TaskJson::of(&task).unwrap();
+            for length in [None, Some(0), Some(1), Some(2), Some(3), Some(10)] {
+                for artifacts in [false, true] {
+                    let mut expected = task.clone();
+                    apply_history_length(&mut expected, length.map(|n| i32::try_from(n).unwrap()))
+                        .unwrap();
+                    if !artifacts {
+                        expected.artifacts = None;
+                    }
+                    let mut out = Vec::new();
+                    json.write(&mut out, length, artifacts);
+                    assert_eq!(
+                        String::from_utf8(out).unwrap(),
+                        serde_json::to_string(&expected).unwrap(),
+                        "{length:?} {artifacts}"
+                    );
+                    assert_eq!(json.to_task(length, artifacts), expected);
+                }
+            }
+        }
+    }
+
+    fn stamp(n: u64) -> Stamp {
+        Stamp {
+            mtime: SystemTime::UNIX_EPOCH + Duration::from_secs(n),
+            size: n,
+            #[cfg(unix)]
+            inode: n,
+            #[cfg(unix)]
+            ctime: (0, 0),
+        }
+    }
+
+    fn cached(n: u64) -> Arc<CachedTask> {
+        let json = TaskJson::of(&task(true, Some(1), false)).unwrap();
+        Arc::new(CachedTask { stamp: stamp(n), caller: "alice".into(), json })
+    }
+
+    fn cost() -> usize {
+        cached(0).cost("t000")
+    }
+
+    #[test]
+    fn cache_serves_an_entry_only_with_its_stamp() {
+        let cache = TaskCache::new(100 * cost());
+        let ws = Path::new("/ws");
+        cache.insert(ws, "t000", cached(1), cache.writes());
+        assert_eq!(cache.get(ws, "t000", &stamp(1)), Some(cached(1)));
+        assert_eq!(cache.get(Path::new("/other"), "t000", &stamp(1)), None);
+        // The file changed under it (an outside edit): the entry goes.
+        assert_eq!(cache.get(ws, "t000", &stamp(2)), None);
+        assert_eq!((cache.len(), cache.bytes()), (0, 0));
+        assert_eq!(cache.get(ws, "t000", &stamp(1)), None);
+    }
+
+    #[test]
+    fn cache_forgets_on_write_and_refuses_reads_that_predate_a_write() {
+        let cache = TaskCache::new(100 * cost());
+        let ws = Path::new("/ws");
+        cache.insert(ws, "t000", cached(1), cache.writes());
+        cache.forget(ws, "t000");
+        assert_eq!(cache.get(ws, "t000", &stamp(1)), None);
+        assert_eq!(cache.bytes(), 0);
+        // Read before a write (of any task) landed: not stored, it may be the old version.
+        let before = cache.writes();
+        cache.forget(ws, "t9");
+        cache.insert(ws, "t000", cached(1), before);
+        assert_eq!(cache.len(), 0);
+        cache.insert(ws, "t000", cached(1), cache.writes());
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn cache_stays_within_its_bytes_and_drops_the_least_recently_used() {
+        let cache = TaskCache::new(16 * cost());
+        let ws = Path::new("/ws");
+        for n in 0..16 {
+            cache.insert(ws, &format!("t{n:03}"), cached(n), cache.writes());
+        }
+        assert_eq!(cache.len(), 16);
+        // t000 is used again, so it is the newest.
+        assert!(cache.get(ws, "t000", &stamp(0)).is_some());
+        cache.insert(ws, "t016", cached(16), cache.writes());
+        assert!(cache.bytes() <= 16 * cost());
+        // Down to 7/8 of the bound at once: the three least recently used went.
+        assert_eq!(cache.len(), 14);
+        for n in [1, 2, 3] {
+            assert!(cache.get(ws, &format!("t{n:03}"), &stamp(n)).is_none(), "t{n:03}");
+        }
+        for n in [0, 4, 15, 16] {
+            assert!(cache.get(ws, &format!("t{n:03}"), &stamp(n)).is_some(), "t{n:03}");
+        }
+        for n in 17..200 {
+            cache.insert(ws, &format!("t{n:03}"), cached(n), cache.writes());
+            assert!(cache.bytes() <= 16 * cost());
+        }
+        assert_eq!(cache.bytes(), cache.len() * cost());
+    }
+
+    #[test]
+    fn cache_of_zero_bytes_or_a_huge_task_holds_nothing() {
+        let ws = Path::new("/ws");
+        let off = TaskCache::new(0);
+        off.insert(ws, "t000", cached(0), off.writes());
+        assert_eq!((off.len(), off.get(ws, "t000", &stamp(0))), (0, None));
+        let small = TaskCache::new(4 * cost());
+        small.insert(ws, "t000", cached(0), small.writes());
+        assert_eq!(small.len(), 0);
+    }
+}

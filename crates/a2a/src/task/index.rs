@@ -125,12 +125,12 @@ pub(crate) struct Page {
 /// How a file looked when it was indexed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stamp {
-    mtime: SystemTime,
-    size: u64,
+    pub(super) mtime: SystemTime,
+    pub(super) size: u64,
     #[cfg(unix)]
-    inode: u64,
+    pub(super) inode: u64,
     #[cfg(unix)]
-    ctime: (i64, i64),
+    pub(super) ctime: (i64, i64),
 }
 
 impl Stamp {
