@@ -115,11 +115,8 @@ impl ServerInner {
             && live.caller == *caller
         {
             let task = live.snapshot().await;
-            return Ok(Loaded::File(TaskFile {
-                task,
-                caller: caller.name.clone(),
-                push_configs: Vec::new(),
-            }));
+            let file = TaskFile { task, caller: caller.name.clone(), push_configs: Vec::new() };
+            return Ok(Loaded::File(Box::new(file)));
         }
         let live = self.live.clone();
         self.store.load_view(caller, task_id, &move |id: &str| live.is_live(id)).await

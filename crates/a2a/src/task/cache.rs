@@ -137,7 +137,7 @@ impl TaskJson {
     }
 
     /// Bytes of JSON held.
-    pub fn len(&self) -> usize {
+    pub fn size(&self) -> usize {
         self.body.len()
     }
 
@@ -158,7 +158,7 @@ pub(crate) struct CachedTask {
 
 impl CachedTask {
     fn cost(&self, id: &str) -> usize {
-        ENTRY_OVERHEAD + id.len() + self.caller.len() + self.json.len() + 4 * self.json.offsets()
+        ENTRY_OVERHEAD + id.len() + self.caller.len() + self.json.size() + 4 * self.json.offsets()
     }
 }
 
@@ -351,7 +351,7 @@ impl TaskView {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PageTask {
     View(TaskView),
-    Task(a2a::Task),
+    Task(Box<a2a::Task>),
 }
 
 impl PageTask {
@@ -361,7 +361,7 @@ impl PageTask {
             PageTask::Task(task) => {
                 // a2a wire types serialize infallibly into a Vec (see `binding::wire_json`).
                 #[allow(clippy::expect_used)]
-                serde_json::to_writer(out, task).expect("an a2a::Task serializes");
+                serde_json::to_writer(out, &**task).expect("an a2a::Task serializes");
             }
         }
     }
@@ -369,7 +369,7 @@ impl PageTask {
     fn into_task(self) -> a2a::Task {
         match self {
             PageTask::View(view) => view.to_task(),
-            PageTask::Task(task) => task,
+            PageTask::Task(task) => *task,
         }
     }
 }

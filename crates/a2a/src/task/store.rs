@@ -78,7 +78,7 @@ pub struct TaskStore {
 #[derive(Debug)]
 pub(crate) enum Loaded {
     Settled(Arc<CachedTask>),
-    File(TaskFile),
+    File(Box<TaskFile>),
 }
 
 impl Default for TaskStore {
@@ -339,7 +339,7 @@ impl TaskStore {
                     if !query.include_artifacts {
                         task.artifacts = None;
                     }
-                    tasks.push(PageTask::Task(task));
+                    tasks.push(PageTask::Task(Box::new(task)));
                 }
                 Loaded::Settled(_) | Loaded::File(_) => {}
             }
@@ -692,9 +692,9 @@ fn read_and_cache(
     let writes = cache.writes();
     let Some((file, stamp)) = read_task_file_stamped(path, id)? else { return Ok(None) };
     let Some(stamp) = stamp.filter(|_| !is_active(&file.task.status.state)) else {
-        return Ok(Some(Loaded::File(file)));
+        return Ok(Some(Loaded::File(Box::new(file))));
     };
-    let Ok(json) = TaskJson::of(&file.task) else { return Ok(Some(Loaded::File(file))) };
+    let Ok(json) = TaskJson::of(&file.task) else { return Ok(Some(Loaded::File(Box::new(file)))) };
     let cached = Arc::new(CachedTask { stamp, caller: file.caller.into_boxed_str(), json });
     cache.insert(workspace, id, cached.clone(), writes);
     Ok(Some(Loaded::Settled(cached)))
