@@ -59,6 +59,9 @@ pub struct ServerInner {
     pub(crate) push_url_check: UrlCheck,
     /// POSTs task updates to the webhooks of push configs.
     pub(crate) push: Arc<PushSender>,
+    /// The public card's body for the last base URL it was built for: it depends on nothing
+    /// else, and clients fetch it often.
+    card_body: std::sync::Mutex<Option<(String, Bytes)>>,
 }
 
 /// The host's handler of pushes to `POST /a2a/push/{watchId}`: `(watch id, the
@@ -149,6 +152,7 @@ impl A2aServerBuilder {
                 tracker: TaskTracker::new(),
                 push_url_check,
                 push,
+                card_body: std::sync::Mutex::default(),
             }),
         })
     }
@@ -230,11 +234,24 @@ fn edge_layers<S: Clone + Send + Sync + 'static>(
 
 async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {
     let base = base_url(&inner, &headers);
-    let card = card::public_card(&inner.options, &base);
-    let mut response = axum::Json(binding::blended_card(&card)).into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    let cached = {
+        let last = inner.card_body.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        last.as_ref().filter(|(built_for, _)| *built_for == base).map(|(_, body)| body.clone())
+    };
+    let body = match cached {
+        Some(body) => body,
+        None => {
+            let card = card::public_card(&inner.options, &base);
+            let body = Bytes::from(binding::blended_card(&card).to_string());
+            *inner.card_body.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some((base, body.clone()));
+            body
+        }
+    };
+    let mut response = (StatusCode::OK, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
     response
 }
 
