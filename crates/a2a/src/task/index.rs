@@ -11,7 +11,8 @@
 //! Two limits of the mtime, and what covers them: a folder mtime younger than [`SETTLE`] at a
 //! scan may be shared by a later change (coarse timestamps), so the next list scans again; and an
 //! in-place edit of an existing file leaves the folder's mtime alone, so every list also scans
-//! when the last scan is older than [`REVALIDATE`]. GetTask always reads the file.
+//! when the last scan is older than [`REVALIDATE`]. GetTask always checks the file (a `stat`, and a
+//! read unless `task::cache` holds it with that stamp).
 //!
 //! Change detection per file uses (mtime, size) and, on Unix, (inode, ctime). Our own writes
 //! replace the file by rename (a new inode) and mark the entry for a re-parse; an outside

@@ -2,7 +2,9 @@
 //! authenticated caller, with lazy restart recovery and ListTasks.
 //!
 //! One [`TaskStore`] serves a whole process and any number of workspaces. Reads go to the files
-//! every time (they are the truth); ListTasks works from a per-workspace index
+//! every time (they are the truth): GetTask and each task of a ListTasks page cost a `stat`, and
+//! a read and parse unless `task::cache` holds the settled task with that file stamp; every write
+//! of a task file drops its cache entry. ListTasks works from a per-workspace index
 //! (`task::index`) that our writes keep current and that checks the folder for outside changes
 //! on each call, and reads only the files of the page it returns.
 //!
