@@ -54,6 +54,9 @@ pub struct A2aOptions {
     /// Most task files per workspace; beyond it a new task is refused (continuing an existing
     /// task still works). Terminal tasks are never pruned automatically. Default 100,000.
     pub max_tasks: usize,
+    /// Bytes of settled tasks' JSON kept in memory so GetTask and ListTasks answer them without
+    /// reading their files (each still costs a `stat`); 0 turns the cache off. Default 12 MiB.
+    pub task_cache_bytes: usize,
 }
 
 impl Default for A2aOptions {
@@ -76,6 +79,7 @@ impl Default for A2aOptions {
             max_connections: 512,
             max_inbox_bytes: 1024 * 1024 * 1024,
             max_tasks: 100_000,
+            task_cache_bytes: crate::task::store::DEFAULT_CACHE_BYTES,
         }
     }
 }

@@ -23,7 +23,8 @@ use crate::push::StoredPushConfig;
 use crate::request::{Reply, Request};
 use crate::server::ServerInner;
 use crate::task::TaskFile;
-use crate::task::store::apply_history_length;
+use crate::task::cache::TaskView;
+use crate::task::store::{Loaded, apply_history_length, history_length};
 use crate::{card, files};
 
 /// A stream of A2A events for SSE.
@@ -61,14 +62,24 @@ impl ServerInner {
             Request::SendMessage(params) => self.send(caller, params, false).await,
             Request::SendStreamingMessage(params) => self.send(caller, params, true).await,
             Request::GetTask(req) => {
-                let mut task = self.task(caller, &req.id).await?;
-                apply_history_length(&mut task, req.history_length)?;
-                Ok(Outcome::Reply(Box::new(Reply::Task(task))))
+                let reply = match self.task(caller, &req.id).await? {
+                    Loaded::Settled(cached) => {
+                        let history = history_length(req.history_length)?;
+                        Reply::TaskView(TaskView::new(cached, history, true))
+                    }
+                    Loaded::File(file) => {
+                        let mut task = file.task;
+                        apply_history_length(&mut task, req.history_length)?;
+                        Reply::Task(task)
+                    }
+                };
+                Ok(Outcome::Reply(Box::new(reply)))
             }
             Request::ListTasks(req) => {
                 let live = self.live.clone();
-                let list = self.store.list(caller, &req, &move |id: &str| live.is_live(id)).await?;
-                Ok(Outcome::Reply(Box::new(Reply::Tasks(list))))
+                let page =
+                    self.store.list_page(caller, &req, &move |id: &str| live.is_live(id)).await?;
+                Ok(Outcome::Reply(Box::new(Reply::TaskPage(page))))
             }
             Request::CancelTask(req) => {
                 self.cancel(caller, &req.id).await.map(|t| Outcome::Reply(Box::new(Reply::Task(t))))
@@ -97,15 +108,18 @@ impl ServerInner {
         }
     }
 
-    /// The caller's task: the live view while its run lasts, else the file.
-    async fn task(&self, caller: &Caller, task_id: &str) -> Result<a2a::Task, A2aError> {
+    /// The caller's task: the live view while its run lasts, else the file (a settled task
+    /// through the cache).
+    async fn task(&self, caller: &Caller, task_id: &str) -> Result<Loaded, A2aError> {
         if let Some(live) = self.live.get(task_id)
             && live.caller == *caller
         {
-            return Ok(live.snapshot().await);
+            let task = live.snapshot().await;
+            let file = TaskFile { task, caller: caller.name.clone(), push_configs: Vec::new() };
+            return Ok(Loaded::File(Box::new(file)));
         }
         let live = self.live.clone();
-        Ok(self.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?.task)
+        self.store.load_view(caller, task_id, &move |id: &str| live.is_live(id)).await
     }
 
     async fn send(

@@ -79,8 +79,12 @@ pub enum Reply {
     Send(a2a::SendMessageResponse),
     /// GetTask, CancelTask.
     Task(a2a::Task),
+    /// GetTask of a settled task: its cached JSON.
+    TaskView(crate::task::cache::TaskView),
     /// ListTasks.
     Tasks(a2a::ListTasksResponse),
+    /// ListTasks, with the cached JSON of settled tasks.
+    TaskPage(crate::task::cache::TaskPage),
     /// Create/GetPushConfig.
     PushConfig(a2a::TaskPushNotificationConfig),
     /// ListPushConfigs.

@@ -59,6 +59,9 @@ pub struct ServerInner {
     pub(crate) push_url_check: UrlCheck,
     /// POSTs task updates to the webhooks of push configs.
     pub(crate) push: Arc<PushSender>,
+    /// The public card's body for the last base URL it was built for: it depends on nothing
+    /// else, and clients fetch it often.
+    card_body: std::sync::Mutex<Option<(String, Bytes)>>,
 }
 
 /// The host's handler of pushes to `POST /a2a/push/{watchId}`: `(watch id, the
@@ -107,6 +110,7 @@ impl A2aServerBuilder {
     /// The outbound HTTP client cannot be built (no TLS backend).
     pub fn build(self) -> std::io::Result<A2aServer> {
         let allow_private = self.options.allow_private_push_urls;
+        let cache_bytes = self.options.task_cache_bytes;
         let guard =
             crate::push::guard::GuardedClient::new(allow_private).map_err(std::io::Error::other)?;
         // Pushes go through the same guarded client as downloads: one outbound path.
@@ -130,13 +134,16 @@ impl A2aServerBuilder {
             inner: Arc::new(ServerInner {
                 options: self.options,
                 directory: self.directory,
-                store: Arc::new(TaskStore::with_recovery_hook({
-                    // A task failed as "server restarted" changed state: its webhooks hear it.
-                    let push = push.clone();
-                    Arc::new(move |file: &crate::task::TaskFile| {
-                        push.notify(&file.task, &file.push_configs);
+                store: Arc::new(
+                    TaskStore::with_recovery_hook({
+                        // A task failed as "server restarted" changed state: its webhooks hear it.
+                        let push = push.clone();
+                        Arc::new(move |file: &crate::task::TaskFile| {
+                            push.notify(&file.task, &file.push_configs);
+                        })
                     })
-                })),
+                    .with_cache_bytes(cache_bytes),
+                ),
                 pool,
                 live: Arc::new(LiveTasks::default()),
                 notifier: self.notifier,
@@ -145,6 +152,7 @@ impl A2aServerBuilder {
                 tracker: TaskTracker::new(),
                 push_url_check,
                 push,
+                card_body: std::sync::Mutex::default(),
             }),
         })
     }
@@ -226,11 +234,24 @@ fn edge_layers<S: Clone + Send + Sync + 'static>(
 
 async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {
     let base = base_url(&inner, &headers);
-    let card = card::public_card(&inner.options, &base);
-    let mut response = axum::Json(binding::blended_card(&card)).into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    let cached = {
+        let last = inner.card_body.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        last.as_ref().filter(|(built_for, _)| *built_for == base).map(|(_, body)| body.clone())
+    };
+    let body = match cached {
+        Some(body) => body,
+        None => {
+            let card = card::public_card(&inner.options, &base);
+            let body = Bytes::from(binding::blended_card(&card).to_string());
+            *inner.card_body.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some((base, body.clone()));
+            body
+        }
+    };
+    let mut response = (StatusCode::OK, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
     response
 }
 
@@ -344,7 +365,7 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     tracing::debug!(caller = %caller.name, binding = "jsonrpc", version = version.as_str(), "a2a request");
     match inner.handle(&caller, decoded.request, &base).await {
         Ok(Outcome::Reply(reply)) => {
-            json_response(StatusCode::OK, jsonrpc::encode_reply(&id, version, &reply))
+            json_bytes(StatusCode::OK, jsonrpc::encode_reply_bytes(&id, version, &reply))
         }
         Ok(Outcome::Stream(stream)) => {
             let events = stream.map(move |item| {
@@ -408,8 +429,8 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     tracing::debug!(caller = %caller.name, binding = "rest", "a2a request");
     match inner.handle(&caller, request, &base).await {
         Ok(Outcome::Reply(reply)) => {
-            let (status, body) = rest::encode_reply(&reply);
-            json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
+            let (status, body) = rest::encode_reply_bytes(&reply);
+            json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }
         Ok(Outcome::Stream(stream)) => sse(stream.map(|item| {
             Ok::<_, Infallible>(Event::default().data(rest::encode_stream_item(&item).to_string()))
@@ -450,6 +471,15 @@ where
 
 fn json_response(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()
+}
+
+/// A JSON body already serialized (what `axum::Json` would send for its value).
+fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut response = (status, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {

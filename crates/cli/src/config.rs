@@ -120,6 +120,7 @@ pub struct A2aSettings {
     pub max_header_bytes: Option<usize>,
     pub max_inbox_bytes: Option<u64>,
     pub max_tasks: Option<usize>,
+    pub task_cache_bytes: Option<usize>,
     pub card: CardSettings,
 }
 
@@ -209,6 +210,9 @@ impl A2aSettings {
         }
         if let Some(v) = self.max_inbox_bytes {
             options.max_inbox_bytes = v;
+        }
+        if let Some(v) = self.task_cache_bytes {
+            options.task_cache_bytes = v;
         }
         if let Some(v) = &self.card.name {
             options.card_name = v.clone();
@@ -572,6 +576,7 @@ mod tests {
                 ("A2A__MaxHeaderBytes", "16384"),
                 ("A2A__MaxInboxBytes", "1048576"),
                 ("A2A__MaxTasks", "2000"),
+                ("A2A__TaskCacheBytes", "0"),
             ]),
         )
         .unwrap();
@@ -595,9 +600,10 @@ mod tests {
                 options.max_connections,
                 options.max_header_bytes,
                 options.max_inbox_bytes,
-                options.max_tasks
+                options.max_tasks,
+                options.task_cache_bytes
             ),
-            (64, 16384, 1024 * 1024, 2000)
+            (64, 16384, 1024 * 1024, 2000, 0)
         );
         let zero = load(None, dir.path(), &env(&[("A2A__MaxConnections", "0")])).unwrap();
         let err = zero.a2a.to_options().unwrap_err();

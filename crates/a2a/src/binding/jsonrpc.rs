@@ -76,6 +76,27 @@ pub fn encode_reply(id: &Value, version: Version, reply: &Reply) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
+/// [`encode_reply`] as bytes. A 1.0 reply holding cached task JSON is spliced into the envelope
+/// as it is (the same bytes as the value's, without building the value).
+pub fn encode_reply_bytes(id: &Value, version: Version, reply: &Reply) -> Vec<u8> {
+    let raw = |write: &dyn Fn(&mut Vec<u8>)| {
+        let mut out = Vec::with_capacity(512);
+        // The envelope's keys in the order `encode_reply`'s map serializes them.
+        out.extend_from_slice(b"{\"id\":");
+        #[allow(clippy::expect_used)]
+        serde_json::to_writer(&mut out, id).expect("a JSON value serializes");
+        out.extend_from_slice(b",\"jsonrpc\":\"2.0\",\"result\":");
+        write(&mut out);
+        out.push(b'}');
+        out
+    };
+    match (version, reply) {
+        (Version::V1_0, Reply::TaskView(view)) => raw(&|out| view.write_json(out)),
+        (Version::V1_0, Reply::TaskPage(page)) => raw(&|out| page.write_json(out)),
+        _ => encode_reply(id, version, reply).to_string().into_bytes(),
+    }
+}
+
 /// The JSON-RPC error response object of `error`.
 pub fn encode_error(id: &Value, error: &A2aError) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": error.jsonrpc_error()})
@@ -241,7 +262,9 @@ fn reply_v1(reply: &Reply) -> Value {
     match reply {
         Reply::Send(response) => wire_json(response),
         Reply::Task(task) => wire_json(task),
+        Reply::TaskView(view) => wire_json(&view.to_task()),
         Reply::Tasks(list) => wire_json(list),
+        Reply::TaskPage(page) => wire_json(&page.clone().into_response()),
         Reply::PushConfig(config) => wire_json(config),
         Reply::PushConfigs(list) => wire_json(list),
         Reply::Deleted => Value::Null,
@@ -253,7 +276,9 @@ fn reply_v03(reply: &Reply) -> Value {
     match reply {
         Reply::Send(response) => v03::send_response(response),
         Reply::Task(task) => v03::task(task),
+        Reply::TaskView(view) => v03::task(&view.to_task()),
         Reply::Tasks(list) => v03::task_list(list),
+        Reply::TaskPage(page) => v03::task_list(&page.clone().into_response()),
         Reply::PushConfig(config) => v03::push_config(config),
         Reply::PushConfigs(list) => v03::push_configs(list),
         Reply::Deleted => Value::Null,

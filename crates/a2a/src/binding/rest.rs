@@ -146,13 +146,29 @@ pub fn encode_reply(reply: &Reply) -> (u16, Value) {
     let body = match reply {
         Reply::Send(response) => wire_json(response),
         Reply::Task(task) => wire_json(task),
+        Reply::TaskView(view) => wire_json(&view.to_task()),
         Reply::Tasks(list) => wire_json(list),
+        Reply::TaskPage(page) => wire_json(&page.clone().into_response()),
         Reply::PushConfig(config) => wire_json(config),
         Reply::PushConfigs(list) => wire_json(list),
         Reply::Deleted => json!({}),
         Reply::Card(card) => wire_json(card),
     };
     (200, body)
+}
+
+/// [`encode_reply`] as bytes; cached task JSON goes out as it is, without building a value.
+pub fn encode_reply_bytes(reply: &Reply) -> (u16, Vec<u8>) {
+    let mut out = Vec::new();
+    match reply {
+        Reply::TaskView(view) => view.write_json(&mut out),
+        Reply::TaskPage(page) => page.write_json(&mut out),
+        _ => {
+            let (status, body) = encode_reply(reply);
+            return (status, body.to_string().into_bytes());
+        }
+    }
+    (200, out)
 }
 
 /// The HTTP status and `google.rpc.Status` body of an error (§6.2).

@@ -11,7 +11,8 @@
 //! Two limits of the mtime, and what covers them: a folder mtime younger than [`SETTLE`] at a
 //! scan may be shared by a later change (coarse timestamps), so the next list scans again; and an
 //! in-place edit of an existing file leaves the folder's mtime alone, so every list also scans
-//! when the last scan is older than [`REVALIDATE`]. GetTask always reads the file.
+//! when the last scan is older than [`REVALIDATE`]. GetTask always checks the file (a `stat`, and a
+//! read unless `task::cache` holds it with that stamp).
 //!
 //! Change detection per file uses (mtime, size) and, on Unix, (inode, ctime). Our own writes
 //! replace the file by rename (a new inode) and mark the entry for a re-parse; an outside
@@ -124,17 +125,17 @@ pub(crate) struct Page {
 
 /// How a file looked when it was indexed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    mtime: SystemTime,
-    size: u64,
+pub(crate) struct Stamp {
+    pub(super) mtime: SystemTime,
+    pub(super) size: u64,
     #[cfg(unix)]
-    inode: u64,
+    pub(super) inode: u64,
     #[cfg(unix)]
-    ctime: (i64, i64),
+    pub(super) ctime: (i64, i64),
 }
 
 impl Stamp {
-    fn of(meta: &fs::Metadata) -> Option<Stamp> {
+    pub(crate) fn of(meta: &fs::Metadata) -> Option<Stamp> {
         #[cfg(unix)]
         use std::os::unix::fs::MetadataExt;
         Some(Stamp {

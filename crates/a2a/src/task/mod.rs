@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::push::StoredPushConfig;
 
+pub mod cache;
 mod index;
 pub mod store;
 

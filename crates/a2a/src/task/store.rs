@@ -2,7 +2,9 @@
 //! authenticated caller, with lazy restart recovery and ListTasks.
 //!
 //! One [`TaskStore`] serves a whole process and any number of workspaces. Reads go to the files
-//! every time (they are the truth); ListTasks works from a per-workspace index
+//! every time (they are the truth): GetTask and each task of a ListTasks page cost a `stat`, and
+//! a read and parse unless `task::cache` holds the settled task with that file stamp; every write
+//! of a task file drops its cache entry. ListTasks works from a per-workspace index
 //! (`task::index`) that our writes keep current and that checks the folder for outside changes
 //! on each call, and reads only the files of the page it returns.
 //!
@@ -25,7 +27,8 @@ use chrono::{SubsecRound, Utc};
 use tracing::error;
 
 use super::TaskFile;
-use super::index::{Filter, SortKey, Summary, WorkspaceIndex, is_active};
+use super::cache::{CachedTask, PageTask, TaskCache, TaskJson, TaskPage, TaskView};
+use super::index::{Filter, SortKey, Stamp, Summary, WorkspaceIndex, is_active};
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
 
@@ -35,6 +38,8 @@ pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub const MAX_PAGE_SIZE: usize = 100;
 /// The status text of a task failed by restart recovery.
 pub const RESTARTED_TEXT: &str = "server restarted";
+/// Bytes of settled tasks' JSON kept in memory when not configured (`A2A__TaskCacheBytes`).
+pub const DEFAULT_CACHE_BYTES: usize = 12 * 1024 * 1024;
 
 /// The task folder of a workspace: `<workspace>/.volcanic/a2a/tasks`.
 pub fn tasks_dir(workspace: &Path) -> PathBuf {
@@ -67,6 +72,15 @@ pub struct TaskStore {
     started: SystemTime,
     /// Workspaces whose task folder has been swept of such temp files.
     swept: Mutex<HashSet<PathBuf>>,
+    /// Settled tasks' JSON (`task::cache`); every write of a task file drops its entry.
+    cache: Arc<TaskCache>,
+}
+
+/// A task read for an answer: settled ones as their cached JSON, the others as the file.
+#[derive(Debug)]
+pub(crate) enum Loaded {
+    Settled(Arc<CachedTask>),
+    File(Box<TaskFile>),
 }
 
 impl Default for TaskStore {
@@ -76,6 +90,7 @@ impl Default for TaskStore {
             on_recovered: None,
             started: SystemTime::now(),
             swept: Mutex::default(),
+            cache: Arc::new(TaskCache::new(DEFAULT_CACHE_BYTES)),
         }
     }
 }
@@ -100,6 +115,12 @@ impl TaskStore {
     /// A store that reports every task lazy recovery rewrites (its state changed).
     pub fn with_recovery_hook(hook: RecoveryHook) -> Self {
         TaskStore { on_recovered: Some(hook), ..TaskStore::default() }
+    }
+
+    /// Keeps at most `bytes` of settled tasks' JSON in memory (0: none).
+    #[must_use]
+    pub fn with_cache_bytes(self, bytes: usize) -> Self {
+        TaskStore { cache: Arc::new(TaskCache::new(bytes)), ..self }
     }
 
     /// Writes a new task file (atomically, whole for readers and across a killed process) in
@@ -225,6 +246,53 @@ impl TaskStore {
         Ok(file)
     }
 
+    /// GetTask's read: [`TaskStore::load`], with a settled task answered from the cache when its
+    /// file is unchanged (one `stat`, made on this thread: cheaper than a trip to the blocking
+    /// pool, as for callers.json), else read, and cached.
+    ///
+    /// # Errors
+    /// As [`TaskStore::load`].
+    pub(crate) async fn load_view(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        is_live: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<Loaded, A2aError> {
+        let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
+        if !is_valid_task_id(task_id) {
+            return Err(not_found());
+        }
+        self.sweep_once(&caller.workspace.path).await;
+        let index = self.index(&caller.workspace.path);
+        if lock(&index).owner(task_id).is_some_and(|owner| owner != caller.name) {
+            return Err(not_found());
+        }
+        let workspace = &caller.workspace.path;
+        let path = task_path(workspace, task_id);
+        let loaded =
+            match probe(&self.cache, workspace, task_id, &path).map_err(|e| read_failed(&e))? {
+                Probe::Hit(cached) => Some(Loaded::Settled(cached)),
+                Probe::Missing => None,
+                Probe::Miss => {
+                    let (cache, workspace, id) =
+                        (self.cache.clone(), workspace.clone(), task_id.to_string());
+                    blocking(move || read_and_cache(&cache, &workspace, &id, &path))
+                        .await?
+                        .map_err(|e| read_failed(&e))?
+                }
+            };
+        match loaded {
+            Some(Loaded::Settled(cached)) if *cached.caller == *caller.name => {
+                Ok(Loaded::Settled(cached))
+            }
+            Some(Loaded::File(mut file)) if file.caller == caller.name => {
+                self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
+                Ok(Loaded::File(file))
+            }
+            Some(_) | None => Err(not_found()),
+        }
+    }
+
     /// ListTasks (PROTOCOL.md §4.4) over `caller`'s tasks: filters, newest status first, cursor
     /// pages. Tasks without a live run are recovered (see [`TaskStore::load`]) before filtering.
     ///
@@ -238,13 +306,32 @@ impl TaskStore {
         request: &a2a::ListTasksRequest,
         is_live: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<a2a::ListTasksResponse, A2aError> {
+        Ok(self.list_page(caller, request, is_live).await?.into_response())
+    }
+
+    /// [`TaskStore::list`], with the settled tasks of the page as their cached JSON (read through
+    /// the cache: one `stat` each when unchanged).
+    ///
+    /// # Errors
+    /// As [`TaskStore::list`].
+    pub async fn list_page(
+        &self,
+        caller: &Caller,
+        request: &a2a::ListTasksRequest,
+        is_live: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<TaskPage, A2aError> {
         let query = Query::parse(request)?;
+        let history_length = history_length(request.history_length)?;
         self.sweep_once(&caller.workspace.path).await;
         let requested_at = Instant::now();
         let index = self.index(&caller.workspace.path);
         let page_of = {
-            let (index, name, workspace) =
-                (index.clone(), caller.name.clone(), caller.workspace.path.clone());
+            let (index, name, workspace, cache) = (
+                index.clone(),
+                caller.name.clone(),
+                caller.workspace.path.clone(),
+                self.cache.clone(),
+            );
             move |query: Query, refresh: bool| {
                 let page = {
                     let mut index = lock(&index);
@@ -260,7 +347,7 @@ impl TaskStore {
                 let files = page
                     .ids
                     .iter()
-                    .map(|id| read_task_file(&task_path(&workspace, id), id))
+                    .map(|id| read_through(&cache, &workspace, id))
                     .collect::<io::Result<Vec<_>>>()
                     .map(|files| files.into_iter().flatten().collect::<Vec<_>>());
                 (active, page, files)
@@ -287,16 +374,25 @@ impl TaskStore {
             files = reread.map_err(|e| read_failed(&e))?;
         }
         let mut tasks = Vec::with_capacity(files.len());
-        for mut file in files.into_iter().filter(|file| file.caller == caller.name) {
-            self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
-            let mut task = file.task;
-            apply_history_length(&mut task, request.history_length)?;
-            if !query.include_artifacts {
-                task.artifacts = None;
+        for loaded in files {
+            match loaded {
+                Loaded::Settled(cached) if *cached.caller == *caller.name => {
+                    let view = TaskView::new(cached, history_length, query.include_artifacts);
+                    tasks.push(PageTask::View(view));
+                }
+                Loaded::File(mut file) if file.caller == caller.name => {
+                    self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
+                    let mut task = file.task;
+                    apply_history_length(&mut task, request.history_length)?;
+                    if !query.include_artifacts {
+                        task.artifacts = None;
+                    }
+                    tasks.push(PageTask::Task(Box::new(task)));
+                }
+                Loaded::Settled(_) | Loaded::File(_) => {}
             }
-            tasks.push(task);
         }
-        Ok(a2a::ListTasksResponse {
+        Ok(TaskPage {
             tasks,
             next_page_token: page.next.map(|key| key.to_token()).unwrap_or_default(),
             page_size: i32::try_from(query.page_size).unwrap_or(i32::MAX),
@@ -404,19 +500,29 @@ impl TaskStore {
         let index = self.index(&workspace.path);
         let summary = Summary::of(file);
         let target = path.clone();
+        let (cache, dir) = (self.cache.clone(), workspace.path.clone());
         let written = blocking(move || -> io::Result<()> {
-            match how {
-                Write::Create if target.try_exists()? => {
-                    return Err(io::Error::new(io::ErrorKind::AlreadyExists, "task file exists"));
+            let written = (|| {
+                match how {
+                    Write::Create if target.try_exists()? => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AlreadyExists,
+                            "task file exists",
+                        ));
+                    }
+                    Write::Create | Write::Interim => {
+                        volcanic_core::atomic::write_atomic_interim(&target, &bytes)?;
+                    }
+                    Write::Replace(also) => {
+                        let also: Vec<&std::fs::File> = also.iter().collect();
+                        volcanic_core::atomic::write_atomic_with(&target, &bytes, &also)?;
+                    }
                 }
-                Write::Create | Write::Interim => {
-                    volcanic_core::atomic::write_atomic_interim(&target, &bytes)?;
-                }
-                Write::Replace(also) => {
-                    let also: Vec<&std::fs::File> = also.iter().collect();
-                    volcanic_core::atomic::write_atomic_with(&target, &bytes, &also)?;
-                }
-            }
+                Ok(())
+            })();
+            // After the write, whatever became of it, and even when the caller is gone.
+            cache.forget(&dir, &id);
+            written?;
             lock(&index).record(&id, summary);
             Ok(())
         })
@@ -466,10 +572,7 @@ pub fn apply_history_length(
     task: &mut a2a::Task,
     history_length: Option<i32>,
 ) -> Result<(), A2aError> {
-    let Some(length) = history_length else { return Ok(()) };
-    let length = usize::try_from(length).map_err(|_| {
-        A2aError::InvalidParams(format!("historyLength must not be negative, got {length}"))
-    })?;
+    let Some(length) = self::history_length(history_length)? else { return Ok(()) };
     if length == 0 {
         task.history = None;
     } else if let Some(history) = &mut task.history {
@@ -477,6 +580,20 @@ pub fn apply_history_length(
         history.drain(..excess);
     }
     Ok(())
+}
+
+/// A `historyLength` as a count of messages (see [`apply_history_length`]).
+///
+/// # Errors
+/// [`A2aError::InvalidParams`] for a negative length.
+pub fn history_length(history_length: Option<i32>) -> Result<Option<usize>, A2aError> {
+    history_length
+        .map(|length| {
+            usize::try_from(length).map_err(|_| {
+                A2aError::InvalidParams(format!("historyLength must not be negative, got {length}"))
+            })
+        })
+        .transpose()
 }
 
 /// Sets a task to failed with the status message "server restarted" and a fresh timestamp.
@@ -576,6 +693,77 @@ fn read_task_file(path: &Path, id: &str) -> io::Result<Option<TaskFile>> {
         Err(err) => return Err(err),
     };
     Ok(serde_json::from_slice::<TaskFile>(&bytes).ok().filter(|file| file.task.id == id))
+}
+
+/// [`read_task_file`], with the stamp of the file it read (from the open file, so it is the
+/// stamp of these bytes).
+fn read_task_file_stamped(path: &Path, id: &str) -> io::Result<Option<(TaskFile, Option<Stamp>)>> {
+    use std::io::Read;
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let meta = file.metadata()?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    let parsed = serde_json::from_slice::<TaskFile>(&bytes).ok().filter(|file| file.task.id == id);
+    Ok(parsed.map(|file| (file, Stamp::of(&meta))))
+}
+
+/// What the cache knows of a task file.
+enum Probe {
+    /// Cached, and the file is unchanged since.
+    Hit(Arc<CachedTask>),
+    /// There is no such file.
+    Missing,
+    /// The file must be read.
+    Miss,
+}
+
+/// One `stat` of the task file at `path`, and a cache lookup with its stamp.
+fn probe(cache: &TaskCache, workspace: &Path, id: &str, path: &Path) -> io::Result<Probe> {
+    if !cache.enabled() {
+        return Ok(Probe::Miss);
+    }
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Probe::Missing),
+        Err(err) => return Err(err),
+    };
+    Ok(Stamp::of(&meta)
+        .and_then(|stamp| cache.get(workspace, id, &stamp))
+        .map_or(Probe::Miss, Probe::Hit))
+}
+
+/// Reads `workspace`'s task `id` through the cache (blocking).
+fn read_through(cache: &TaskCache, workspace: &Path, id: &str) -> io::Result<Option<Loaded>> {
+    let path = task_path(workspace, id);
+    match probe(cache, workspace, id, &path)? {
+        Probe::Hit(cached) => Ok(Some(Loaded::Settled(cached))),
+        Probe::Missing => Ok(None),
+        Probe::Miss => read_and_cache(cache, workspace, id, &path),
+    }
+}
+
+/// Reads the task file at `path`; a settled task is cached and returned as its JSON
+/// (blocking).
+fn read_and_cache(
+    cache: &TaskCache,
+    workspace: &Path,
+    id: &str,
+    path: &Path,
+) -> io::Result<Option<Loaded>> {
+    // Before the read: a write that lands during it keeps what was read out of the cache.
+    let writes = cache.writes();
+    let Some((file, stamp)) = read_task_file_stamped(path, id)? else { return Ok(None) };
+    let Some(stamp) = stamp.filter(|_| !is_active(&file.task.status.state)) else {
+        return Ok(Some(Loaded::File(Box::new(file))));
+    };
+    let Ok(json) = TaskJson::of(&file.task) else { return Ok(Some(Loaded::File(Box::new(file)))) };
+    let cached = Arc::new(CachedTask { stamp, caller: file.caller.into_boxed_str(), json });
+    cache.insert(workspace, id, cached.clone(), writes);
+    Ok(Some(Loaded::Settled(cached)))
 }
 
 fn read_failed(err: &io::Error) -> A2aError {

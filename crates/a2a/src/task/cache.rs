@@ -1,0 +1,602 @@
+//! The settled-task cache: the wire JSON of tasks that no longer change on their own (every
+//! state but submitted and working), kept in memory so GetTask and ListTasks answer them without
+//! reading and parsing their files, and without building a `serde_json::Value` tree.
+//!
+//! Files stay the truth. An entry is served only while its file's stamp (mtime, size and, on
+//! Unix, inode and ctime; the index uses the same) is the one it was read with, so an outside
+//! edit or removal is seen on the next read, at the cost of one `stat`. Our own writes drop the
+//! entry ([`TaskCache::forget`], called where a task file is written) and bump a write counter;
+//! a reader that started before a write does not store what it read ([`TaskCache::insert`] is
+//! given the counter it saw first), so an in-place rewrite whose stamp happens to be equal cannot
+//! bring an old version back.
+//!
+//! The cache is bounded by bytes (`A2A__TaskCacheBytes`): the JSON plus a fixed estimate of each
+//! entry's bookkeeping. Over the bound, the least recently used eighth of it is dropped at once.
+//! 0 turns the cache off.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::index::Stamp;
+
+/// What an entry costs besides its JSON, id and caller name: the map slots, the `Arc`, the
+/// stamp and the offsets (an estimate, on the high side).
+const ENTRY_OVERHEAD: usize = 192;
+
+/// A task's wire JSON (the 1.0 shape: what `serde_json::to_vec(&task)` gives), with the places of
+/// its `artifacts` and `history` members, so a reply can leave out the artifacts or keep only the
+/// last messages without parsing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskJson {
+    body: Box<[u8]>,
+    /// `,"artifacts":[…]`, as byte offsets into `body`.
+    artifacts: Option<(u32, u32)>,
+    /// `,"history":[…]` and where each message in it starts.
+    history: Option<History>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct History {
+    start: u32,
+    end: u32,
+    /// The offset of each message's first byte.
+    items: Box<[u32]>,
+}
+
+impl TaskJson {
+    /// Serializes `task` in parts.
+    ///
+    /// # Errors
+    /// Serialization fails, or the JSON is over 4 GiB.
+    pub fn of(task: &a2a::Task) -> Result<TaskJson, serde_json::Error> {
+        let offset = |body: &Vec<u8>| {
+            u32::try_from(body.len())
+                .map_err(|_| serde::ser::Error::custom("a task's JSON is over 4 GiB"))
+        };
+        let head = a2a::Task {
+            id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            status: task.status.clone(),
+            artifacts: None,
+            history: None,
+            metadata: None,
+        };
+        // `{"id":…,"contextId":…,"status":{…}}` less its closing brace; the optional members
+        // follow in the order serde writes them.
+        let mut body = serde_json::to_vec(&head)?;
+        body.pop();
+        let artifacts = match &task.artifacts {
+            Some(artifacts) => {
+                let start = offset(&body)?;
+                body.extend_from_slice(b",\"artifacts\":");
+                serde_json::to_writer(&mut body, artifacts)?;
+                Some((start, offset(&body)?))
+            }
+            None => None,
+        };
+        let history = match &task.history {
+            Some(messages) => {
+                let start = offset(&body)?;
+                body.extend_from_slice(b",\"history\":[");
+                let mut items = Vec::with_capacity(messages.len());
+                for (i, message) in messages.iter().enumerate() {
+                    if i > 0 {
+                        body.push(b',');
+                    }
+                    items.push(offset(&body)?);
+                    serde_json::to_writer(&mut body, message)?;
+                }
+                body.push(b']');
+                Some(History { start, end: offset(&body)?, items: items.into() })
+            }
+            None => None,
+        };
+        if let Some(metadata) = &task.metadata {
+            body.extend_from_slice(b",\"metadata\":");
+            serde_json::to_writer(&mut body, metadata)?;
+        }
+        body.push(b'}');
+        Ok(TaskJson { body: body.into(), artifacts, history })
+    }
+
+    /// Appends the task's JSON to `out`: without `artifacts` unless `artifacts`, and with only the
+    /// last `history_length` messages when given (0 leaves `history` out, as
+    /// [`super::apply_history_length`] does).
+    pub fn write(&self, out: &mut Vec<u8>, history_length: Option<usize>, artifacts: bool) {
+        let body = &self.body[..];
+        let mut at = 0;
+        if !artifacts && let Some((start, end)) = self.artifacts {
+            out.extend_from_slice(&body[at..start as usize]);
+            at = end as usize;
+        }
+        if let (Some(history), Some(length)) = (&self.history, history_length)
+            && (length == 0 || length < history.items.len())
+        {
+            out.extend_from_slice(&body[at..history.start as usize]);
+            at = history.end as usize;
+            if length > 0 {
+                out.extend_from_slice(b",\"history\":[");
+                let first = history.items[history.items.len() - length] as usize;
+                // Up to and without the closing bracket, which is written next.
+                out.extend_from_slice(&body[first..history.end as usize - 1]);
+                out.push(b']');
+            }
+        }
+        out.extend_from_slice(&body[at..]);
+    }
+
+    /// The task, as [`TaskJson::write`] shapes it.
+    pub fn to_task(&self, history_length: Option<usize>, artifacts: bool) -> a2a::Task {
+        let mut bytes = Vec::with_capacity(self.body.len());
+        self.write(&mut bytes, history_length, artifacts);
+        #[allow(clippy::expect_used)]
+        serde_json::from_slice(&bytes)
+            .expect("the bytes are an a2a::Task serialized by serde_json, less some members")
+    }
+
+    /// Bytes of JSON held.
+    pub fn size(&self) -> usize {
+        self.body.len()
+    }
+
+    fn offsets(&self) -> usize {
+        self.history.as_ref().map_or(0, |history| history.items.len())
+    }
+}
+
+/// A settled task as its file held it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct CachedTask {
+    /// The file's stamp when it was read.
+    pub stamp: Stamp,
+    /// The caller that owns the task.
+    pub caller: Box<str>,
+    pub json: TaskJson,
+}
+
+impl CachedTask {
+    fn cost(&self, id: &str) -> usize {
+        ENTRY_OVERHEAD + id.len() + self.caller.len() + self.json.size() + 4 * self.json.offsets()
+    }
+}
+
+/// Settled tasks' JSON of every workspace, bounded by bytes.
+#[derive(Debug)]
+pub(crate) struct TaskCache {
+    capacity: usize,
+    /// Task files written by us so far (see the module docs).
+    writes: AtomicU64,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    workspaces: HashMap<PathBuf, HashMap<Box<str>, Slot>>,
+    bytes: usize,
+    /// Ticks once per hit or insert: the recency of [`Slot::used`].
+    clock: u64,
+}
+
+#[derive(Debug)]
+struct Slot {
+    task: Arc<CachedTask>,
+    cost: usize,
+    used: u64,
+}
+
+impl TaskCache {
+    /// A cache of at most `capacity` bytes; 0 caches nothing.
+    pub fn new(capacity: usize) -> TaskCache {
+        TaskCache { capacity, writes: AtomicU64::new(0), state: Mutex::default() }
+    }
+
+    /// Whether the cache holds anything at all (capacity above 0).
+    pub fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// Task files written so far: take it before reading a file whose task may be
+    /// [inserted](TaskCache::insert).
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Acquire)
+    }
+
+    /// The entry of `workspace`'s task `id` when it was read with `stamp` (the file's now). An
+    /// entry with another stamp is dropped.
+    pub fn get(&self, workspace: &Path, id: &str, stamp: &Stamp) -> Option<Arc<CachedTask>> {
+        if !self.enabled() {
+            return None;
+        }
+        let mut state = self.lock();
+        let state = &mut *state;
+        let tasks = state.workspaces.get_mut(workspace)?;
+        let slot = tasks.get_mut(id)?;
+        if slot.task.stamp != *stamp {
+            let cost = slot.cost;
+            tasks.remove(id);
+            state.bytes -= cost;
+            return None;
+        }
+        state.clock += 1;
+        slot.used = state.clock;
+        Some(slot.task.clone())
+    }
+
+    /// Stores a task read after [`TaskCache::writes`] returned `writes_before`, unless a task
+    /// file was written since (it may be this one, and the read may predate it).
+    pub fn insert(&self, workspace: &Path, id: &str, task: Arc<CachedTask>, writes_before: u64) {
+        let cost = task.cost(id);
+        if cost > self.capacity / 8 {
+            // Also when the cache is off. One huge task must not flush everything else.
+            return;
+        }
+        let mut state = self.lock();
+        // Checked under the lock: `forget` bumps the counter before it takes the lock.
+        if self.writes() != writes_before {
+            return;
+        }
+        let state = &mut *state;
+        state.clock += 1;
+        let slot = Slot { task, cost, used: state.clock };
+        let tasks = match state.workspaces.get_mut(workspace) {
+            Some(tasks) => tasks,
+            None => state.workspaces.entry(workspace.to_path_buf()).or_default(),
+        };
+        if let Some(old) = tasks.insert(id.into(), slot) {
+            state.bytes -= old.cost;
+        }
+        state.bytes += cost;
+        if state.bytes > self.capacity {
+            state.evict(self.capacity - self.capacity / 8);
+        }
+    }
+
+    /// Drops `workspace`'s task `id`: its file has just been written (called after the write,
+    /// whether or not it succeeded).
+    pub fn forget(&self, workspace: &Path, id: &str) {
+        self.writes.fetch_add(1, Ordering::AcqRel);
+        if !self.enabled() {
+            return;
+        }
+        let mut state = self.lock();
+        let state = &mut *state;
+        if let Some(tasks) = state.workspaces.get_mut(workspace)
+            && let Some(old) = tasks.remove(id)
+        {
+            state.bytes -= old.cost;
+        }
+    }
+
+    /// Bytes held (JSON plus the bookkeeping estimate).
+    #[cfg(test)]
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// Entries held.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.lock().workspaces.values().map(HashMap::len).sum()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl State {
+    /// Drops the least recently used entries until at most `target` bytes are held.
+    fn evict(&mut self, target: usize) {
+        let mut ages: Vec<(u64, usize)> =
+            self.workspaces.values().flat_map(HashMap::values).map(|s| (s.used, s.cost)).collect();
+        ages.sort_unstable();
+        // The newest `used` to drop: the oldest entries until enough bytes would go.
+        let mut excess = self.bytes.saturating_sub(target);
+        let mut cutoff = 0;
+        for (used, cost) in ages {
+            if excess == 0 {
+                break;
+            }
+            cutoff = used;
+            excess = excess.saturating_sub(cost);
+        }
+        let mut freed = 0;
+        for tasks in self.workspaces.values_mut() {
+            tasks.retain(|_, slot| {
+                let keep = slot.used > cutoff;
+                if !keep {
+                    freed += slot.cost;
+                }
+                keep
+            });
+        }
+        self.workspaces.retain(|_, tasks| !tasks.is_empty());
+        self.bytes -= freed;
+    }
+}
+
+/// A settled task as one answer shows it: its cached JSON, with the answer's `historyLength`
+/// and whether artifacts are included.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskView {
+    task: Arc<CachedTask>,
+    history_length: Option<usize>,
+    artifacts: bool,
+}
+
+impl TaskView {
+    pub(crate) fn new(
+        task: Arc<CachedTask>,
+        history_length: Option<usize>,
+        artifacts: bool,
+    ) -> Self {
+        TaskView { task, history_length, artifacts }
+    }
+
+    /// Appends the task's 1.0 wire JSON to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        self.task.json.write(out, self.history_length, self.artifacts);
+    }
+
+    /// The task as a value (for the 0.3 shapes, which are converted from it).
+    pub fn to_task(&self) -> a2a::Task {
+        self.task.json.to_task(self.history_length, self.artifacts)
+    }
+}
+
+/// One task of a [`TaskPage`]: from the cache, or built for this answer (a task that was just
+/// recovered, or one that cannot be cached).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PageTask {
+    View(TaskView),
+    Task(Box<a2a::Task>),
+}
+
+impl PageTask {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            PageTask::View(view) => view.write_json(out),
+            PageTask::Task(task) => {
+                // a2a wire types serialize infallibly into a Vec (see `binding::wire_json`).
+                #[allow(clippy::expect_used)]
+                serde_json::to_writer(out, &**task).expect("an a2a::Task serializes");
+            }
+        }
+    }
+
+    fn into_task(self) -> a2a::Task {
+        match self {
+            PageTask::View(view) => view.to_task(),
+            PageTask::Task(task) => *task,
+        }
+    }
+}
+
+/// A ListTasks answer whose tasks are spliced in as JSON bytes: `a2a::ListTasksResponse` without
+/// the value tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPage {
+    pub tasks: Vec<PageTask>,
+    pub next_page_token: String,
+    pub page_size: i32,
+    pub total_size: i32,
+}
+
+impl TaskPage {
+    /// Appends the page's 1.0 wire JSON to `out`, as `serde_json::to_vec` of the
+    /// `a2a::ListTasksResponse` would write it.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"tasks\":[");
+        for (i, task) in self.tasks.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            task.write_json(out);
+        }
+        out.extend_from_slice(b"],\"nextPageToken\":");
+        #[allow(clippy::expect_used)]
+        serde_json::to_writer(&mut *out, &self.next_page_token).expect("a string serializes");
+        out.extend_from_slice(
+            format!(",\"pageSize\":{},\"totalSize\":{}}}", self.page_size, self.total_size)
+                .as_bytes(),
+        );
+    }
+
+    /// The page as a value (for the 0.3 shape and for callers of [`super::TaskStore::list`]).
+    pub fn into_response(self) -> a2a::ListTasksResponse {
+        a2a::ListTasksResponse {
+            tasks: self.tasks.into_iter().map(PageTask::into_task).collect(),
+            next_page_token: self.next_page_token,
+            page_size: self.page_size,
+            total_size: self.total_size,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::time::{Duration, SystemTime};
+
+    use a2a::{Artifact, Message, Part, Role, Task, TaskState, TaskStatus};
+    use serde_json::json;
+
+    use super::*;
+    use crate::task::apply_history_length;
+
+    fn message(id: &str) -> Message {
+        Message {
+            message_id: id.into(),
+            context_id: Some("c1".into()),
+            task_id: Some("t1".into()),
+            role: Role::Agent,
+            parts: vec![Part::text(format!("text of {id}, with \"quotes\" and \\ ü"))],
+            metadata: None,
+            extensions: None,
+            reference_task_ids: None,
+        }
+    }
+
+    fn task(artifacts: bool, history: Option<usize>, metadata: bool) -> Task {
+        Task {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: TaskStatus {
+                state: TaskState::Completed,
+                message: Some(message("status")),
+                timestamp: Some(
+                    chrono::DateTime::from_timestamp(1_700_000_000, 5_000_000).unwrap(),
+                ),
+            },
+            artifacts: artifacts.then(|| {
+                vec![Artifact {
+                    artifact_id: "a-1".into(),
+                    name: Some("response".into()),
+                    description: None,
+                    parts: vec![Part::text("answer")],
+                    metadata: None,
+                    extensions: None,
+                }]
+            }),
+            history: history.map(|n| (0..n).map(|i| message(&format!("m{i}"))).collect()),
+            metadata: metadata.then(|| HashMap::from([("k".to_string(), json!({"n": [1, 2]}))])),
+        }
+    }
+
+    fn every_shape() -> Vec<Task> {
+        let mut tasks = Vec::new();
+        for artifacts in [false, true] {
+            for history in [None, Some(0), Some(1), Some(3)] {
+                for metadata in [false, true] {
+                    tasks.push(task(artifacts, history, metadata));
+                }
+            }
+        }
+        tasks
+    }
+
+    #[test]
+    fn task_json_is_the_bytes_serde_writes() {
+        for task in every_shape() {
+            let json = TaskJson::of(&task).unwrap();
+            let mut out = Vec::new();
+            json.write(&mut out, None, true);
+            assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&task).unwrap());
+        }
+    }
+
+    #[test]
+    fn task_json_history_length_and_artifacts_match_the_value_path() {
+        for task in every_shape() {
+            let json = TaskJson::of(&task).unwrap();
+            for length in [None, Some(0), Some(1), Some(2), Some(3), Some(10)] {
+                for artifacts in [false, true] {
+                    let mut expected = task.clone();
+                    apply_history_length(&mut expected, length.map(|n| i32::try_from(n).unwrap()))
+                        .unwrap();
+                    if !artifacts {
+                        expected.artifacts = None;
+                    }
+                    let mut out = Vec::new();
+                    json.write(&mut out, length, artifacts);
+                    assert_eq!(
+                        String::from_utf8(out).unwrap(),
+                        serde_json::to_string(&expected).unwrap(),
+                        "{length:?} {artifacts}"
+                    );
+                    assert_eq!(json.to_task(length, artifacts), expected);
+                }
+            }
+        }
+    }
+
+    fn stamp(n: u64) -> Stamp {
+        Stamp {
+            mtime: SystemTime::UNIX_EPOCH + Duration::from_secs(n),
+            size: n,
+            #[cfg(unix)]
+            inode: n,
+            #[cfg(unix)]
+            ctime: (0, 0),
+        }
+    }
+
+    fn cached(n: u64) -> Arc<CachedTask> {
+        let json = TaskJson::of(&task(true, Some(1), false)).unwrap();
+        Arc::new(CachedTask { stamp: stamp(n), caller: "alice".into(), json })
+    }
+
+    fn cost() -> usize {
+        cached(0).cost("t000")
+    }
+
+    #[test]
+    fn cache_serves_an_entry_only_with_its_stamp() {
+        let cache = TaskCache::new(100 * cost());
+        let ws = Path::new("/ws");
+        cache.insert(ws, "t000", cached(1), cache.writes());
+        assert_eq!(cache.get(ws, "t000", &stamp(1)), Some(cached(1)));
+        assert_eq!(cache.get(Path::new("/other"), "t000", &stamp(1)), None);
+        // The file changed under it (an outside edit): the entry goes.
+        assert_eq!(cache.get(ws, "t000", &stamp(2)), None);
+        assert_eq!((cache.len(), cache.bytes()), (0, 0));
+        assert_eq!(cache.get(ws, "t000", &stamp(1)), None);
+    }
+
+    #[test]
+    fn cache_forgets_on_write_and_refuses_reads_that_predate_a_write() {
+        let cache = TaskCache::new(100 * cost());
+        let ws = Path::new("/ws");
+        cache.insert(ws, "t000", cached(1), cache.writes());
+        cache.forget(ws, "t000");
+        assert_eq!(cache.get(ws, "t000", &stamp(1)), None);
+        assert_eq!(cache.bytes(), 0);
+        // Read before a write (of any task) landed: not stored, it may be the old version.
+        let before = cache.writes();
+        cache.forget(ws, "t9");
+        cache.insert(ws, "t000", cached(1), before);
+        assert_eq!(cache.len(), 0);
+        cache.insert(ws, "t000", cached(1), cache.writes());
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn cache_stays_within_its_bytes_and_drops_the_least_recently_used() {
+        let cache = TaskCache::new(16 * cost());
+        let ws = Path::new("/ws");
+        for n in 0..16 {
+            cache.insert(ws, &format!("t{n:03}"), cached(n), cache.writes());
+        }
+        assert_eq!(cache.len(), 16);
+        // t000 is used again, so it is the newest.
+        assert!(cache.get(ws, "t000", &stamp(0)).is_some());
+        cache.insert(ws, "t016", cached(16), cache.writes());
+        assert!(cache.bytes() <= 16 * cost());
+        // Down to 7/8 of the bound at once: the three least recently used went.
+        assert_eq!(cache.len(), 14);
+        for n in [1, 2, 3] {
+            assert!(cache.get(ws, &format!("t{n:03}"), &stamp(n)).is_none(), "t{n:03}");
+        }
+        for n in [0, 4, 15, 16] {
+            assert!(cache.get(ws, &format!("t{n:03}"), &stamp(n)).is_some(), "t{n:03}");
+        }
+        for n in 17..200 {
+            cache.insert(ws, &format!("t{n:03}"), cached(n), cache.writes());
+            assert!(cache.bytes() <= 16 * cost());
+        }
+        assert_eq!(cache.bytes(), cache.len() * cost());
+    }
+
+    #[test]
+    fn cache_of_zero_bytes_or_a_huge_task_holds_nothing() {
+        let ws = Path::new("/ws");
+        let off = TaskCache::new(0);
+        off.insert(ws, "t000", cached(0), off.writes());
+        assert_eq!((off.len(), off.get(ws, "t000", &stamp(0))), (0, None));
+        let small = TaskCache::new(4 * cost());
+        small.insert(ws, "t000", cached(0), small.writes());
+        assert_eq!(small.len(), 0);
+    }
+}
