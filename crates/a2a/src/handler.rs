@@ -582,7 +582,7 @@ enum Started {
     /// A run is under way.
     Running {
         snapshot: Box<a2a::Task>,
-        events: broadcast::Receiver<StreamResponse>,
+        events: broadcast::Receiver<crate::live::Event>,
         finished: watch::Receiver<Option<a2a::Task>>,
         live: Arc<LiveTask>,
     },
@@ -727,7 +727,7 @@ fn closing_stream(task: a2a::Task) -> EventStream {
 /// it (never the chunks it already holds, and always the final status).
 fn task_stream(
     snapshot: a2a::Task,
-    events: broadcast::Receiver<StreamResponse>,
+    events: broadcast::Receiver<crate::live::Event>,
     finished: watch::Receiver<Option<a2a::Task>>,
     live: Option<Arc<LiveTask>>,
 ) -> EventStream {
@@ -747,7 +747,7 @@ fn task_stream(
 
 /// A stream's place in a live task's events.
 struct Follow {
-    events: broadcast::Receiver<StreamResponse>,
+    events: broadcast::Receiver<crate::live::Event>,
     finished: watch::Receiver<Option<a2a::Task>>,
     live: Option<Arc<LiveTask>>,
     /// What a catch-up after a lag produced and the stream has not sent yet.
@@ -764,7 +764,7 @@ impl Follow {
                 return Some(item);
             }
             match self.events.recv().await {
-                Ok(item) => return Some(item),
+                Ok(item) => return Some(*item),
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     if let Some(task) = &self.live {
                         self.caught_up.extend(task.catch_up(&mut self.events).await);
