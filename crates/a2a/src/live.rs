@@ -110,10 +110,7 @@ impl LiveTask {
     /// receiver exactly after the state the replacing update shows: the response's queued chunks
     /// are dropped (the update holds them; sending them too would repeat their text), anything
     /// else queued (status updates, with the final one, and other artifacts) is kept, in order.
-    pub async fn catch_up(
-        &self,
-        events: &mut broadcast::Receiver<Event>,
-    ) -> Vec<StreamResponse> {
+    pub async fn catch_up(&self, events: &mut broadcast::Receiver<Event>) -> Vec<StreamResponse> {
         let file = self.state.lock().await;
         let mut kept = Vec::new();
         let mut last_chunk = false;
@@ -233,14 +230,15 @@ impl LiveTask {
             None => artifacts.push(self.response_artifact(text.clone())),
         }
         // No receiver means nobody is streaming this task right now; the file has the result.
-        let _ = self.events.send(Box::new(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-            task_id: self.task_id.clone(),
-            context_id: self.context_id.clone(),
-            artifact: self.response_artifact(text),
-            append: Some(append),
-            last_chunk: Some(last_chunk),
-            metadata: None,
-        })));
+        let _ =
+            self.events.send(Box::new(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: self.task_id.clone(),
+                context_id: self.context_id.clone(),
+                artifact: self.response_artifact(text),
+                append: Some(append),
+                last_chunk: Some(last_chunk),
+                metadata: None,
+            })));
     }
 
     /// Replaces the response artifact's content with the final answer (or removes it when empty).
@@ -263,14 +261,16 @@ impl LiveTask {
             file.task.artifacts = None;
         }
         if !text.is_empty() && streamed.is_some_and(|streamed| streamed != text) {
-            let _ = self.events.send(Box::new(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                task_id: self.task_id.clone(),
-                context_id: self.context_id.clone(),
-                artifact: self.response_artifact(text.to_string()),
-                append: Some(false),
-                last_chunk: Some(true),
-                metadata: None,
-            })));
+            let _ = self.events.send(Box::new(StreamResponse::ArtifactUpdate(
+                TaskArtifactUpdateEvent {
+                    task_id: self.task_id.clone(),
+                    context_id: self.context_id.clone(),
+                    artifact: self.response_artifact(text.to_string()),
+                    append: Some(false),
+                    last_chunk: Some(true),
+                    metadata: None,
+                },
+            )));
         }
     }
 
@@ -287,14 +287,15 @@ impl LiveTask {
         let mut file = self.state.lock().await;
         file.task.artifacts.get_or_insert_with(Vec::new).push(artifact.clone());
         self.persist_interim(&file).await;
-        let _ = self.events.send(Box::new(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-            task_id: self.task_id.clone(),
-            context_id: self.context_id.clone(),
-            artifact,
-            append: None,
-            last_chunk: Some(true),
-            metadata: None,
-        })));
+        let _ =
+            self.events.send(Box::new(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: self.task_id.clone(),
+                context_id: self.context_id.clone(),
+                artifact,
+                append: None,
+                last_chunk: Some(true),
+                metadata: None,
+            })));
     }
 
     /// Marks the run as over: every waiter gets the final task.

@@ -496,7 +496,9 @@ impl WorkspaceIndex {
         let state = |listed: &Listed| filter.state.as_ref().is_none_or(|s| *s == listed.state);
         page.total = match (&filter.state, &filter.after, context) {
             (None, None, None) => tasks.order.len(),
-            (None, None, Some(context)) => tasks.by_context.get(context).map_or(0, ContextTasks::len),
+            (None, None, Some(context)) => {
+                tasks.by_context.get(context).map_or(0, ContextTasks::len)
+            }
             // Newest first: the tasks at or after `after` are a prefix of the order.
             _ => tasks
                 .walk(context, Bound::Unbounded)
