@@ -3,6 +3,10 @@
 # Run:    docker run -v volcanic-data:/data -p 8080:8080 --env-file .env volcanic
 
 FROM rust:1.95-slim-bookworm AS build
+# jemalloc (the global allocator) builds from C sources with make, which the slim image lacks.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends make \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates

@@ -603,7 +603,7 @@ enum Started {
     /// A run is under way.
     Running {
         snapshot: Box<a2a::Task>,
-        events: broadcast::Receiver<StreamResponse>,
+        events: broadcast::Receiver<crate::live::Event>,
         finished: watch::Receiver<Option<a2a::Task>>,
         live: Arc<LiveTask>,
     },
@@ -748,7 +748,7 @@ fn closing_stream(task: a2a::Task) -> EventStream {
 /// it (never the chunks it already holds, and always the final status).
 fn task_stream(
     snapshot: a2a::Task,
-    events: broadcast::Receiver<StreamResponse>,
+    events: broadcast::Receiver<crate::live::Event>,
     finished: watch::Receiver<Option<a2a::Task>>,
     live: Option<Arc<LiveTask>>,
 ) -> EventStream {
@@ -768,7 +768,7 @@ fn task_stream(
 
 /// A stream's place in a live task's events.
 struct Follow {
-    events: broadcast::Receiver<StreamResponse>,
+    events: broadcast::Receiver<crate::live::Event>,
     finished: watch::Receiver<Option<a2a::Task>>,
     live: Option<Arc<LiveTask>>,
     /// What a catch-up after a lag produced and the stream has not sent yet.
@@ -785,7 +785,7 @@ impl Follow {
                 return Some(item);
             }
             match self.events.recv().await {
-                Ok(item) => return Some(item),
+                Ok(item) => return Some(*item),
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     if let Some(task) = &self.live {
                         self.caught_up.extend(task.catch_up(&mut self.events).await);

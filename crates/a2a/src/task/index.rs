@@ -166,18 +166,86 @@ struct Listed {
     state: a2a::TaskState,
 }
 
+/// The tasks of one context. Most contexts hold one task (every send without a `contextId` opens
+/// a new one), and a `BTreeSet` allocates a whole leaf node (room for 11 keys, about 460 bytes)
+/// for its first key: a lone task is kept inline instead.
+#[derive(Debug)]
+enum ContextTasks {
+    One(SortKey),
+    Many(BTreeSet<SortKey>),
+}
+
+impl ContextTasks {
+    fn insert(&mut self, key: SortKey) {
+        match self {
+            ContextTasks::One(one) if *one == key => {}
+            ContextTasks::One(one) => {
+                let first = std::mem::replace(one, key.clone());
+                *self = ContextTasks::Many(BTreeSet::from([first, key]));
+            }
+            ContextTasks::Many(keys) => {
+                keys.insert(key);
+            }
+        }
+    }
+
+    /// Removes `key`; returns whether the context is now empty.
+    fn remove(&mut self, key: &SortKey) -> bool {
+        match self {
+            ContextTasks::One(one) => one == key,
+            ContextTasks::Many(keys) => {
+                keys.remove(key);
+                if keys.len() == 1
+                    && let Some(last) = keys.pop_first()
+                {
+                    *self = ContextTasks::One(last);
+                    return false;
+                }
+                keys.is_empty()
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            ContextTasks::One(_) => 1,
+            ContextTasks::Many(keys) => keys.len(),
+        }
+    }
+
+    /// The keys from `from` on, in order.
+    fn range<'a>(&'a self, from: Bound<&SortKey>) -> Box<dyn Iterator<Item = &'a SortKey> + 'a> {
+        match self {
+            ContextTasks::One(one) => {
+                let after = match from {
+                    Bound::Unbounded => true,
+                    Bound::Included(from) => one >= from,
+                    Bound::Excluded(from) => one > from,
+                };
+                Box::new(after.then_some(one).into_iter())
+            }
+            ContextTasks::Many(keys) => Box::new(keys.range((from, Bound::Unbounded))),
+        }
+    }
+}
+
 /// One caller's tasks, in ListTasks order, with the lookups the filters need.
 #[derive(Debug, Default)]
 struct CallerTasks {
     order: BTreeMap<SortKey, Listed>,
-    by_context: HashMap<String, BTreeSet<SortKey>>,
+    by_context: HashMap<String, ContextTasks>,
     /// Submitted and working tasks (candidates for restart recovery).
     active: BTreeSet<SortKey>,
 }
 
 impl CallerTasks {
     fn insert(&mut self, key: SortKey, summary: Summary) {
-        self.by_context.entry(summary.context_id.clone()).or_default().insert(key.clone());
+        match self.by_context.get_mut(&summary.context_id) {
+            Some(tasks) => tasks.insert(key.clone()),
+            None => {
+                self.by_context.insert(summary.context_id.clone(), ContextTasks::One(key.clone()));
+            }
+        }
         if is_active(&summary.state) {
             self.active.insert(key.clone());
         }
@@ -192,10 +260,9 @@ impl CallerTasks {
     ) -> Box<dyn Iterator<Item = (&'a SortKey, &'a Listed)> + 'a> {
         match context {
             Some(context) => match self.by_context.get(context) {
-                Some(keys) => Box::new(
-                    keys.range((from, Bound::Unbounded))
-                        .filter_map(|key| self.order.get_key_value(key)),
-                ),
+                Some(keys) => {
+                    Box::new(keys.range(from).filter_map(|key| self.order.get_key_value(key)))
+                }
                 None => Box::new(std::iter::empty()),
             },
             None => Box::new(self.order.range((from, Bound::Unbounded))),
@@ -204,11 +271,10 @@ impl CallerTasks {
 
     fn remove(&mut self, key: &SortKey) {
         let Some(listed) = self.order.remove(key) else { return };
-        if let Some(keys) = self.by_context.get_mut(&listed.context_id) {
-            keys.remove(key);
-            if keys.is_empty() {
-                self.by_context.remove(&listed.context_id);
-            }
+        if let Some(keys) = self.by_context.get_mut(&listed.context_id)
+            && keys.remove(key)
+        {
+            self.by_context.remove(&listed.context_id);
         }
         self.active.remove(key);
     }
@@ -436,7 +502,9 @@ impl WorkspaceIndex {
         let state = |listed: &Listed| filter.state.as_ref().is_none_or(|s| *s == listed.state);
         page.total = match (&filter.state, &filter.after, context) {
             (None, None, None) => tasks.order.len(),
-            (None, None, Some(context)) => tasks.by_context.get(context).map_or(0, BTreeSet::len),
+            (None, None, Some(context)) => {
+                tasks.by_context.get(context).map_or(0, ContextTasks::len)
+            }
             // Newest first: the tasks at or after `after` are a prefix of the order.
             _ => tasks
                 .walk(context, Bound::Unbounded)
@@ -608,5 +676,33 @@ mod tests {
         let page = index.page("alice", &after, None, 10);
         assert_eq!((page.ids, page.total), (vec!["t4".into(), "t5".into(), "t2".into()], 3));
         assert_eq!(index.page("carol", &Filter::default(), None, 10).total, 0);
+    }
+
+    #[test]
+    fn index_context_of_one_task_pages_and_empties() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = WorkspaceIndex::new(dir.path().to_path_buf());
+        index.record("t1", summary("alice", "solo", 1));
+        index.record("t2", summary("alice", "pair", 2));
+        index.record("t3", summary("alice", "pair", 3));
+        let solo = Filter { context_id: Some("solo".into()), ..Filter::default() };
+        let page = index.page("alice", &solo, None, 10);
+        assert_eq!((page.ids, page.total, page.next), (vec!["t1".into()], 1, None));
+        // A cursor at or past the lone task leaves nothing; one before it keeps it.
+        let at = SortKey::new(DateTime::from_timestamp(1_700_000_001, 0), "t1");
+        assert!(index.page("alice", &solo, Some(&at), 10).ids.is_empty());
+        let before = SortKey::new(DateTime::from_timestamp(1_700_000_009, 0), "t9");
+        assert_eq!(index.page("alice", &solo, Some(&before), 10).ids, vec!["t1"]);
+
+        // A context shrinking to one task and growing again keeps its order and totals.
+        index.record("t3", summary("alice", "solo", 4));
+        let pair = Filter { context_id: Some("pair".into()), ..Filter::default() };
+        assert_eq!(index.page("alice", &pair, None, 10).ids, vec!["t2"]);
+        assert_eq!(index.page("alice", &solo, None, 10).ids, vec!["t3", "t1"]);
+        index.record("t1", summary("alice", "pair", 5));
+        index.record("t3", summary("alice", "pair", 6));
+        assert!(!index.callers["alice"].by_context.contains_key("solo"), "empty contexts go");
+        let page = index.page("alice", &pair, None, 10);
+        assert_eq!((page.ids, page.total), (vec!["t3".into(), "t1".into(), "t2".into()], 3));
     }
 }

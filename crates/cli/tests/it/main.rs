@@ -5,5 +5,6 @@
 
 mod chat;
 mod crash;
+mod memory;
 mod serve;
 mod telegram;

@@ -32,8 +32,9 @@ pub struct ModelRequest {
     /// The conversation as the model should see it (failed and aborted answers already removed,
     /// every tool call answered).
     pub messages: Vec<Message>,
-    /// The tools the model may call.
-    pub tools: Vec<ToolSpec>,
+    /// The tools the model may call: the session's list, shared by all its requests (each spec
+    /// holds a JSON schema tree; a deep copy per request cost allocations and memory).
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// Upper bound on output tokens.
     pub max_output_tokens: u32,
 }

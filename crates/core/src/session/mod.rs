@@ -276,8 +276,8 @@ pub(crate) struct Inner {
     pub spill_dir: PathBuf,
     pub shared: Arc<Shared>,
     pub tools: Vec<Arc<dyn Tool>>,
-    /// The tools' specs, in the same order (computed once).
-    pub specs: Vec<crate::provider::ToolSpec>,
+    /// The tools' specs, in the same order (computed once, shared by every request of the session).
+    pub specs: Arc<[crate::provider::ToolSpec]>,
     pub fragments: Vec<String>,
     pub listeners: Vec<Listener>,
     pub channel: Option<Arc<dyn ChatChannel>>,

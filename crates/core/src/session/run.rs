@@ -144,7 +144,7 @@ impl<'a> Run<'a> {
         self.emit(EventKind::RunStart);
         self.record(Message::user(text))?;
 
-        let specs: Vec<ToolSpec> = self.inner.specs.clone();
+        let specs: Arc<[ToolSpec]> = self.inner.specs.clone();
         let config = &self.inner.shared.config;
         let system = {
             // File reads: off the async threads.

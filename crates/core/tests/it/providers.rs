@@ -45,7 +45,7 @@ fn simple_request(model: &str) -> ModelRequest {
         model: model.to_owned(),
         system: "You are terse.".to_owned(),
         messages: vec![Message::user("Say hello")],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         max_output_tokens: 1024,
     }
 }
@@ -105,7 +105,8 @@ fn round_trip_request(model: &str) -> ModelRequest {
                 "properties": {"path": {"type": "string"}},
                 "required": ["path"]
             }),
-        }],
+        }]
+        .into(),
         max_output_tokens: 2048,
     }
 }
