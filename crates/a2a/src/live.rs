@@ -363,10 +363,20 @@ impl LiveTask {
             tracing::warn!(task_id = %self.task_id, error = %err, "cannot sync the journal with the task");
             None
         });
-        if let Err(err) =
-            self.store.save_with(&self.workspace, file, journal.into_iter().collect()).await
-        {
-            tracing::error!(task_id = %self.task_id, error = %err, "cannot write the task file");
+        let (files, mark) = match journal.map(volcanic_core::session::JournalFile::split) {
+            Some((journal, mark)) => (vec![journal], Some(mark)),
+            None => (Vec::new(), None),
+        };
+        match self.store.save_with(&self.workspace, file, files).await {
+            // The barrier covered the journal: closing the session need not flush it again.
+            Ok(()) => {
+                if let Some(mark) = mark {
+                    mark.covered();
+                }
+            }
+            Err(err) => {
+                tracing::error!(task_id = %self.task_id, error = %err, "cannot write the task file");
+            }
         }
     }
 }

@@ -15,6 +15,8 @@ use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -94,6 +96,48 @@ pub(crate) struct Journal {
     /// Held for the lifetime of the journal; the advisory lock goes with it.
     _lock: File,
     next_seq: u64,
+    /// Bytes known to be on disk: a barrier covered them ([`Journal::sync`], or a host's barrier
+    /// through [`Journal::handle`]). Shared with those handles.
+    durable: Arc<AtomicU64>,
+}
+
+/// The journal's file, taken into a durability barrier run by someone else (see
+/// [`crate::session::Session::journal_file`]): [`JournalFile::covered`] after that barrier
+/// returns records that the journal is durable up to where it was when the handle was taken, so
+/// closing the session has nothing left to flush.
+pub struct JournalFile {
+    file: File,
+    len: u64,
+    durable: Arc<AtomicU64>,
+}
+
+impl JournalFile {
+    /// A descriptor of the journal file, for the barrier.
+    #[must_use]
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Splits the handle: the descriptor to move into the barrier's work, and the mark to set
+    /// once the barrier has returned successfully.
+    #[must_use]
+    pub fn split(self) -> (File, DurableMark) {
+        (self.file, DurableMark { len: self.len, durable: self.durable })
+    }
+}
+
+/// Records, once a barrier covering the journal's file has returned, that the journal is on
+/// disk up to the length it had when the file was taken.
+pub struct DurableMark {
+    len: u64,
+    durable: Arc<AtomicU64>,
+}
+
+impl DurableMark {
+    /// The barrier returned successfully.
+    pub fn covered(self) {
+        self.durable.fetch_max(self.len, Ordering::AcqRel);
+    }
 }
 
 /// A loaded journal with the conversation it holds.
@@ -152,8 +196,15 @@ impl Journal {
         // harmless (lines are read in file order) where an overflow would refuse the session.
         let next_seq = lines.iter().map(|l| l.seq).max().map_or(0, |s| s.saturating_add(1));
         let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
-        let mut journal =
-            Journal { dir: dir.to_path_buf(), path, file, len, _lock: lock, next_seq };
+        let mut journal = Journal {
+            dir: dir.to_path_buf(),
+            path,
+            file,
+            len,
+            _lock: lock,
+            next_seq,
+            durable: Arc::new(AtomicU64::new(0)),
+        };
 
         if lines.is_empty() {
             journal.append(
@@ -269,14 +320,27 @@ impl Journal {
         &self.dir
     }
 
-    /// Makes everything appended so far durable (a shared barrier, see [`crate::durable`]).
+    /// Makes everything appended so far durable (a shared barrier, see [`crate::durable`]);
+    /// nothing to do when a barrier already covered every byte appended.
     pub(crate) fn sync(&self) -> Result<()> {
-        crate::durable::sync_files(&[&self.file]).map_err(|e| Error::io(&self.path, e))
+        let len = self.len;
+        if self.is_durable() {
+            return Ok(());
+        }
+        crate::durable::sync_files(&[&self.file]).map_err(|e| Error::io(&self.path, e))?;
+        self.durable.fetch_max(len, Ordering::AcqRel);
+        Ok(())
     }
 
-    /// A second descriptor of the journal file.
-    pub(crate) fn try_clone_file(&self) -> Result<File> {
-        self.file.try_clone().map_err(|e| Error::io(&self.path, e))
+    /// Whether a barrier covered every byte appended so far.
+    pub(crate) fn is_durable(&self) -> bool {
+        self.durable.load(Ordering::Acquire) >= self.len
+    }
+
+    /// A second descriptor of the journal file, for a barrier run by the host.
+    pub(crate) fn handle(&self) -> Result<JournalFile> {
+        let file = self.file.try_clone().map_err(|e| Error::io(&self.path, e))?;
+        Ok(JournalFile { file, len: self.len, durable: self.durable.clone() })
     }
 }
 

@@ -28,7 +28,9 @@ use crate::{Error, Result};
 
 pub use event::{EventKind, Role, RunOutcome, RunSettled, SessionEvent};
 pub use fanout::{EventStream, SUBSCRIBER_CAPACITY};
-pub use journal::{ABORTED_NOTE, DANGLING_TOOL_RESULT, INTERRUPTED_NOTE, LoadReport};
+pub use journal::{
+    ABORTED_NOTE, DANGLING_TOOL_RESULT, DurableMark, INTERRUPTED_NOTE, JournalFile, LoadReport,
+};
 pub use run::UNEXPECTED_FAILURE;
 
 use journal::Journal;
@@ -358,13 +360,15 @@ impl Session {
         self.inner.sync_run_end.store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// A handle on the journal file (for a durability barrier covering it), `None` once closed.
+    /// A handle on the journal file for a durability barrier covering it, `None` once closed.
+    /// Mark it covered ([`DurableMark::covered`]) after the barrier returns, so that
+    /// closing the session does not flush again what the barrier already did.
     ///
     /// # Errors
     /// [`Error::Io`] when the descriptor cannot be duplicated.
-    pub fn journal_file(&self) -> Result<Option<std::fs::File>> {
+    pub fn journal_file(&self) -> Result<Option<JournalFile>> {
         let state = self.inner.state();
-        state.journal.as_ref().map(Journal::try_clone_file).transpose()
+        state.journal.as_ref().map(Journal::handle).transpose()
     }
 
     /// What loading the journal found and repaired.
