@@ -82,14 +82,20 @@ static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         .collect()
 });
 
+/// The values a redactor matches, in its order: shorter than [`MIN_SECRET_LEN`] dropped,
+/// longest first (a value that contains another is replaced whole), one per value.
+fn normalize(secrets: Vec<Secret>) -> Vec<Secret> {
+    let mut secrets: Vec<Secret> =
+        secrets.into_iter().filter(|s| s.value.len() >= MIN_SECRET_LEN).collect();
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
+    secrets.dedup_by(|a, b| a.value == b.value);
+    secrets
+}
+
 impl Redactor {
     /// A redactor for these exact values (shorter than [`MIN_SECRET_LEN`] ones are ignored).
     pub fn new(secrets: Vec<Secret>) -> Self {
-        let mut secrets: Vec<Secret> =
-            secrets.into_iter().filter(|s| s.value.len() >= MIN_SECRET_LEN).collect();
-        // Longest first so a value that contains another is replaced whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.value.len()));
-        secrets.dedup_by(|a, b| a.value == b.value);
+        let secrets = normalize(secrets);
         let values = if secrets.is_empty() {
             None
         } else {
@@ -99,6 +105,14 @@ impl Redactor {
                 .ok()
         };
         Redactor { secrets, values }
+    }
+
+    /// Whether a redactor built from `secrets` would be this one (same names and values): a
+    /// host that opens many sessions with the same secrets reuses one automaton.
+    pub fn is_built_from(&self, secrets: Vec<Secret>) -> bool {
+        let other = normalize(secrets);
+        other.len() == self.secrets.len()
+            && other.iter().zip(&self.secrets).all(|(a, b)| a.name == b.name && a.value == b.value)
     }
 
     /// A redactor with this one's values plus `more`.

@@ -9,6 +9,8 @@ mod event;
 mod fanout;
 pub(crate) mod journal;
 mod run;
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -61,6 +63,19 @@ pub(crate) struct Shared {
     pub secrets: Vec<Secret>,
     pub extensions: Vec<Arc<dyn Extension>>,
     pub shutdown: CancellationToken,
+    /// The last session's redactor: the next one with the same secrets shares it (building the
+    /// automaton is a good part of opening a session).
+    pub last_redactor: Mutex<Option<Arc<Redactor>>>,
+    /// The last session's tool specs, and what they were made from.
+    pub last_specs: Mutex<Option<SpecsMadeFrom>>,
+}
+
+/// Tool specs of a session and what decides them besides the constant built-ins: whether the
+/// session has a channel (the `send` tool) and the specs of its extensions' tools.
+pub(crate) struct SpecsMadeFrom {
+    channel: bool,
+    extra: Vec<crate::provider::ToolSpec>,
+    specs: Arc<[crate::provider::ToolSpec]>,
 }
 
 /// Builds a [`SessionFactory`].
@@ -120,6 +135,8 @@ impl SessionFactoryBuilder {
                 secrets,
                 extensions: self.extensions,
                 shutdown: self.shutdown,
+                last_redactor: Mutex::new(None),
+                last_specs: Mutex::new(None),
             }),
         }
     }
@@ -165,6 +182,58 @@ impl SessionFactory {
         }
     }
 
+    /// A redactor for `secrets`: the last session's when it had the same ones.
+    fn redactor(&self, secrets: Vec<Secret>) -> Arc<Redactor> {
+        let mut last = self.shared.last_redactor.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(redactor) = last.as_ref()
+            && redactor.is_built_from(secrets.clone())
+        {
+            return redactor.clone();
+        }
+        let redactor = Arc::new(Redactor::new(secrets));
+        *last = Some(redactor.clone());
+        redactor
+    }
+
+    /// A session's tools (the built-ins, `send` with a channel, then the extensions' tools, each
+    /// replacing a tool of the same name) and their specs in the same order, the specs shared
+    /// with the last session when they were made from the same things.
+    fn tools(
+        &self,
+        channel: bool,
+        extra: Vec<Arc<dyn Tool>>,
+    ) -> (Vec<Arc<dyn Tool>>, Arc<[crate::provider::ToolSpec]>) {
+        let constant = crate::tool::builtin_specs();
+        let mut tools: Vec<(Arc<dyn Tool>, &crate::provider::ToolSpec)> =
+            builtin_tools().into_iter().zip(constant).collect();
+        if channel {
+            let send: Arc<dyn Tool> = Arc::new(SendTool);
+            tools.push((send, &constant[constant.len() - 1]));
+        }
+        let extra_specs: Vec<crate::provider::ToolSpec> = extra.iter().map(|t| t.spec()).collect();
+        for (tool, spec) in extra.into_iter().zip(&extra_specs) {
+            tools.retain(|(_, s)| s.name != spec.name);
+            tools.push((tool, spec));
+        }
+        let mut last = self.shared.last_specs.lock().unwrap_or_else(PoisonError::into_inner);
+        let specs = match last.as_ref() {
+            Some(made) if made.channel == channel && made.extra == extra_specs => {
+                made.specs.clone()
+            }
+            _ => {
+                let specs: Arc<[crate::provider::ToolSpec]> =
+                    tools.iter().map(|(_, spec)| (*spec).clone()).collect();
+                *last = Some(SpecsMadeFrom {
+                    channel,
+                    extra: extra_specs.clone(),
+                    specs: specs.clone(),
+                });
+                specs
+            }
+        };
+        (tools.into_iter().map(|(tool, _)| tool).collect(), specs)
+    }
+
     /// The folder holding a scope's journal.
     pub fn session_dir(&self, scope: &str) -> PathBuf {
         self.shared.state_dir.join("sessions").join(scope)
@@ -186,17 +255,8 @@ impl SessionFactory {
         }
         let mut secrets = self.shared.secrets.clone();
         secrets.extend(registrar.secrets);
-        let redactor = Arc::new(Redactor::new(secrets));
-
-        let mut tools: Vec<Arc<dyn Tool>> = builtin_tools();
-        if options.channel.is_some() {
-            tools.push(Arc::new(SendTool));
-        }
-        for tool in registrar.tools {
-            let name = tool.spec().name;
-            tools.retain(|t| t.spec().name != name);
-            tools.push(tool);
-        }
+        let redactor = self.redactor(secrets);
+        let (tools, specs) = self.tools(options.channel.is_some(), registrar.tools);
 
         let dir = self.session_dir(&options.scope);
         let scope = options.scope.clone();
@@ -208,7 +268,6 @@ impl SessionFactory {
         .await
         .map_err(|e| Error::io(self.session_dir(&options.scope), std::io::Error::other(e)))??;
 
-        let specs = tools.iter().map(|t| t.spec()).collect();
         tracing::info!(scope = %options.scope, messages = loaded.messages.len(), "session opened");
         Ok(Session {
             inner: Arc::new(Inner {

@@ -213,6 +213,17 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
+/// The specs of [`builtin_tools`] and of [`SendTool`], in that order: they depend on nothing,
+/// so they are built once per process rather than once per session.
+pub(crate) fn builtin_specs() -> &'static [ToolSpec] {
+    static SPECS: std::sync::OnceLock<Vec<ToolSpec>> = std::sync::OnceLock::new();
+    SPECS.get_or_init(|| {
+        let mut specs: Vec<ToolSpec> = builtin_tools().iter().map(|t| t.spec()).collect();
+        specs.push(SendTool.spec());
+        specs
+    })
+}
+
 /// A context for unit tests: `cwd` as the working folder, default limits, a fixed `PATH`, `HOME`
 /// set to `cwd`, no secrets, spill files under `cwd/.spill`, no channel and updates dropped.
 #[cfg(test)]
