@@ -536,13 +536,12 @@ impl TaskStore {
     /// The first time this process touches a workspace's tasks, removes the temp files a killed
     /// process left behind (they are never read, but would pile up crash after crash).
     async fn sweep_once(&self, workspace: &Path) {
-        let first = self
-            .swept
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(workspace.to_path_buf());
-        if !first {
-            return;
+        {
+            // Every request passes here: look before allocating the key.
+            let mut swept = self.swept.lock().unwrap_or_else(PoisonError::into_inner);
+            if swept.contains(workspace) || !swept.insert(workspace.to_path_buf()) {
+                return;
+            }
         }
         let dir = tasks_dir(workspace);
         let started = self.started;
@@ -556,6 +555,9 @@ impl TaskStore {
 
     fn index(&self, workspace: &Path) -> Arc<Mutex<WorkspaceIndex>> {
         let mut indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(index) = indexes.get(workspace) {
+            return index.clone();
+        }
         indexes
             .entry(workspace.to_path_buf())
             .or_insert_with(|| Arc::new(Mutex::new(WorkspaceIndex::new(tasks_dir(workspace)))))
