@@ -200,7 +200,18 @@ impl ServerInner {
         if streaming {
             let (store, workspace, task_id) =
                 (self.store.clone(), live.workspace.clone(), live.task_id.clone());
+            let mut ended = finished.clone();
             tokio::spawn(async move {
+                // A run that ends within the grace needs no flush of its first version: its final
+                // state is written durably, with the journal, before the last event. Waiting
+                // first keeps a barrier's work off the path of a short run's first event.
+                let ended_in_grace = matches!(
+                    tokio::time::timeout(STREAM_FLUSH_GRACE, ended.wait_for(Option::is_some)).await,
+                    Ok(Ok(_))
+                );
+                if ended_in_grace {
+                    return;
+                }
                 // Logged by the store; the final state's durable write reports it again.
                 let _ = store.make_durable(&workspace, &task_id).await;
             });
@@ -722,6 +733,10 @@ async fn wait_finished(mut finished: watch::Receiver<Option<a2a::Task>>) -> Opti
     };
     task.or_else(|| finished.borrow().clone())
 }
+
+/// How long a stream's run may take before the first version of its task file is flushed on its
+/// own (docs/reliability.md, "Power loss").
+const STREAM_FLUSH_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Whether a status ends a stream: terminal or interrupted.
 pub fn ends_stream(state: &TaskState) -> bool {
