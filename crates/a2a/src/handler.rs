@@ -198,22 +198,21 @@ impl ServerInner {
         // event, at once, and the flush runs beside the run (the final state is written durably
         // before the last event); a blocking answer waits for the flush, or for the final state.
         if streaming {
-            let (store, workspace, task_id) =
-                (self.store.clone(), live.workspace.clone(), live.task_id.clone());
+            let (store, run) = (self.store.clone(), live.clone());
             let mut ended = finished.clone();
             tokio::spawn(async move {
-                // A run that ends within the grace needs no flush of its first version: its final
-                // state is written durably, with the journal, before the last event. Waiting
+                // A run that ends within the grace, its final state written durably (with the
+                // journal) before the last event, needs no flush of its first version. Waiting
                 // first keeps a barrier's work off the path of a short run's first event.
                 let ended_in_grace = matches!(
                     tokio::time::timeout(STREAM_FLUSH_GRACE, ended.wait_for(Option::is_some)).await,
                     Ok(Ok(_))
                 );
-                if ended_in_grace {
+                if ended_in_grace && run.durably_written() {
                     return;
                 }
                 // Logged by the store; the final state's durable write reports it again.
-                let _ = store.make_durable(&workspace, &task_id).await;
+                let _ = store.make_durable(&run.workspace, &run.task_id).await;
             });
             return Ok(Outcome::Stream(task_stream(snapshot, events, finished, Some(live))));
         }

@@ -47,6 +47,9 @@ pub struct LiveTask {
     response_id: String,
     /// Set by CancelTask; checked once the run has started, so an early cancel is not lost.
     cancel_requested: std::sync::atomic::AtomicBool,
+    /// Whether the last durable write of the task file (its final state, or input-required)
+    /// succeeded: until one has, the first version's own flush must not be skipped.
+    durably_written: std::sync::atomic::AtomicBool,
 }
 
 impl LiveTask {
@@ -80,6 +83,7 @@ impl LiveTask {
             push,
             response_id,
             cancel_requested: std::sync::atomic::AtomicBool::new(false),
+            durably_written: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -348,6 +352,11 @@ impl LiveTask {
         message
     }
 
+    /// Whether the task file's last durable write succeeded (none yet: false).
+    pub fn durably_written(&self) -> bool {
+        self.durably_written.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Persists a state of the run before its last (not flushed to disk; see `set_status`):
     /// a crash fails the task on the next read whichever version survives.
     async fn persist_interim(&self, file: &TaskFile) {
@@ -367,7 +376,9 @@ impl LiveTask {
             Some((journal, mark)) => (vec![journal], Some(mark)),
             None => (Vec::new(), None),
         };
-        match self.store.save_with(&self.workspace, file, files).await {
+        let written = self.store.save_with(&self.workspace, file, files).await;
+        self.durably_written.store(written.is_ok(), std::sync::atomic::Ordering::Release);
+        match written {
             // The barrier covered the journal: closing the session need not flush it again.
             Ok(()) => {
                 if let Some(mark) = mark {
