@@ -20,6 +20,11 @@ impl io::Write for Buffer {
 
 /// Runs `f` with every event of this thread (all levels) captured; returns the captured text.
 pub(crate) fn capture_logs(f: impl FnOnce()) -> String {
+    // One capture at a time: the interest cache and the global max level are computed over every
+    // live subscriber, and a rebuild by a capture ending on another thread could race this one's
+    // (a capture once came back empty under a parallel `cargo test`).
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let buffer = Buffer::default();
     let writer = buffer.clone();
     let subscriber = tracing_subscriber::fmt()
