@@ -183,12 +183,7 @@ impl LiveTask {
         if changed {
             self.push.notify(&file.task, &file.push_configs);
         }
-        let _ = self.events.send(Box::new(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-            task_id: self.task_id.clone(),
-            context_id: self.context_id.clone(),
-            status,
-            metadata: None,
-        })));
+        self.broadcast_status(status);
         Ok(())
     }
 
@@ -218,6 +213,11 @@ impl LiveTask {
             // Webhooks hear about state changes (not every "using <tool>"); never blocks.
             self.push.notify(&file.task, &file.push_configs);
         }
+        self.broadcast_status(status);
+    }
+
+    /// Sends a status to the task's streams and subscribers (none listening is fine).
+    fn broadcast_status(&self, status: TaskStatus) {
         let _ = self.events.send(Box::new(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
             task_id: self.task_id.clone(),
             context_id: self.context_id.clone(),

@@ -227,16 +227,7 @@ impl TaskStore {
         is_live: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<TaskFile, A2aError> {
         let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
-        if !is_valid_task_id(task_id) {
-            return Err(not_found());
-        }
-        self.sweep_once(&caller.workspace.path).await;
-        // A task the index knows to be another caller's is refused without reading its file, so
-        // it answers like a missing id in content and in cost.
-        let index = self.index(&caller.workspace.path);
-        if lock(&index).owner(task_id).is_some_and(|owner| owner != caller.name) {
-            return Err(not_found());
-        }
+        self.may_read(caller, task_id).await?;
         let path = task_path(&caller.workspace.path, task_id);
         let id = task_id.to_string();
         let file =
@@ -244,6 +235,22 @@ impl TaskStore {
         let mut file = file.filter(|file| file.caller == caller.name).ok_or_else(not_found)?;
         self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
         Ok(file)
+    }
+
+    /// What every read of one task checks before touching its file: a safe id, a swept
+    /// workspace, and that the index does not know the task as another caller's. Such a task is
+    /// refused without reading its file, so it answers like a missing id in content and in cost.
+    async fn may_read(&self, caller: &Caller, task_id: &str) -> Result<(), A2aError> {
+        let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
+        if !is_valid_task_id(task_id) {
+            return Err(not_found());
+        }
+        self.sweep_once(&caller.workspace.path).await;
+        let index = self.index(&caller.workspace.path);
+        if lock(&index).owner(task_id).is_some_and(|owner| owner != caller.name) {
+            return Err(not_found());
+        }
+        Ok(())
     }
 
     /// GetTask's read: [`TaskStore::load`], with a settled task answered from the cache when its
@@ -259,14 +266,7 @@ impl TaskStore {
         is_live: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<Loaded, A2aError> {
         let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
-        if !is_valid_task_id(task_id) {
-            return Err(not_found());
-        }
-        self.sweep_once(&caller.workspace.path).await;
-        let index = self.index(&caller.workspace.path);
-        if lock(&index).owner(task_id).is_some_and(|owner| owner != caller.name) {
-            return Err(not_found());
-        }
+        self.may_read(caller, task_id).await?;
         let workspace = &caller.workspace.path;
         let path = task_path(workspace, task_id);
         let loaded =
