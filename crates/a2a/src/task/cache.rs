@@ -49,7 +49,7 @@ impl TaskJson {
     /// Serializes `task` in parts.
     ///
     /// # Errors
-    /// Serialization fails, or the JSON is over 4 GiB.
+    /// Serialization fails, the JSON is over 4 GiB, or it does not read back as a task.
     pub fn of(task: &a2a::Task) -> Result<TaskJson, serde_json::Error> {
         let offset = |body: &Vec<u8>| {
             u32::try_from(body.len())
@@ -98,6 +98,10 @@ impl TaskJson {
             serde_json::to_writer(&mut body, metadata)?;
         }
         body.push(b'}');
+        // The body is assembled by hand: check once, here on the cold path, that it reads back as
+        // a task, so that reading it back on a request ([`TaskJson::to_task`]) cannot fail. A
+        // task whose JSON does not is not cached (the store then answers from its file).
+        serde_json::from_slice::<a2a::Task>(&body)?;
         Ok(TaskJson { body: body.into(), artifacts, history })
     }
 
@@ -131,9 +135,10 @@ impl TaskJson {
     pub fn to_task(&self, history_length: Option<usize>, artifacts: bool) -> a2a::Task {
         let mut bytes = Vec::with_capacity(self.body.len());
         self.write(&mut bytes, history_length, artifacts);
+        // Invariant: `of` checked that the whole body reads back as a task, and `write` only
+        // leaves out optional members (`artifacts`, `history`) or leading `history` items.
         #[allow(clippy::expect_used)]
-        serde_json::from_slice(&bytes)
-            .expect("the bytes are an a2a::Task serialized by serde_json, less some members")
+        serde_json::from_slice(&bytes).expect("TaskJson::of checked the body reads back as a task")
     }
 
     /// Bytes of JSON held.

@@ -539,9 +539,10 @@ impl TaskStore {
         {
             // Every request passes here: look before allocating the key.
             let mut swept = self.swept.lock().unwrap_or_else(PoisonError::into_inner);
-            if swept.contains(workspace) || !swept.insert(workspace.to_path_buf()) {
+            if swept.contains(workspace) {
                 return;
             }
+            swept.insert(workspace.to_path_buf());
         }
         let dir = tasks_dir(workspace);
         let started = self.started;
