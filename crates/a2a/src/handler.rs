@@ -18,7 +18,7 @@ use crate::auth::Caller;
 use crate::error::A2aError;
 use crate::extension::{A2aSessionExtension, REQUEST_INPUT};
 use crate::live::LiveTask;
-use crate::pool::{CONTEXT_BUSY, Claim};
+use crate::pool::{CONTEXT_BUSY, Claim, Reservation};
 use crate::push::StoredPushConfig;
 use crate::request::{Reply, Request};
 use crate::server::ServerInner;
@@ -185,12 +185,12 @@ impl ServerInner {
                 tracing::error!(error = %err, "starting a task failed unexpectedly");
                 A2aError::Internal
             })??;
-        let (snapshot, events, finished, live) = match started {
+        let (snapshot, events, finished, live, acknowledged) = match started {
             Started::Finished(task) => {
                 return Ok(finished_outcome(*task, streaming, configuration.history_length));
             }
-            Started::Running { snapshot, events, finished, live } => {
-                (*snapshot, events, finished, live)
+            Started::Running { snapshot, events, finished, live, acknowledged } => {
+                (*snapshot, events, finished, live, acknowledged)
             }
         };
         // Durability of what the caller is told (docs/reliability.md): the task file exists, whole,
@@ -214,8 +214,10 @@ impl ServerInner {
                 // Logged by the store; the final state's durable write reports it again.
                 let _ = store.make_durable(&run.workspace, &run.task_id).await;
             });
-            return Ok(Outcome::Stream(task_stream(snapshot, events, finished, Some(live))));
+            let stream = task_stream(snapshot, events, finished, Some(live));
+            return Ok(Outcome::Stream(acknowledging(stream, acknowledged)));
         }
+        drop(acknowledged);
         let mut task = if configuration.return_immediately {
             self.store.make_durable(&live.workspace, &live.task_id).await?;
             snapshot
@@ -279,24 +281,18 @@ impl ServerInner {
             return Ok(Started::Finished(Box::new(file.task)));
         }
 
-        let extension = {
-            let caller = caller.clone();
-            let notifier = self.notifier.clone();
-            let keys: Vec<String> = self
-                .directory
-                .entries(&caller.workspace)
-                .into_iter()
-                .map(|e| e.key.expose().to_string())
-                .collect();
-            move || -> Arc<dyn volcanic_core::Extension> {
-                Arc::new(A2aSessionExtension { caller, notifier, keys })
+        let reservation = self.pool.reserve(caller, &context_id).await?;
+        // Gives a claimed session back if this code stops early (an error, a panic); an unopened
+        // reservation gives itself back when dropped.
+        let guard = match &reservation {
+            Reservation::Ready(claim) => {
+                Some(ClaimGuard::new(self.pool.clone(), claim.scope.clone()))
             }
+            Reservation::Pending(_) => None,
         };
-        let claim = self.pool.claim(caller, &context_id, extension).await?;
-        let guard = ClaimGuard::new(self.pool.clone(), claim.scope.clone());
 
-        // Under the claim, the continued task cannot change any more: check it again (a cancel
-        // or another continuation may have won the race).
+        // Under the reservation, the continued task cannot change any more: check it again (a
+        // cancel or another continuation may have won the race).
         let mut file = match continued {
             Some(_) => {
                 let file = self.continuable(caller, &task_id, &message).await?;
@@ -311,23 +307,107 @@ impl ServerInner {
 
         // Live before the file exists, so a concurrent read never takes it for a leftover of a
         // restart.
-        let live = LiveTask::new(
-            file.clone(),
-            caller.clone(),
-            self.store.clone(),
-            claim.session.clone(),
-            self.push.clone(),
-        );
+        let live =
+            LiveTask::new(file.clone(), caller.clone(), self.store.clone(), self.push.clone());
+        if let Reservation::Ready(claim) = &reservation {
+            live.attach(claim.session.clone());
+        }
         self.live.insert(live.clone());
         let is_new = file.task.status.state == TaskState::Submitted;
         if let Err(err) = live.start_working(is_new).await {
-            self.end_live(&live, &claim).await;
-            guard.disarm();
+            self.live.remove(&live.task_id);
+            match reservation {
+                Reservation::Ready(claim) => self.pool.release(&claim.scope).await,
+                Reservation::Pending(opening) => opening.abandon().await,
+            }
+            if let Some(guard) = guard {
+                guard.disarm();
+            }
             return Err(err);
         }
+        // The task exists: its first event may go. Opening the session (creating or resuming its
+        // journal), fetching file parts and starting the run follow on the run's own task, so a
+        // failure there fails the task rather than the request.
+        let (snapshot, events, finished) = live.subscribe().await;
+        // The run waits until the task has been acknowledged (a stream's first event is on its
+        // way, a blocking answer is being awaited): on a busy core, opening the session first
+        // would delay the acknowledgement by the open's work.
+        let (acknowledged, acknowledgement) = tokio::sync::oneshot::channel::<()>();
+        let driver = self.clone();
+        let driven = live.clone();
+        let owner = caller.clone();
+        if let Some(guard) = guard {
+            guard.disarm();
+        }
+        self.tracker.spawn(async move {
+            let ended = driver.clone();
+            let task = driven.clone();
+            let scope = crate::pool::scope(&owner, &task.context_id);
+            // Sent or dropped, either way the task is acknowledged (or nobody waits for it).
+            let _ = acknowledgement.await;
+            let result = AssertUnwindSafe(driver.run(driven, reservation, owner, message, hops))
+                .catch_unwind()
+                .await;
+            if result.is_err() {
+                tracing::error!(task_id = %task.task_id, "the run driver panicked");
+                task.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
+                task.finish().await;
+                ended.live.remove(&task.task_id);
+                // Only a task holding its session holds the claim; an unopened reservation gave
+                // itself back when the panic dropped it.
+                if task.has_session() {
+                    ended.pool.release(&scope).await;
+                }
+            }
+        });
+        Ok(Started::Running { snapshot: Box::new(snapshot), events, finished, live, acknowledged })
+    }
+
+    /// The part of a send after the task is acknowledged: opens the context's session if it was
+    /// not open, builds the prompt (downloading file parts), starts the run and drives it. Every
+    /// failure here ends the task as failed.
+    async fn run(
+        self: Arc<Self>,
+        live: Arc<LiveTask>,
+        reservation: Reservation,
+        caller: Caller,
+        message: a2a::Message,
+        hops: u32,
+    ) {
+        let claim = match reservation {
+            Reservation::Ready(claim) => claim,
+            Reservation::Pending(opening) => {
+                let extension = {
+                    let caller = caller.clone();
+                    let notifier = self.notifier.clone();
+                    let keys: Vec<String> = self
+                        .directory
+                        .entries(&caller.workspace)
+                        .into_iter()
+                        .map(|e| e.key.expose().to_string())
+                        .collect();
+                    move || -> Arc<dyn volcanic_core::Extension> {
+                        Arc::new(A2aSessionExtension { caller, notifier, keys })
+                    }
+                };
+                match opening.open(extension).await {
+                    Ok(claim) => {
+                        live.attach(claim.session.clone());
+                        claim
+                    }
+                    Err(_) => {
+                        // Logged by the pool; the context is free again.
+                        live.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
+                        live.finish().await;
+                        self.live.remove(&live.task_id);
+                        return;
+                    }
+                }
+            }
+        };
         claim.channel.set_target(Some(live.clone()));
         let prompt = files::build_prompt_with_downloads(
-            caller,
+            &caller,
             &message.parts,
             self.notifier.is_some(),
             &self.guard,
@@ -340,56 +420,38 @@ impl ServerInner {
         let prompt = match prompt {
             Ok(prompt) => prompt,
             Err(err) => {
-                // A file that cannot be fetched fails the task with the reason; anything else is
-                // ours and stays generic.
-                let (reason, reply) = match err {
+                // A file that cannot be fetched or stored fails the task with the reason; anything
+                // else is ours and stays generic.
+                let reason = match &err {
                     files::PromptError::Download { .. } | files::PromptError::InboxFull { .. } => {
-                        (err.to_string(), None)
+                        err.to_string()
                     }
-                    files::PromptError::A2a(a2a) => (UNEXPECTED_FAILURE.to_string(), Some(a2a)),
+                    files::PromptError::A2a(inner) => {
+                        tracing::error!(task_id = %live.task_id, error = %inner, "cannot store the message's files");
+                        UNEXPECTED_FAILURE.to_string()
+                    }
                 };
                 live.set_status(TaskState::Failed, Some(reason)).await;
-                let task = live.finish().await;
+                live.finish().await;
                 self.end_live(&live, &claim).await;
-                guard.disarm();
-                return match reply {
-                    Some(err) => Err(err),
-                    None => Ok(Started::Finished(Box::new(task))),
-                };
+                return;
             }
         };
         claim.session.bus().emit("a2a.inbound", json!({"hops": hops, "caller": caller.name}));
         let handle = match claim.session.prompt(prompt) {
             Ok(handle) => handle,
             Err(err) => {
-                tracing::error!(task_id = %task_id, error = %err, "cannot start the run");
+                tracing::error!(task_id = %live.task_id, error = %err, "cannot start the run");
                 live.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
                 live.finish().await;
                 self.end_live(&live, &claim).await;
-                guard.disarm();
-                return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
+                return;
             }
         };
         if live.cancel_requested() {
             live.abort();
         }
-        let (snapshot, events, finished) = live.subscribe().await;
-        let driver = self.clone();
-        let driven = live.clone();
-        guard.disarm();
-        self.tracker.spawn(async move {
-            let ended = driver.clone();
-            let (task, claim_for_panic) = (driven.clone(), claim.scope.clone());
-            let result = AssertUnwindSafe(driver.drive(driven, handle, claim)).catch_unwind().await;
-            if result.is_err() {
-                tracing::error!(task_id = %task.task_id, "the run driver panicked");
-                task.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
-                task.finish().await;
-                ended.live.remove(&task.task_id);
-                ended.pool.release(&claim_for_panic).await;
-            }
-        });
-        Ok(Started::Running { snapshot: Box::new(snapshot), events, finished, live })
+        self.drive(live, handle, claim).await;
     }
 
     /// Refuses a new task when the workspace already holds `A2A__MaxTasks` task files, as the
@@ -616,6 +678,8 @@ enum Started {
         events: broadcast::Receiver<crate::live::Event>,
         finished: watch::Receiver<Option<a2a::Task>>,
         live: Arc<LiveTask>,
+        /// Sent or dropped once the task is acknowledged; the run starts then.
+        acknowledged: tokio::sync::oneshot::Sender<()>,
     },
 }
 
@@ -742,6 +806,20 @@ pub fn ends_stream(state: &TaskState) -> bool {
     state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
 }
 
+/// `stream`, signalling `acknowledged` when its first event is taken (to be written) or when it
+/// is dropped unread.
+fn acknowledging(
+    stream: EventStream,
+    acknowledged: tokio::sync::oneshot::Sender<()>,
+) -> EventStream {
+    let mut acknowledged = Some(acknowledged);
+    Box::pin(futures_util::StreamExt::inspect(stream, move |_| {
+        if let Some(sender) = acknowledged.take() {
+            let _ = sender.send(());
+        }
+    }))
+}
+
 /// A task that will not change while this stream is open: the task, then its status (0.3 callers
 /// see `final: true` on it), then the end.
 fn closing_stream(task: a2a::Task) -> EventStream {
@@ -836,5 +914,42 @@ pub fn state_name(state: &TaskState) -> &'static str {
         TaskState::InputRequired => "input-required",
         TaskState::Rejected => "rejected",
         TaskState::AuthRequired => "auth-required",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    fn two_events() -> EventStream {
+        let task = a2a::Task {
+            id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus { state: TaskState::Completed, message: None, timestamp: None },
+            artifacts: None,
+            history: None,
+            metadata: None,
+        };
+        closing_stream(task)
+    }
+
+    #[tokio::test]
+    async fn acknowledging_stream_signals_when_its_first_event_is_taken() {
+        let (sender, mut receiver) = tokio::sync::oneshot::channel();
+        let mut stream = acknowledging(two_events(), sender);
+        assert!(receiver.try_recv().is_err(), "nothing taken yet");
+        assert!(matches!(stream.next().await, Some(StreamResponse::Task(_))));
+        assert_eq!(receiver.try_recv(), Ok(()));
+        assert!(matches!(stream.next().await, Some(StreamResponse::StatusUpdate(_))));
+    }
+
+    #[tokio::test]
+    async fn acknowledging_stream_dropped_unread_lets_the_run_start() {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        drop(acknowledging(two_events(), sender));
+        let waited = tokio::time::timeout(Duration::from_secs(5), receiver).await;
+        assert!(matches!(waited, Ok(Err(_))), "the sender is gone: the run does not wait");
     }
 }

@@ -42,7 +42,8 @@ pub struct LiveTask {
     events: broadcast::Sender<Event>,
     finished: watch::Sender<Option<a2a::Task>>,
     store: Arc<TaskStore>,
-    session: volcanic_core::Session,
+    /// The run's session, once it is open (the task is acknowledged before that).
+    session: std::sync::OnceLock<volcanic_core::Session>,
     push: Arc<crate::push::PushSender>,
     response_id: String,
     /// Set by CancelTask; checked once the run has started, so an early cancel is not lost.
@@ -57,7 +58,6 @@ impl LiveTask {
         file: TaskFile,
         caller: Caller,
         store: Arc<TaskStore>,
-        session: volcanic_core::Session,
         push: Arc<crate::push::PushSender>,
     ) -> Arc<Self> {
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
@@ -79,7 +79,7 @@ impl LiveTask {
             events,
             finished,
             store,
-            session,
+            session: std::sync::OnceLock::new(),
             push,
             response_id,
             cancel_requested: std::sync::atomic::AtomicBool::new(false),
@@ -87,10 +87,24 @@ impl LiveTask {
         })
     }
 
-    /// Aborts the run (CancelTask); the driver then settles the task as canceled.
+    /// Gives the task its run's session, once open. Set once; a second call is ignored.
+    pub fn attach(&self, session: volcanic_core::Session) {
+        let _ = self.session.set(session);
+    }
+
+    /// Whether the run's session is attached (the task holds its context's claim).
+    pub fn has_session(&self) -> bool {
+        self.session.get().is_some()
+    }
+
+    /// Aborts the run (CancelTask); the driver then settles the task as canceled. Before the
+    /// session is attached only the request is recorded: the driver checks it once the run has
+    /// started (the session is attached before that check, so one of the two sees the other).
     pub fn abort(&self) {
         self.cancel_requested.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.session.abort();
+        if let Some(session) = self.session.get() {
+            session.abort();
+        }
     }
 
     /// Whether CancelTask asked for this run to stop.
@@ -367,10 +381,13 @@ impl LiveTask {
 
     /// Persists durably, with the run's journal entries so far (one barrier for both).
     async fn persist(&self, file: &TaskFile) {
-        let journal = self.session.journal_file().unwrap_or_else(|err| {
-            // Without the handle the journal is synced when its session closes.
-            tracing::warn!(task_id = %self.task_id, error = %err, "cannot sync the journal with the task");
-            None
+        // No session (it could not be opened): no journal to cover.
+        let journal = self.session.get().and_then(|session| {
+            session.journal_file().unwrap_or_else(|err| {
+                // Without the handle the journal is synced when its session closes.
+                tracing::warn!(task_id = %self.task_id, error = %err, "cannot sync the journal with the task");
+                None
+            })
         });
         let (files, mark) = match journal.map(volcanic_core::session::JournalFile::split) {
             Some((journal, mark)) => (vec![journal], Some(mark)),

@@ -2,11 +2,16 @@
 //! demand, claimed by one task at a time, and closed after `SessionIdleTimeout` without use
 //! (closed sessions stay resumable from their journals).
 //!
+//! A task first reserves its context ([`SessionPool::reserve`]): an open idle session is claimed
+//! at once, otherwise the context is held and opening the session ([`Opening::open`]) is left to
+//! the task's run, after the task has been acknowledged.
+//!
 //! Open sessions are bounded (`MaxOpenSessions` in all, `MaxSessionsPerCaller` per caller): each
-//! holds its journal's file and lock. A new context over a bound closes the least recently used
-//! idle session in its way; when every session in the way is busy, the new context is refused
-//! with a message naming the limit. Closing syncs a journal, so it never happens under the pool's
-//! lock, and a claim of a context whose session is closing waits for the close.
+//! holds its journal's file and lock. A new context over a bound takes the least recently used
+//! idle session in its way out of the pool, and closes it before its own opens; when every
+//! session in the way is busy, the new context is refused with a message naming the limit.
+//! Closing syncs a journal, so it never happens under the pool's lock, and a claim of a context
+//! whose session is closing waits for the close.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -119,6 +124,94 @@ pub struct Claim {
     pub scope: String,
 }
 
+/// What [`SessionPool::reserve`] gives a task: its context's session, or the right to open it.
+pub enum Reservation {
+    /// The context's session was open and idle; it is claimed.
+    Ready(Claim),
+    /// The context is held for this task; its session is still to be opened.
+    Pending(Opening),
+}
+
+/// A context held for a task whose session is not open yet. [`Opening::open`] opens it; dropped
+/// unopened, it gives the context back (on the runtime, since that takes the pool's lock).
+pub struct Opening {
+    pool: Arc<SessionPool>,
+    caller: Caller,
+    scope: String,
+    /// Idle sessions taken out of the pool to make room, closed before this one opens.
+    evicted: Vec<Closing>,
+    /// Opened or given back: nothing left for `Drop`.
+    settled: bool,
+}
+
+impl Opening {
+    /// Closes the sessions taken out to make room, then opens or resumes the context's session
+    /// and claims it.
+    ///
+    /// # Errors
+    /// Internal when the session cannot be opened; the context is free again.
+    pub async fn open(
+        mut self,
+        extension: impl FnOnce() -> Arc<dyn Extension>,
+    ) -> Result<Claim, A2aError> {
+        let pool = self.pool.clone();
+        pool.close_sessions(std::mem::take(&mut self.evicted), "to make room").await;
+        let channel = Arc::new(A2aChatChannel::new(pool.max_file_bytes));
+        let options = SessionOptions {
+            scope: self.scope.clone(),
+            cwd: self.caller.workspace.path.clone(),
+            channel: Some(channel.clone()),
+            extensions: vec![extension()],
+        };
+        let opened = pool.factory.open(options).await;
+        let mut state = pool.state.lock().await;
+        pool.end_opening(&mut state, &self.scope);
+        self.settled = true;
+        let session = opened.map_err(|err| {
+            tracing::error!(scope = %self.scope, error = %err, "cannot open an A2A session");
+            A2aError::Internal
+        })?;
+        // A run's journal entries are made durable with the task's final state (one barrier).
+        session.defer_run_end_sync();
+        let scope = std::mem::take(&mut self.scope);
+        state.entries.insert(
+            scope.clone(),
+            Entry {
+                session: session.clone(),
+                channel: channel.clone(),
+                claimed: true,
+                last_used: Instant::now(),
+            },
+        );
+        Ok(Claim { session, channel, scope })
+    }
+
+    /// Gives the context back without opening its session.
+    pub async fn abandon(mut self) {
+        self.settled = true;
+        let (scope, evicted) = (std::mem::take(&mut self.scope), std::mem::take(&mut self.evicted));
+        self.pool.abandon(scope, evicted).await;
+    }
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let (pool, scope, evicted) =
+            (self.pool.clone(), std::mem::take(&mut self.scope), std::mem::take(&mut self.evicted));
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { pool.abandon(scope, evicted).await });
+            }
+            Err(_) => {
+                tracing::error!(scope = %scope, "an unopened A2A context was dropped outside the runtime; it stays busy")
+            }
+        }
+    }
+}
+
 /// Open sessions of A2A callers.
 pub struct SessionPool {
     factory: Arc<SessionFactory>,
@@ -147,22 +240,22 @@ impl SessionPool {
         }
     }
 
-    /// Claims the context's session, opening or resuming it. Opening one over a bound first
-    /// closes the least recently used idle session in the way.
+    /// Reserves the context for one task. When its session is open and idle, it is claimed at
+    /// once ([`Reservation::Ready`]); otherwise the context is held, the idle sessions in the way
+    /// of the bounds are taken out of the pool, and [`Opening::open`] does the slow part (closing
+    /// those, opening or resuming the session) later, so a task can be acknowledged first.
     ///
     /// # Errors
     /// UnsupportedOperation "context busy" when a task runs in the context, or naming the limit
-    /// when a bound is reached and every session in the way is busy; Internal when the session
-    /// cannot be opened.
-    pub async fn claim(
-        &self,
+    /// when a bound is reached and every session in the way is busy.
+    pub async fn reserve(
+        self: &Arc<Self>,
         caller: &Caller,
         context_id: &str,
-        extension: impl FnOnce() -> Arc<dyn Extension>,
-    ) -> Result<Claim, A2aError> {
+    ) -> Result<Reservation, A2aError> {
         let scope = scope(caller, context_id);
         let mut waits = 0;
-        let evicted = loop {
+        loop {
             let mut state = self.state.lock().await;
             if self.is_held(&scope) {
                 return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
@@ -173,11 +266,11 @@ impl SessionPool {
                 }
                 entry.claimed = true;
                 entry.last_used = Instant::now();
-                return Ok(Claim {
+                return Ok(Reservation::Ready(Claim {
                     session: entry.session.clone(),
                     channel: entry.channel.clone(),
                     scope,
-                });
+                }));
             }
             // The context's session is still closing (evicted a moment ago): its journal lock
             // is released once the close ends.
@@ -200,37 +293,44 @@ impl SessionPool {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(scope.clone());
-            break evicted;
-        };
-        self.close_sessions(evicted, "to make room").await;
+            return Ok(Reservation::Pending(Opening {
+                pool: self.clone(),
+                caller: caller.clone(),
+                scope,
+                evicted,
+                settled: false,
+            }));
+        }
+    }
 
-        let channel = Arc::new(A2aChatChannel::new(self.max_file_bytes));
-        let options = SessionOptions {
-            scope: scope.clone(),
-            cwd: caller.workspace.path.clone(),
-            channel: Some(channel.clone()),
-            extensions: vec![extension()],
-        };
-        let opened = self.factory.open(options).await;
+    /// Claims the context's session, opening or resuming it: [`SessionPool::reserve`], then
+    /// [`Opening::open`] when needed.
+    #[cfg(test)]
+    pub async fn claim(
+        self: &Arc<Self>,
+        caller: &Caller,
+        context_id: &str,
+        extension: impl FnOnce() -> Arc<dyn Extension>,
+    ) -> Result<Claim, A2aError> {
+        match self.reserve(caller, context_id).await? {
+            Reservation::Ready(claim) => Ok(claim),
+            Reservation::Pending(opening) => opening.open(extension).await,
+        }
+    }
+
+    /// Gives up a reserved context whose session was never opened: the sessions taken out for
+    /// it are closed (they were idle and are out of the pool already) and the context is free.
+    async fn abandon(&self, scope: String, evicted: Vec<Closing>) {
+        self.close_sessions(evicted, "to make room").await;
         let mut state = self.state.lock().await;
-        state.opening.remove(&scope);
-        self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&scope);
-        let session = opened.map_err(|err| {
-            tracing::error!(scope = %scope, error = %err, "cannot open an A2A session");
-            A2aError::Internal
-        })?;
-        // A run's journal entries are made durable with the task's final state (one barrier).
-        session.defer_run_end_sync();
-        state.entries.insert(
-            scope.clone(),
-            Entry {
-                session: session.clone(),
-                channel: channel.clone(),
-                claimed: true,
-                last_used: Instant::now(),
-            },
-        );
-        Ok(Claim { session, channel, scope })
+        self.end_opening(&mut state, &scope);
+    }
+
+    /// Ends an opening's hold of its scope; called under the pool's lock.
+    fn end_opening(&self, state: &mut State, scope: &str) {
+        if state.opening.remove(scope) {
+            self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(scope);
+        }
     }
 
     /// The idle sessions to close so that one more session of `caller` fits both bounds.
@@ -420,7 +520,7 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let factory =
             Arc::new(SessionFactory::builder(Arc::new(FauxProvider::new()), state.path()).build());
-        let pool = SessionPool::new(factory, Duration::from_secs(60), 1024, LIMITS);
+        let pool = Arc::new(SessionPool::new(factory, Duration::from_secs(60), 1024, LIMITS));
         let caller = caller(ws.path().to_path_buf());
         let extension = || -> Arc<dyn Extension> { Arc::new(Nothing) };
 
@@ -438,15 +538,15 @@ mod tests {
         assert_eq!(again.session.id(), claim.session.id());
     }
 
-    fn pool(state: &std::path::Path, max_open: usize, max_per_caller: usize) -> SessionPool {
+    fn pool(state: &std::path::Path, max_open: usize, max_per_caller: usize) -> Arc<SessionPool> {
         let factory =
             Arc::new(SessionFactory::builder(Arc::new(FauxProvider::new()), state).build());
-        SessionPool::new(
+        Arc::new(SessionPool::new(
             factory,
             Duration::from_secs(60),
             1024,
             PoolLimits { max_open, max_per_caller },
-        )
+        ))
     }
 
     fn nothing() -> Arc<dyn Extension> {
@@ -546,6 +646,44 @@ mod tests {
             "too many open conversations on this server (limit 2, all busy), retry when a task ends"
         );
         assert_eq!(total.open_sessions().await, 2);
+    }
+
+    #[tokio::test]
+    async fn an_unopened_reservation_gives_its_context_and_its_room_back() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let pool = pool(state.path(), 256, 1);
+        let caller = caller(ws.path().to_path_buf());
+
+        let a = pool.claim(&caller, "a", nothing).await.unwrap();
+        pool.release(&a.scope).await;
+        // b takes a's room (a is taken out at once, closed when b opens or gives up).
+        let Ok(Reservation::Pending(b)) = pool.reserve(&caller, "b").await else {
+            panic!("b has no session yet");
+        };
+        assert_eq!(busy_message(pool.claim(&caller, "b", nothing).await), CONTEXT_BUSY);
+        b.abandon().await;
+        assert!(a.session.prompt("still open?").is_err(), "a was closed for b");
+        assert_eq!(pool.open_sessions().await, 0);
+
+        // Dropped without a word, a reservation gives its context back on the runtime.
+        let Ok(Reservation::Pending(b)) = pool.reserve(&caller, "b").await else {
+            panic!("b has no session yet");
+        };
+        drop(b);
+        let mut claimed = None;
+        for _ in 0..200 {
+            match pool.claim(&caller, "b", nothing).await {
+                Ok(claim) => {
+                    claimed = Some(claim);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+        let b = claimed.expect("the dropped reservation freed its context within 2 s");
+        assert_eq!(b.scope, "t-a2a-bot_b");
+        assert_eq!(pool.open_sessions().await, 1);
     }
 
     #[tokio::test]

@@ -92,6 +92,53 @@ async fn client_disconnect_while_starting_does_not_leave_the_context_busy() {
     }
 }
 
+/// A streamed task's run starts once its first event is taken, or once the stream is dropped
+/// unread: a caller that hangs up at any point must not leave the task unfinished or its context
+/// busy.
+#[tokio::test]
+async fn stream_dropped_before_or_after_its_first_event_still_runs_its_task() {
+    let server = TestServer::start().await;
+    for i in 0..8u64 {
+        let params = send_params(
+            &directive(json!([{"text": "ran anyway"}])),
+            Some(json!({"contextId": format!("gone-{i}")})),
+        );
+        let request = server
+            .client
+            .post(format!("{}/a2a", server.base))
+            .header("X-API-Key", KEY)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params}))
+            .timeout(Duration::from_millis(1 + i * 2));
+        // Sometimes cut before the answer's head, sometimes after; the body is never read.
+        drop(request.send().await);
+    }
+    for i in 0..8u64 {
+        let context = format!("gone-{i}");
+        let settled = tokio::time::timeout(DEADLINE, async {
+            loop {
+                let page = server
+                    .rpc(KEY, "ListTasks", json!({"contextId": context, "includeArtifacts": true}))
+                    .await;
+                let tasks = page["result"]["tasks"].as_array().cloned().unwrap_or_default();
+                // Cut before the server read the request: nothing was started.
+                if tasks.iter().all(|t| state(t) == "TASK_STATE_COMPLETED") {
+                    return tasks;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("a dropped stream's task never finished");
+        for task in &settled {
+            assert_eq!(task["artifacts"][0]["parts"][0]["text"], "ran anyway", "{task}");
+        }
+        let again = server
+            .rpc(KEY, "SendMessage", send_params("again", Some(json!({"contextId": context}))))
+            .await;
+        assert_eq!(state(&again["result"]["task"]), "TASK_STATE_COMPLETED", "{again}");
+    }
+}
+
 #[tokio::test]
 async fn cancel_racing_a_continuation_never_reports_a_cancel_that_did_not_happen() {
     let server = TestServer::start().await;

@@ -85,6 +85,46 @@ async fn stream_text_deltas_are_artifact_appends() {
     assert!(events.iter().all(|e| e["id"] == "s1" && e["jsonrpc"] == "2.0"));
 }
 
+/// The session opens after the task is acknowledged, so a session that cannot be opened fails
+/// the task (streamed: after its first event) instead of the request, and frees the context.
+#[tokio::test]
+async fn session_that_cannot_open_fails_the_task_and_frees_the_context() {
+    let server = TestServer::start().await;
+    // A file where the context's journal folder should be: the session cannot be opened.
+    let sessions = server.state.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let blocker = sessions.join("test-a2a-travel-bot_ctx-broken");
+    std::fs::write(&blocker, "not a folder").unwrap();
+    let in_context = Some(json!({"contextId": "ctx-broken"}));
+
+    let events = server
+        .rpc_stream(KEY, Some("1.0"), "SendStreamingMessage", send_params("hi", in_context.clone()))
+        .await;
+    let results: Vec<&Value> = events.iter().map(|e| &e["result"]).collect();
+    assert_eq!(state(&results[0]["task"]), "TASK_STATE_WORKING", "{}", results[0]);
+    let last = &results.last().unwrap()["statusUpdate"];
+    assert_eq!(last["status"]["state"], "TASK_STATE_FAILED", "{last}");
+    assert_eq!(last["status"]["message"]["parts"][0]["text"], "The run failed unexpectedly.");
+    let streamed_id = results[0]["task"]["id"].as_str().unwrap();
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.task_path(streamed_id)).unwrap())
+            .unwrap();
+    assert_eq!(file["status"]["state"], "TASK_STATE_FAILED");
+
+    // A blocking send answers with the failed task, not an error.
+    let blocking = server.rpc(KEY, "SendMessage", send_params("hi", in_context.clone())).await;
+    assert_eq!(state(&blocking["result"]["task"]), "TASK_STATE_FAILED", "{blocking}");
+
+    // The context was given back: once the session can open, the next send in it runs.
+    std::fs::remove_file(&blocker).unwrap();
+    let prompt = directive(json!([{"text": "open now"}]));
+    let next = server.rpc(KEY, "SendMessage", send_params(&prompt, in_context)).await;
+    let task = &next["result"]["task"];
+    assert_eq!(state(task), "TASK_STATE_COMPLETED", "{next}");
+    assert_eq!(artifact_text(task, "response"), "open now");
+    assert_eq!(task["contextId"], "ctx-broken");
+}
+
 #[tokio::test]
 async fn stream_tool_start_is_working_status() {
     let server = TestServer::start().await;
