@@ -79,8 +79,10 @@ pub fn encode_reply(id: &Value, version: Version, reply: &Reply) -> Value {
 /// [`encode_reply`] as bytes. A 1.0 reply holding cached task JSON is spliced into the envelope
 /// as it is (the same bytes as the value's, without building the value).
 pub fn encode_reply_bytes(id: &Value, version: Version, reply: &Reply) -> Vec<u8> {
-    let raw = |write: &dyn Fn(&mut Vec<u8>)| {
-        let mut out = Vec::with_capacity(512);
+    // Room for the envelope and the id, so the result's bytes are copied once.
+    const ENVELOPE: usize = 64;
+    let raw = |size_hint: usize, write: &dyn Fn(&mut Vec<u8>)| {
+        let mut out = Vec::with_capacity(ENVELOPE + size_hint);
         // The envelope's keys in the order `encode_reply`'s map serializes them.
         out.extend_from_slice(b"{\"id\":");
         #[allow(clippy::expect_used)]
@@ -91,8 +93,12 @@ pub fn encode_reply_bytes(id: &Value, version: Version, reply: &Reply) -> Vec<u8
         out
     };
     match (version, reply) {
-        (Version::V1_0, Reply::TaskView(view)) => raw(&|out| view.write_json(out)),
-        (Version::V1_0, Reply::TaskPage(page)) => raw(&|out| page.write_json(out)),
+        (Version::V1_0, Reply::TaskView(view)) => {
+            raw(view.size_hint(), &|out| view.write_json(out))
+        }
+        (Version::V1_0, Reply::TaskPage(page)) => {
+            raw(page.size_hint(), &|out| page.write_json(out))
+        }
         _ => encode_reply(id, version, reply).to_string().into_bytes(),
     }
 }

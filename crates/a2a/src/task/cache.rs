@@ -345,6 +345,12 @@ impl TaskView {
         self.task.json.write(out, self.history_length, self.artifacts);
     }
 
+    /// At least the bytes [`TaskView::write_json`] appends (the whole task's JSON), so an answer
+    /// can reserve them at once.
+    pub fn size_hint(&self) -> usize {
+        self.task.json.size()
+    }
+
     /// The task as a value (for the 0.3 shapes, which are converted from it).
     pub fn to_task(&self) -> a2a::Task {
         self.task.json.to_task(self.history_length, self.artifacts)
@@ -368,6 +374,14 @@ impl PageTask {
                 #[allow(clippy::expect_used)]
                 serde_json::to_writer(out, &**task).expect("an a2a::Task serializes");
             }
+        }
+    }
+
+    /// The bytes of a cached task's JSON; a task built for this answer counts for nothing.
+    fn size_hint(&self) -> usize {
+        match self {
+            PageTask::View(view) => view.size_hint(),
+            PageTask::Task(_) => 0,
         }
     }
 
@@ -407,6 +421,15 @@ impl TaskPage {
             format!(",\"pageSize\":{},\"totalSize\":{}}}", self.page_size, self.total_size)
                 .as_bytes(),
         );
+    }
+
+    /// About the bytes [`TaskPage::write_json`] appends, to reserve them at once.
+    pub fn size_hint(&self) -> usize {
+        // The envelope's members, with room for the token and the numbers.
+        const ENVELOPE: usize = 128;
+        ENVELOPE
+            + self.next_page_token.len()
+            + self.tasks.iter().map(|task| task.size_hint() + 1).sum::<usize>()
     }
 
     /// The page as a value (for the 0.3 shape and for callers of [`super::TaskStore::list`]).
