@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::index::Stamp;
+use super::key::TaskKey;
 
 /// What an entry costs besides its JSON, id and caller name: the map slots, the `Arc`, the
 /// stamp and the offsets (an estimate, on the high side).
@@ -178,7 +179,8 @@ pub(crate) struct TaskCache {
 
 #[derive(Debug, Default)]
 struct State {
-    workspaces: HashMap<PathBuf, HashMap<Box<str>, Slot>>,
+    /// Tasks keyed inline (see `task::key`): GetTask looks one up per request.
+    workspaces: HashMap<PathBuf, HashMap<TaskKey, Slot>>,
     bytes: usize,
     /// Ticks once per hit or insert: the recency of [`Slot::used`].
     clock: u64,
@@ -237,6 +239,8 @@ impl TaskCache {
             // Also when the cache is off. One huge task must not flush everything else.
             return;
         }
+        // Only valid task ids (at most 100 bytes) reach here; anything else is not cached.
+        let Some(key) = TaskKey::new(id) else { return };
         let mut state = self.lock();
         // Checked under the lock: `forget` bumps the counter before it takes the lock.
         if self.writes() != writes_before {
@@ -249,7 +253,7 @@ impl TaskCache {
             Some(tasks) => tasks,
             None => state.workspaces.entry(workspace.to_path_buf()).or_default(),
         };
-        if let Some(old) = tasks.insert(id.into(), slot) {
+        if let Some(old) = tasks.insert(key, slot) {
             state.bytes -= old.cost;
         }
         state.bytes += cost;
