@@ -37,6 +37,14 @@ pub struct Decoded {
 /// [`A2aError::VersionNotSupported`] for a method contradicting the header;
 /// [`A2aError::InvalidParams`] for params that do not fit the method.
 pub fn decode(body: &[u8], requested: Option<Version>) -> Result<Decoded, (Value, A2aError)> {
+    match fast::decode_get_task(body, requested) {
+        Some(decoded) => Ok(decoded),
+        None => decode_general(body, requested),
+    }
+}
+
+/// [`decode`] for every body; [`fast`] answers the plain GetTask without it.
+fn decode_general(body: &[u8], requested: Option<Version>) -> Result<Decoded, (Value, A2aError)> {
     let envelope: Value = serde_json::from_slice(body)
         .map_err(|error| (Value::Null, A2aError::Parse(error.to_string())))?;
     let mut envelope = match envelope {
@@ -292,6 +300,7 @@ fn reply_v03(reply: &Reply) -> Value {
     }
 }
 
+mod fast;
 #[cfg(test)]
 mod tests;
 
