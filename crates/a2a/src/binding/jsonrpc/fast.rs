@@ -47,7 +47,10 @@ impl<'de> Visitor<'de> for CallVisitor {
                 "jsonrpc" if !jsonrpc => jsonrpc = map.next_value::<&str>()? == "2.0",
                 "id" if id.is_none() => id = Some(map.next_value::<Value>()?),
                 "method" if !method => method = map.next_value::<&str>()? == "GetTask",
-                "params" if params.is_none() => params = map.next_value_seed(ParamsSeed)?,
+                "params" if params.is_none() => match map.next_value_seed(ParamsSeed)? {
+                    Some(request) => params = Some(request),
+                    None => return Ok(None),
+                },
                 // A repeat, or a member the general decoder reads another way.
                 _ => return Ok(None),
             }

@@ -602,6 +602,8 @@ fn decode_fast_get_task_agrees_with_the_general_decoder() {
         br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1","historyLength":9999999999}}"#,
         br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1","history_length":1}}"#,
         br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1","tenant":"x"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1"},"params":{"id":"t-2"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"tenant":"x"},"params":{"id":"t-2"}}"#,
         br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":null}}"#,
         br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":7}}"#,
         br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}"#,
