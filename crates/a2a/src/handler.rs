@@ -51,12 +51,13 @@ static CONTEXT_ID: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 impl ServerInner {
-    /// Runs one operation for an authenticated caller.
+    /// Runs one operation for an authenticated caller. `base_url` gives the server's base URL as
+    /// the request names it; only the extended card needs it, so it is built only then.
     pub async fn handle(
         self: &Arc<Self>,
         caller: &Caller,
         request: Request,
-        base_url: &str,
+        base_url: &(dyn Fn() -> String + Sync),
     ) -> Result<Outcome, A2aError> {
         match request {
             Request::SendMessage(params) => self.send(caller, params, false).await,
@@ -102,7 +103,7 @@ impl ServerInner {
                 Ok(Outcome::Reply(Box::new(Reply::Deleted)))
             }
             Request::GetExtendedAgentCard => {
-                let card = card::extended_card(&self.options, &caller.workspace, base_url);
+                let card = card::extended_card(&self.options, &caller.workspace, &base_url());
                 Ok(Outcome::Reply(Box::new(Reply::Card(Box::new(card)))))
             }
         }

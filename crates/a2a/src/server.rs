@@ -329,13 +329,13 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     let (parts, body) = request.into_parts();
     let caller = match authenticate(
         inner.directory.as_ref(),
-        header_text(&parts.headers, "x-api-key").as_deref(),
-        header_text(&parts.headers, "authorization").as_deref(),
+        header_text(&parts.headers, "x-api-key"),
+        header_text(&parts.headers, "authorization"),
     ) {
         Ok(caller) => caller,
         Err(failure) => return unauthorized(&failure.to_string()),
     };
-    let base = base_url(&inner, &parts.headers);
+    let base = || base_url(&inner, &parts.headers);
     let limit = inner.options.max_body_bytes();
     let body = match read_body(body, limit, inner.options.body_read_timeout).await {
         Ok(body) => body,
@@ -344,10 +344,8 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     if let Err(err) = check_content_type(&parts.headers, &body) {
         return body_error(&err, jsonrpc::encode_error(&jsonrpc::request_id(&body), &err));
     }
-    let requested = binding::requested_version(
-        header_text(&parts.headers, "a2a-version").as_deref(),
-        parts.uri.query(),
-    );
+    let requested =
+        binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query());
     let decoded = requested
         .map_err(|err| (jsonrpc::request_id(&body), err))
         .and_then(|requested| jsonrpc::decode(&body, requested));
@@ -389,22 +387,20 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     let (parts, body) = request.into_parts();
     let caller = match authenticate(
         inner.directory.as_ref(),
-        header_text(&parts.headers, "x-api-key").as_deref(),
-        header_text(&parts.headers, "authorization").as_deref(),
+        header_text(&parts.headers, "x-api-key"),
+        header_text(&parts.headers, "authorization"),
     ) {
         Ok(caller) => caller,
         Err(failure) => return unauthorized(&failure.to_string()),
     };
-    let base = base_url(&inner, &parts.headers);
+    let base = || base_url(&inner, &parts.headers);
     let rest_error = |err: &A2aError| {
         let (status, body) = rest::encode_error(err);
         json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), body)
     };
-    let version = binding::requested_version(
-        header_text(&parts.headers, "a2a-version").as_deref(),
-        parts.uri.query(),
-    )
-    .and_then(rest::check_version);
+    let version =
+        binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query())
+            .and_then(rest::check_version);
     if let Err(err) = version {
         return rest_error(&err);
     }
@@ -448,7 +444,7 @@ async fn push_receiver(
     let not_found = || StatusCode::NOT_FOUND.into_response();
     let Some(handler) = inner.on_push.clone() else { return not_found() };
     let (parts, body) = request.into_parts();
-    let token = header_text(&parts.headers, "x-a2a-notification-token");
+    let token = header_text(&parts.headers, "x-a2a-notification-token").map(str::to_string);
     let body = match read_body(body, PUSH_BODY_LIMIT, inner.options.body_read_timeout).await {
         Ok(body) => body,
         Err(err) => return body_error(&err, json!({"error": err.to_string()})),
@@ -482,8 +478,8 @@ fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
     response
 }
 
-fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 #[cfg(test)]

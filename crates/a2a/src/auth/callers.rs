@@ -25,7 +25,13 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 
 /// The callers file of a workspace: `<workspace>/.volcanic/a2a/callers.json`.
 pub fn callers_path(workspace: &Path) -> PathBuf {
-    workspace.join(".volcanic").join("a2a").join("callers.json")
+    // Built in one allocation: every request authenticates through this path.
+    const PARTS: [&str; 3] = [".volcanic", "a2a", "callers.json"];
+    let extra: usize = PARTS.iter().map(|part| part.len() + 1).sum();
+    let mut path = PathBuf::with_capacity(workspace.as_os_str().len() + extra);
+    path.push(workspace);
+    PARTS.iter().for_each(|part| path.push(part));
+    path
 }
 
 /// Whether `name` is a valid caller name: `[a-z0-9-]{1,40}`.
@@ -291,6 +297,15 @@ mod tests {
         let path = callers_path(workspace);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn callers_path_is_the_workspace_a2a_callers_file() {
+        for workspace in ["/srv/ws", "/srv/ws/", "relative/ws", ""] {
+            let workspace = Path::new(workspace);
+            let expected = workspace.join(".volcanic").join("a2a").join("callers.json");
+            assert_eq!(callers_path(workspace), expected);
+        }
     }
 
     #[test]

@@ -37,6 +37,14 @@ pub struct Decoded {
 /// [`A2aError::VersionNotSupported`] for a method contradicting the header;
 /// [`A2aError::InvalidParams`] for params that do not fit the method.
 pub fn decode(body: &[u8], requested: Option<Version>) -> Result<Decoded, (Value, A2aError)> {
+    match fast::decode_get_task(body, requested) {
+        Some(decoded) => Ok(decoded),
+        None => decode_general(body, requested),
+    }
+}
+
+/// [`decode`] for every body; [`fast`] answers the plain GetTask without it.
+fn decode_general(body: &[u8], requested: Option<Version>) -> Result<Decoded, (Value, A2aError)> {
     let envelope: Value = serde_json::from_slice(body)
         .map_err(|error| (Value::Null, A2aError::Parse(error.to_string())))?;
     let mut envelope = match envelope {
@@ -79,8 +87,10 @@ pub fn encode_reply(id: &Value, version: Version, reply: &Reply) -> Value {
 /// [`encode_reply`] as bytes. A 1.0 reply holding cached task JSON is spliced into the envelope
 /// as it is (the same bytes as the value's, without building the value).
 pub fn encode_reply_bytes(id: &Value, version: Version, reply: &Reply) -> Vec<u8> {
-    let raw = |write: &dyn Fn(&mut Vec<u8>)| {
-        let mut out = Vec::with_capacity(512);
+    // Room for the envelope and the id, so the result's bytes are copied once.
+    const ENVELOPE: usize = 64;
+    let raw = |size_hint: usize, write: &dyn Fn(&mut Vec<u8>)| {
+        let mut out = Vec::with_capacity(ENVELOPE + size_hint);
         // The envelope's keys in the order `encode_reply`'s map serializes them.
         out.extend_from_slice(b"{\"id\":");
         #[allow(clippy::expect_used)]
@@ -91,8 +101,12 @@ pub fn encode_reply_bytes(id: &Value, version: Version, reply: &Reply) -> Vec<u8
         out
     };
     match (version, reply) {
-        (Version::V1_0, Reply::TaskView(view)) => raw(&|out| view.write_json(out)),
-        (Version::V1_0, Reply::TaskPage(page)) => raw(&|out| page.write_json(out)),
+        (Version::V1_0, Reply::TaskView(view)) => {
+            raw(view.size_hint(), &|out| view.write_json(out))
+        }
+        (Version::V1_0, Reply::TaskPage(page)) => {
+            raw(page.size_hint(), &|out| page.write_json(out))
+        }
         _ => encode_reply(id, version, reply).to_string().into_bytes(),
     }
 }
@@ -286,6 +300,7 @@ fn reply_v03(reply: &Reply) -> Value {
     }
 }
 
+mod fast;
 #[cfg(test)]
 mod tests;
 

@@ -161,8 +161,14 @@ pub fn encode_reply(reply: &Reply) -> (u16, Value) {
 pub fn encode_reply_bytes(reply: &Reply) -> (u16, Vec<u8>) {
     let mut out = Vec::new();
     match reply {
-        Reply::TaskView(view) => view.write_json(&mut out),
-        Reply::TaskPage(page) => page.write_json(&mut out),
+        Reply::TaskView(view) => {
+            out.reserve_exact(view.size_hint());
+            view.write_json(&mut out);
+        }
+        Reply::TaskPage(page) => {
+            out.reserve_exact(page.size_hint());
+            page.write_json(&mut out);
+        }
         _ => {
             let (status, body) = encode_reply(reply);
             return (status, body.to_string().into_bytes());

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::index::Stamp;
+use super::key::TaskKey;
 
 /// What an entry costs besides its JSON, id and caller name: the map slots, the `Arc`, the
 /// stamp and the offsets (an estimate, on the high side).
@@ -178,7 +179,8 @@ pub(crate) struct TaskCache {
 
 #[derive(Debug, Default)]
 struct State {
-    workspaces: HashMap<PathBuf, HashMap<Box<str>, Slot>>,
+    /// Tasks keyed inline (see `task::key`): GetTask looks one up per request.
+    workspaces: HashMap<PathBuf, HashMap<TaskKey, Slot>>,
     bytes: usize,
     /// Ticks once per hit or insert: the recency of [`Slot::used`].
     clock: u64,
@@ -237,6 +239,8 @@ impl TaskCache {
             // Also when the cache is off. One huge task must not flush everything else.
             return;
         }
+        // Only valid task ids (at most 100 bytes) reach here; anything else is not cached.
+        let Some(key) = TaskKey::new(id) else { return };
         let mut state = self.lock();
         // Checked under the lock: `forget` bumps the counter before it takes the lock.
         if self.writes() != writes_before {
@@ -249,7 +253,7 @@ impl TaskCache {
             Some(tasks) => tasks,
             None => state.workspaces.entry(workspace.to_path_buf()).or_default(),
         };
-        if let Some(old) = tasks.insert(id.into(), slot) {
+        if let Some(old) = tasks.insert(key, slot) {
             state.bytes -= old.cost;
         }
         state.bytes += cost;
@@ -345,6 +349,12 @@ impl TaskView {
         self.task.json.write(out, self.history_length, self.artifacts);
     }
 
+    /// At least the bytes [`TaskView::write_json`] appends (the whole task's JSON), so an answer
+    /// can reserve them at once.
+    pub fn size_hint(&self) -> usize {
+        self.task.json.size()
+    }
+
     /// The task as a value (for the 0.3 shapes, which are converted from it).
     pub fn to_task(&self) -> a2a::Task {
         self.task.json.to_task(self.history_length, self.artifacts)
@@ -368,6 +378,14 @@ impl PageTask {
                 #[allow(clippy::expect_used)]
                 serde_json::to_writer(out, &**task).expect("an a2a::Task serializes");
             }
+        }
+    }
+
+    /// The bytes of a cached task's JSON; a task built for this answer counts for nothing.
+    fn size_hint(&self) -> usize {
+        match self {
+            PageTask::View(view) => view.size_hint(),
+            PageTask::Task(_) => 0,
         }
     }
 
@@ -407,6 +425,15 @@ impl TaskPage {
             format!(",\"pageSize\":{},\"totalSize\":{}}}", self.page_size, self.total_size)
                 .as_bytes(),
         );
+    }
+
+    /// About the bytes [`TaskPage::write_json`] appends, to reserve them at once.
+    pub fn size_hint(&self) -> usize {
+        // The envelope's members, with room for the token and the numbers.
+        const ENVELOPE: usize = 128;
+        ENVELOPE
+            + self.next_page_token.len()
+            + self.tasks.iter().map(|task| task.size_hint() + 1).sum::<usize>()
     }
 
     /// The page as a value (for the 0.3 shape and for callers of [`super::TaskStore::list`]).

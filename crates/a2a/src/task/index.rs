@@ -34,6 +34,7 @@ use serde::Deserialize;
 use tracing::warn;
 
 use super::TaskFile;
+use super::key::TaskKey;
 use super::store::is_valid_task_id;
 
 /// How old the folder's mtime must be before an equal mtime proves that nothing was added,
@@ -296,7 +297,8 @@ struct FolderState {
 #[derive(Debug)]
 pub(crate) struct WorkspaceIndex {
     dir: PathBuf,
-    entries: HashMap<String, Entry>,
+    /// Keyed inline (see `task::key`): GetTask's owner check looks a task up here per request.
+    entries: HashMap<TaskKey, Entry>,
     callers: HashMap<String, CallerTasks>,
     generation: u64,
     folder: FolderState,
@@ -404,11 +406,11 @@ impl WorkspaceIndex {
             let summary = read_summary(&dirent.path(), id);
             self.upsert(id, summary, stamp, generation);
         }
-        let gone: Vec<String> = self
+        let gone: Vec<TaskKey> = self
             .entries
             .iter()
             .filter(|(_, entry)| entry.seen != generation)
-            .map(|(id, _)| id.clone())
+            .map(|(id, _)| *id)
             .collect();
         for id in gone {
             if let Some(Entry { place: Some((caller, key)), .. }) = self.entries.remove(&id) {
@@ -417,9 +419,15 @@ impl WorkspaceIndex {
         }
     }
 
+    /// Records task `id`'s file; `id` is a valid task id (scans skip other names and the store
+    /// writes no other), so it fits a [`TaskKey`].
     fn upsert(&mut self, id: &str, summary: Option<Summary>, stamp: Option<Stamp>, seen: u64) {
+        let Some(task) = TaskKey::new(id) else {
+            warn!(task_id = %id, "not indexing a task id longer than 100 bytes");
+            return;
+        };
         let place = summary.as_ref().map(|s| (s.caller.clone(), SortKey::new(s.timestamp, id)));
-        let old = self.entries.insert(id.to_string(), Entry { stamp, seen, place: place.clone() });
+        let old = self.entries.insert(task, Entry { stamp, seen, place: place.clone() });
         if let Some(Entry { place: Some((caller, key)), .. }) = old {
             self.unplace(&caller, &key);
         }

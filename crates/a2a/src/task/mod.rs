@@ -7,6 +7,7 @@ use crate::push::StoredPushConfig;
 
 pub mod cache;
 mod index;
+mod key;
 pub mod store;
 
 pub use store::{TaskStore, TaskSummary, apply_history_length};

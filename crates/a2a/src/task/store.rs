@@ -43,7 +43,17 @@ pub const DEFAULT_CACHE_BYTES: usize = 12 * 1024 * 1024;
 
 /// The task folder of a workspace: `<workspace>/.volcanic/a2a/tasks`.
 pub fn tasks_dir(workspace: &Path) -> PathBuf {
-    workspace.join(".volcanic").join("a2a").join("tasks")
+    in_tasks_dir(workspace, 0)
+}
+
+/// [`tasks_dir`] with room for `more` bytes, in one allocation.
+fn in_tasks_dir(workspace: &Path, more: usize) -> PathBuf {
+    const PARTS: [&str; 3] = [".volcanic", "a2a", "tasks"];
+    let extra: usize = PARTS.iter().map(|part| part.len() + 1).sum();
+    let mut path = PathBuf::with_capacity(workspace.as_os_str().len() + extra + more);
+    path.push(workspace);
+    PARTS.iter().for_each(|part| path.push(part));
+    path
 }
 
 /// Whether `id` is safe as a task file name: `[A-Za-z0-9_-]{1,100}`.
@@ -681,7 +691,11 @@ impl Query {
 }
 
 fn task_path(workspace: &Path, id: &str) -> PathBuf {
-    tasks_dir(workspace).join(format!("{id}.json"))
+    // One allocation: GetTask and every task of a list build this path.
+    let mut path = in_tasks_dir(workspace, 1 + id.len() + ".json".len());
+    path.push(id);
+    path.as_mut_os_string().push(".json");
+    path
 }
 
 /// A missing, unreadable or malformed file, or one whose id is not its name, reads as `None`,

@@ -630,3 +630,11 @@ async fn store_recent_lists_every_caller_newest_first_within_the_limit() {
     assert_eq!(listed, vec![("t2", "alice"), ("t1", "bob")]);
     assert_eq!(crate::task::state_name(&recent[0].state), "completed");
 }
+
+#[test]
+fn tasks_dir_is_the_workspace_a2a_tasks_folder() {
+    for workspace in ["/srv/ws", "/srv/ws/", "relative/ws", ""] {
+        let workspace = Path::new(workspace);
+        assert_eq!(tasks_dir(workspace), workspace.join(".volcanic").join("a2a").join("tasks"));
+    }
+}

@@ -227,6 +227,36 @@ async fn oversized_and_numerous_headers_are_431() {
 }
 
 #[tokio::test]
+async fn header_fields_are_capped_at_100() {
+    let server = TestServer::start().await;
+    // The client adds a few fields of its own (Host, Content-Type, Content-Length, the key): 90
+    // extra fields stay under the cap of 100, 100 extra fields go over it.
+    for (extra, expected) in [(90, 200), (100, 431)] {
+        let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+        let mut request = client
+            .post(format!("{}/a2a", server.base))
+            .header("X-API-Key", KEY)
+            .header("content-type", "application/json")
+            .body(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "t"}})
+                    .to_string(),
+            );
+        for i in 0..extra {
+            request = request.header(format!("X-H{i}"), "v");
+        }
+        match tokio::time::timeout(DEADLINE, request.send()).await.unwrap() {
+            Ok(response) => assert_eq!(response.status(), expected, "{extra} extra fields"),
+            // hyper may close before the client has written the whole head (see above).
+            Err(err) => {
+                assert_eq!(expected, 431, "{extra} extra fields: {err}");
+                assert!(err.is_request() || err.is_connect(), "{err}");
+            }
+        }
+    }
+    assert_healthy(&server).await;
+}
+
+#[tokio::test]
 async fn huge_ids_and_strings_in_valid_requests_are_bounded() {
     let server = TestServer::start().await;
     let huge = "x".repeat(512 * 1024);

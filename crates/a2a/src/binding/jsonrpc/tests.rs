@@ -576,3 +576,66 @@ fn encode_error_carries_the_id_and_the_error_object() {
         json!({"jsonrpc": "2.0", "id": "x", "error": error.jsonrpc_error()})
     );
 }
+
+#[test]
+fn decode_fast_get_task_agrees_with_the_general_decoder() {
+    let plain = br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1"}}"#;
+    let bodies: Vec<&[u8]> = vec![
+        plain,
+        br#" {"method":"GetTask","params":{"historyLength":2,"id":"t-1"},"id":"x","jsonrpc":"2.0"} "#,
+        br#"{"jsonrpc":"2.0","method":"GetTask","params":{"id":"t-1"}}"#,
+        br#"{"jsonrpc":"2.0","id":null,"method":"GetTask","params":{"id":""}}"#,
+        br#"{"jsonrpc":"2.0","id":-3,"method":"GetTask","params":{"id":"t","historyLength":-1}}"#,
+        // What the fast path leaves to the general decoder.
+        br#"{"jsonrpc":"2.0","id":1.5,"method":"GetTask","params":{"id":"t-1"}}"#,
+        br#"{"jsonrpc":"2.0","id":{"a":1},"method":"GetTask","params":{"id":"t-1"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"GetTask","params":{"id":"t-1"}}"#,
+        br#"{"jsonrpc":"1.0","id":1,"method":"GetTask","params":{"id":"t-1"}}"#,
+        br#"{"jsonrpc":2,"id":1,"method":"GetTask","params":{"id":"t-1"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t-1"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t\u002d1"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"Get\u0054ask","params":{"id":"t-1"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1","id":"t-2"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1","historyLength":"3"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1","historyLength":null}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1","historyLength":2.5}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1","historyLength":9999999999}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1","history_length":1}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1","tenant":"x"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1"},"params":{"id":"t-2"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"tenant":"x"},"params":{"id":"t-2"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":null}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":7}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":null}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":["t-1"]}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1"},"extra":true}"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1"}} x"#,
+        br#"["2.0",1,"GetTask",{"id":"t-1"}]"#,
+        br#"[{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1"}}]"#,
+        br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t-1""#,
+        b"",
+    ];
+    let mut fast_answers = 0;
+    for body in bodies {
+        for requested in [None, Some(Version::V1_0), Some(Version::V0_3)] {
+            let general = decode_general(body, requested);
+            let shown = String::from_utf8_lossy(body);
+            match fast::decode_get_task(body, requested) {
+                Some(fast) => {
+                    fast_answers += 1;
+                    assert_eq!(Ok(fast), general, "{shown} with {requested:?}");
+                }
+                None => assert_eq!(decode(body, requested), general, "{shown} with {requested:?}"),
+            }
+        }
+    }
+    // The five plain bodies, each without a header and with 1.0.
+    assert_eq!(fast_answers, 10);
+    let expected = a2a::GetTaskRequest { id: "t-1".into(), history_length: None, tenant: None };
+    assert_eq!(
+        fast::decode_get_task(plain, None),
+        Some(Decoded { id: json!(1), version: Version::V1_0, request: Request::GetTask(expected) })
+    );
+}
