@@ -39,6 +39,32 @@ pub fn sync_paths(paths: &[&Path]) -> io::Result<()> {
     sync_files(&files.iter().collect::<Vec<_>>())
 }
 
+/// Makes the entries of folder `dir` durable (a rename or link into it), where `entry` is a file
+/// of that folder. On Linux the barrier is the shared `syncfs` of `entry`'s file system, which
+/// covers the folder without opening it; elsewhere the folder is opened and synced.
+///
+/// # Errors
+/// As [`sync_files`], and the error of opening `dir` where it is opened.
+pub fn sync_folder_of(dir: &Path, entry: &File) -> io::Result<()> {
+    sync_folders_of(&[(dir, entry)])
+}
+
+/// [`sync_folder_of`] for many (folder, file in it) pairs at once: one barrier per file system
+/// on Linux, each folder (once) elsewhere.
+///
+/// # Errors
+/// As [`sync_folder_of`].
+pub fn sync_folders_of(entries: &[(&Path, &File)]) -> io::Result<()> {
+    if cfg!(target_os = "linux") {
+        sync_files(&entries.iter().map(|(_, file)| *file).collect::<Vec<_>>())
+    } else {
+        let mut dirs: Vec<&Path> = entries.iter().map(|(dir, _)| *dir).collect();
+        dirs.sort_unstable();
+        dirs.dedup();
+        sync_paths(&dirs)
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod imp {
     use std::collections::HashMap;

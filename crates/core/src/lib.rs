@@ -12,6 +12,8 @@
 //! - [`workspace`]: PERSONA.md, AGENTS.md / CLAUDE.md and MEMORY.md → the system prompt.
 //! - [`extension`]: extra tools, prompt fragments, listeners and the per-session event bus.
 //! - [`channel`]: the chat-channel seam behind the `send` tool.
+//! - [`atomic`], [`durable`] and [`commit`]: atomic file writes, shared durability barriers, and
+//!   durable replacements batched on one thread.
 //! - [`redact`] and [`exec`]: secrets kept out of child processes, outputs, errors and journals.
 //!
 //! Invariant: this crate knows nothing of HTTP servers, A2A or Telegram, never reads process
@@ -19,6 +21,7 @@
 
 pub mod atomic;
 pub mod channel;
+pub mod commit;
 pub mod config;
 pub mod durable;
 mod error;
