@@ -3,8 +3,10 @@
 //! [`submit`] hands a replacement to the commit thread and returns at once. The thread takes
 //! every replacement waiting (up to [`MAX_BATCH`]), writes each one's temp file, runs one
 //! durability barrier for all of them and the files they name in `also`, renames each into
-//! place, runs a second barrier for the renames, and then calls each one's `done` with its
-//! outcome. While it flushes, the next writers queue up: that is the group commit.
+//! place, and calls each one's `done` with its outcome after the next barrier, which made the
+//! renames durable. That next barrier is also the first of the next batch when one is waiting
+//! (it covers the new temp files as well), so under load a batch costs one barrier, not two.
+//! While it flushes, the next writers queue up: that is the group commit.
 //!
 //! Why a thread of its own: a writer waiting in the blocking pool for the shared barriers of
 //! [`crate::durable`] cost several sleeps and wake-ups of threads per write (a pool thread woken
@@ -75,20 +77,33 @@ struct Job {
 }
 
 fn run(queue: &mpsc::Receiver<Job>) {
-    while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+    // Replacements renamed into place whose rename the next barrier makes durable.
+    let mut renamed: Vec<Renamed> = Vec::new();
+    loop {
+        // With renames waiting for their barrier, take what is queued without waiting: the
+        // barrier goes ahead now, for those alone when nothing else came.
+        let first = if renamed.is_empty() {
+            match queue.recv() {
+                Ok(job) => Some(job),
+                Err(mpsc::RecvError) => return,
+            }
+        } else {
+            queue.try_recv().ok()
+        };
+        let mut batch: Vec<Job> = first.into_iter().collect();
+        while !batch.is_empty() && batch.len() < MAX_BATCH {
             match queue.try_recv() {
                 Ok(job) => batch.push(job),
                 Err(mpsc::TryRecvError::Empty | mpsc::TryRecvError::Disconnected) => break,
             }
         }
-        commit(batch);
+        renamed = commit(batch, renamed);
     }
 }
 
-/// Commits one batch: temp files, one barrier, renames, one barrier, then the `done`s.
-fn commit(batch: Vec<Job>) {
+/// One barrier: it makes durable the renames of the previous batch (whose writers are then
+/// told) and the temp files of this one (then renamed into place, for the next barrier).
+fn commit(batch: Vec<Job>, renamed: Vec<Renamed>) -> Vec<Renamed> {
     let mut staged: Vec<(Staged, Job)> = Vec::with_capacity(batch.len());
     for job in batch {
         match stage(&job.path, &job.bytes) {
@@ -96,33 +111,37 @@ fn commit(batch: Vec<Job>) {
             Err(err) => finish(job.done, Err(err)),
         }
     }
-    if staged.is_empty() {
-        return;
-    }
     let files: Vec<&File> = staged
         .iter()
         .flat_map(|(ready, job)| std::iter::once(ready.tmp.as_file()).chain(job.also.iter()))
         .collect();
-    if let Err(err) = crate::durable::sync_files(&files) {
-        // The temp files go with `staged`; the targets are untouched.
-        for (_, job) in staged {
-            finish(job.done, Err(copy(&err)));
-        }
-        return;
+    let entries: Vec<(&Path, &File)> =
+        renamed.iter().map(|done| (done.dir.as_path(), &done.file)).collect();
+    let synced = crate::durable::sync_files_and_folders(&files, &entries);
+    drop((files, entries));
+    for done in renamed {
+        finish(done.done, synced.as_ref().copied().map_err(copy));
     }
-    let mut renamed: Vec<(PathBuf, File, Done)> = Vec::with_capacity(staged.len());
+    let mut next = Vec::with_capacity(staged.len());
     for (ready, job) in staged {
+        if let Err(err) = &synced {
+            // The temp file goes with `ready`; the target is untouched.
+            finish(job.done, Err(copy(err)));
+            continue;
+        }
         match ready.tmp.persist(&ready.path) {
-            Ok(file) => renamed.push((ready.dir, file, job.done)),
+            Ok(file) => next.push(Renamed { dir: ready.dir, file, done: job.done }),
             Err(err) => finish(job.done, Err(err.error)),
         }
     }
-    let entries: Vec<(&Path, &File)> =
-        renamed.iter().map(|(dir, file, _)| (dir.as_path(), file)).collect();
-    let synced = crate::durable::sync_folders_of(&entries);
-    for (_, _, done) in renamed {
-        finish(done, synced.as_ref().copied().map_err(copy));
-    }
+    next
+}
+
+/// A replacement renamed into place, waiting for the barrier that makes the rename durable.
+struct Renamed {
+    dir: PathBuf,
+    file: File,
+    done: Done,
 }
 
 /// Calls `done`, keeping the thread alive when it panics.

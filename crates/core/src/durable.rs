@@ -65,6 +65,22 @@ pub fn sync_folders_of(entries: &[(&Path, &File)]) -> io::Result<()> {
     }
 }
 
+/// [`sync_files`] for `files` and [`sync_folders_of`] for `entries` in one barrier on Linux
+/// (one `syncfs` per file system for both), one after the other elsewhere.
+///
+/// # Errors
+/// As [`sync_files`] and [`sync_folders_of`].
+pub fn sync_files_and_folders(files: &[&File], entries: &[(&Path, &File)]) -> io::Result<()> {
+    if cfg!(target_os = "linux") {
+        let mut all = files.to_vec();
+        all.extend(entries.iter().map(|(_, file)| *file));
+        sync_files(&all)
+    } else {
+        sync_files(files)?;
+        sync_folders_of(entries)
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod imp {
     use std::collections::HashMap;
