@@ -143,17 +143,17 @@ fn replace(path: &Path, bytes: &[u8], durability: Durability<'_>) -> io::Result<
 }
 
 /// New content written to a temp file beside its target, not yet renamed into place.
-pub(crate) struct Staged {
-    pub tmp: tempfile::NamedTempFile,
+struct Staged {
+    tmp: tempfile::NamedTempFile,
     /// The target (a symlink's target: the link survives).
-    pub path: std::path::PathBuf,
+    path: std::path::PathBuf,
     /// The target's folder.
-    pub dir: std::path::PathBuf,
+    dir: std::path::PathBuf,
 }
 
 /// Writes `bytes` to a temp file in `path`'s folder (created when missing), with the
 /// permissions of the file it will replace.
-pub(crate) fn stage(path: &Path, bytes: &[u8]) -> io::Result<Staged> {
+fn stage(path: &Path, bytes: &[u8]) -> io::Result<Staged> {
     // Write through a symlink to its target, so the link survives (CLAUDE.md → AGENTS.md).
     let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
         std::fs::canonicalize(path)?

@@ -46,39 +46,7 @@ pub fn sync_paths(paths: &[&Path]) -> io::Result<()> {
 /// # Errors
 /// As [`sync_files`], and the error of opening `dir` where it is opened.
 pub fn sync_folder_of(dir: &Path, entry: &File) -> io::Result<()> {
-    sync_folders_of(&[(dir, entry)])
-}
-
-/// [`sync_folder_of`] for many (folder, file in it) pairs at once: one barrier per file system
-/// on Linux, each folder (once) elsewhere.
-///
-/// # Errors
-/// As [`sync_folder_of`].
-pub fn sync_folders_of(entries: &[(&Path, &File)]) -> io::Result<()> {
-    if cfg!(target_os = "linux") {
-        sync_files(&entries.iter().map(|(_, file)| *file).collect::<Vec<_>>())
-    } else {
-        let mut dirs: Vec<&Path> = entries.iter().map(|(dir, _)| *dir).collect();
-        dirs.sort_unstable();
-        dirs.dedup();
-        sync_paths(&dirs)
-    }
-}
-
-/// [`sync_files`] for `files` and [`sync_folders_of`] for `entries` in one barrier on Linux
-/// (one `syncfs` per file system for both), one after the other elsewhere.
-///
-/// # Errors
-/// As [`sync_files`] and [`sync_folders_of`].
-pub fn sync_files_and_folders(files: &[&File], entries: &[(&Path, &File)]) -> io::Result<()> {
-    if cfg!(target_os = "linux") {
-        let mut all = files.to_vec();
-        all.extend(entries.iter().map(|(_, file)| *file));
-        sync_files(&all)
-    } else {
-        sync_files(files)?;
-        sync_folders_of(entries)
-    }
+    if cfg!(target_os = "linux") { sync_files(&[entry]) } else { sync_paths(&[dir]) }
 }
 
 #[cfg(target_os = "linux")]

@@ -501,36 +501,22 @@ impl TaskStore {
         let summary = Summary::of(file);
         let target = path.clone();
         let (cache, dir) = (self.cache.clone(), workspace.path.clone());
-        // After the write, whatever became of it, and even when the caller is gone.
-        let settle = move |written: io::Result<()>| {
+        let written = blocking(move || -> io::Result<()> {
+            let written = match how {
+                Write::Create => volcanic_core::atomic::create_new_interim(&target, &bytes),
+                Write::Interim => volcanic_core::atomic::write_atomic_interim(&target, &bytes),
+                Write::Replace(also) => {
+                    let also: Vec<&std::fs::File> = also.iter().collect();
+                    volcanic_core::atomic::write_atomic_with(&target, &bytes, &also)
+                }
+            };
+            // After the write, whatever became of it, and even when the caller is gone.
             cache.forget(&dir, &id);
             written?;
             lock(&index).record(&id, summary);
             Ok(())
-        };
-        let written = match how {
-            // Durable writes go to the commit thread, which flushes concurrent ones together
-            // (`volcanic_core::commit`); `settle` runs there, so a dropped future still has it.
-            Write::Replace(also) => {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let done = Box::new(move |written: io::Result<()>| {
-                    // The writer may be gone (its future dropped); the write is settled anyway.
-                    let _ = tx.send(settle(written));
-                });
-                volcanic_core::commit::submit(target, bytes, also, done);
-                rx.await.unwrap_or_else(|_| Err(io::Error::other("the commit thread stopped")))
-            }
-            Write::Create => {
-                blocking(move || settle(volcanic_core::atomic::create_new_interim(&target, &bytes)))
-                    .await?
-            }
-            Write::Interim => {
-                blocking(move || {
-                    settle(volcanic_core::atomic::write_atomic_interim(&target, &bytes))
-                })
-                .await?
-            }
-        };
+        })
+        .await?;
         written.map_err(|err| {
             error!(file = %path.display(), error = %err, "cannot write a task file");
             A2aError::Internal
