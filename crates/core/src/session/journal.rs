@@ -363,22 +363,36 @@ pub(crate) fn archive(dir: &Path, scope: &str) -> Result<Option<PathBuf>> {
 /// `session.lock` file, which those versions lock; where it exists it is locked too (after the
 /// folder, so the order is the same everywhere), so such a folder stays exclusive against an
 /// older process as well. A folder without it is exclusive only among processes of this version
-/// or later: do not run an older version on the same state folder at the same time.
+/// or later: do not run an older version on the same state folder at the same time. Where the
+/// file system cannot lock a folder, `session.lock` is made and locked instead, as before.
 struct ScopeLock {
-    _dir: File,
+    _dir: Option<File>,
     _legacy: Option<File>,
 }
 
 impl ScopeLock {
     /// Takes the lock of the scope in `dir`, looking for a legacy `session.lock` when
-    /// `may_have_legacy` (a folder this process did not just create).
+    /// `may_have_legacy` (a folder this process did not just create). Where a folder cannot be
+    /// locked (NFS emulates `flock` with byte-range locks, which need a descriptor open for
+    /// writing), the `session.lock` file is the lock, made when missing, as before.
     fn take(dir: &Path, scope: &str, may_have_legacy: bool) -> Result<ScopeLock> {
+        let in_use = || Error::ScopeInUse { scope: scope.to_string() };
+        let lock_path = dir.join("session.lock");
         let folder = File::open(dir).map_err(|e| Error::io(dir, e))?;
-        if !lock_with_patience(&folder) {
-            return Err(Error::ScopeInUse { scope: scope.to_string() });
-        }
-        let legacy = if may_have_legacy {
-            let lock_path = dir.join("session.lock");
+        let (folder, legacy_needed) = match lock_with_patience(&folder) {
+            Lock::Taken => (Some(folder), false),
+            Lock::Held => return Err(in_use()),
+            Lock::Unsupported => (None, true),
+        };
+        let legacy = if legacy_needed {
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_path)
+                .map_err(|e| Error::io(&lock_path, e))?;
+            Some(file)
+        } else if may_have_legacy {
             match OpenOptions::new().write(true).open(&lock_path) {
                 Ok(file) => Some(file),
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
@@ -387,13 +401,27 @@ impl ScopeLock {
         } else {
             None
         };
-        if let Some(file) = &legacy
-            && !lock_with_patience(file)
-        {
-            return Err(Error::ScopeInUse { scope: scope.to_string() });
+        if let Some(file) = &legacy {
+            match lock_with_patience(file) {
+                Lock::Taken => {}
+                Lock::Held => return Err(in_use()),
+                Lock::Unsupported => {
+                    let err = std::io::Error::other("the file system refuses advisory locks");
+                    return Err(Error::io(&lock_path, err));
+                }
+            }
         }
         Ok(ScopeLock { _dir: folder, _legacy: legacy })
     }
+}
+
+/// What taking a lock came to.
+enum Lock {
+    Taken,
+    /// Someone else holds it (still after the patience).
+    Held,
+    /// This descriptor cannot be locked here.
+    Unsupported,
 }
 
 /// Creates the scope's folder; `true` when this call created it (so it is empty).
@@ -440,14 +468,16 @@ fn read_or_set_aside(dir: &Path, path: &Path) -> Result<(Vec<Line>, LoadReport, 
 /// Takes an exclusive `flock` on `lock`, waiting briefly: a child process forked by another
 /// thread at the moment the previous holder closed its descriptor still has a copy of it (and so
 /// the lock) until it execs, which takes microseconds to milliseconds.
-fn lock_with_patience(lock: &File) -> bool {
+fn lock_with_patience(lock: &File) -> Lock {
     let started = std::time::Instant::now();
     loop {
-        if rustix::fs::flock(lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
-            return true;
+        match rustix::fs::flock(lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Lock::Taken,
+            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) => {}
+            Err(_) => return Lock::Unsupported,
         }
         if started.elapsed() >= LOCK_PATIENCE {
-            return false;
+            return Lock::Held;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
