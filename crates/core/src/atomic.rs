@@ -1,5 +1,5 @@
 //! Atomic file replacement: a temp file in the same folder, a durability barrier, rename, a
-//! second barrier for the rename.
+//! second barrier for the rename; and atomic creation of a file that must not exist yet.
 //!
 //! Readers either see the old content or the new one, never a torn file; leftover temp files
 //! from a crash start with `.tmp` and are ignored by everything that lists folders. The barriers
@@ -40,25 +40,36 @@ pub fn write_atomic_interim(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace(path, bytes, Durability::Interim)
 }
 
-#[derive(Clone, Copy)]
-enum Durability<'a> {
-    Durable(&'a [&'a std::fs::File]),
-    Interim,
-}
-
-fn replace(path: &Path, bytes: &[u8], durability: Durability<'_>) -> io::Result<()> {
-    // Write through a symlink to its target, so the link survives (CLAUDE.md → AGENTS.md).
-    let resolved;
-    let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        resolved = std::fs::canonicalize(path)?;
-        resolved.as_path()
-    } else {
-        path
-    };
+/// Creates `path` holding `bytes`, creating parent folders; fails with
+/// [`io::ErrorKind::AlreadyExists`] (and leaves the file alone) when `path` exists. Like
+/// [`write_atomic_interim`] the file is whole from the moment it appears, for readers and across
+/// a killed process, and it is not flushed (a power loss may lose it or leave it empty or torn).
+///
+/// On Linux the content is written to an unnamed file (`O_TMPFILE`) that is then linked into
+/// place: no temp name to create and rename away, nothing left behind by a crash, and the link
+/// itself is the check that `path` is new. Where that is not available (another system, a file
+/// system without `O_TMPFILE`, no `/proc`) a temp file is renamed into place without replacing.
+///
+/// # Errors
+/// [`io::ErrorKind::AlreadyExists`] when `path` exists; any I/O error of the steps above.
+pub fn create_new_interim(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
+    #[cfg(target_os = "linux")]
+    {
+        let linked = match unnamed::create(dir, path, bytes) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir)?;
+                unnamed::create(dir, path, bytes)
+            }
+            other => other,
+        };
+        if linked? {
+            return Ok(());
+        }
+    }
     let mut tmp = match tempfile::Builder::new().prefix(".tmp").tempfile_in(dir) {
         Ok(tmp) => tmp,
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
@@ -68,23 +79,104 @@ fn replace(path: &Path, bytes: &[u8], durability: Durability<'_>) -> io::Result<
         Err(err) => return Err(err),
     };
     tmp.write_all(bytes)?;
-    if let Ok(meta) = std::fs::metadata(path) {
-        tmp.as_file().set_permissions(meta.permissions())?;
+    tmp.persist_noclobber(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+mod unnamed {
+    use std::fs::File;
+    use std::io::{self, Write};
+    use std::os::fd::AsRawFd;
+    use std::path::Path;
+
+    use rustix::fs::{AtFlags, CWD, Mode, OFlags};
+    use rustix::io::Errno;
+
+    /// Writes `bytes` to an unnamed file in `dir` and links it as `path`. `Ok(false)`: this way
+    /// is not available here (nothing was created), use another.
+    pub(super) fn create(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<bool> {
+        // 0600, as the temp files of the other writes (and so the task files) get.
+        let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
+        let fd = match rustix::fs::open(dir, flags, Mode::RUSR | Mode::WUSR) {
+            Ok(fd) => fd,
+            // Kernels or file systems without O_TMPFILE answer one of these.
+            Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => return Ok(false),
+            Err(err) => return Err(err.into()),
+        };
+        let mut file = File::from(fd);
+        file.write_all(bytes)?;
+        // Linking an unnamed file by its descriptor needs a capability (AT_EMPTY_PATH); its
+        // /proc name does not.
+        let name = format!("/proc/self/fd/{}", file.as_raw_fd());
+        match rustix::fs::linkat(CWD, name.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW) {
+            Ok(()) => Ok(true),
+            // No /proc (a bare container, a chroot): the unnamed file goes with the descriptor.
+            Err(Errno::NOENT) if !Path::new("/proc/self/fd").is_dir() => Ok(false),
+            Err(err) => Err(err.into()),
+        }
     }
+}
+
+#[derive(Clone, Copy)]
+enum Durability<'a> {
+    Durable(&'a [&'a std::fs::File]),
+    Interim,
+}
+
+fn replace(path: &Path, bytes: &[u8], durability: Durability<'_>) -> io::Result<()> {
+    let staged = stage(path, bytes)?;
     match durability {
         Durability::Interim => {
-            tmp.persist(path).map_err(|e| e.error)?;
+            staged.tmp.persist(&staged.path).map_err(|e| e.error)?;
         }
         Durability::Durable(also) => {
             let mut files = Vec::with_capacity(also.len() + 1);
-            files.push(tmp.as_file());
+            files.push(staged.tmp.as_file());
             files.extend(also.iter().copied());
             crate::durable::sync_files(&files)?;
-            tmp.persist(path).map_err(|e| e.error)?;
-            crate::durable::sync_paths(&[dir])?;
+            let file = staged.tmp.persist(&staged.path).map_err(|e| e.error)?;
+            crate::durable::sync_folder_of(&staged.dir, &file)?;
         }
     }
     Ok(())
+}
+
+/// New content written to a temp file beside its target, not yet renamed into place.
+struct Staged {
+    tmp: tempfile::NamedTempFile,
+    /// The target (a symlink's target: the link survives).
+    path: std::path::PathBuf,
+    /// The target's folder.
+    dir: std::path::PathBuf,
+}
+
+/// Writes `bytes` to a temp file in `path`'s folder (created when missing), with the
+/// permissions of the file it will replace.
+fn stage(path: &Path, bytes: &[u8]) -> io::Result<Staged> {
+    // Write through a symlink to its target, so the link survives (CLAUDE.md → AGENTS.md).
+    let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::canonicalize(path)?
+    } else {
+        path.to_path_buf()
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let mut tmp = match tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir) {
+        Ok(tmp) => tmp,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(&dir)?;
+            tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir)?
+        }
+        Err(err) => return Err(err),
+    };
+    tmp.write_all(bytes)?;
+    if let Ok(meta) = std::fs::metadata(&path) {
+        tmp.as_file().set_permissions(meta.permissions())?;
+    }
+    Ok(Staged { tmp, path, dir })
 }
 
 /// Removes the temp files [`write_atomic`] left in `dir` (not recursively) when a process died
@@ -159,6 +251,26 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(names, vec!["file.txt"]);
+    }
+
+    #[test]
+    fn create_new_interim_creates_folders_and_refuses_an_existing_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks/one.json");
+        create_new_interim(&path, b"first").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "first");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "as the temp files of the other writes");
+
+        let refused = create_new_interim(&path, b"second").unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "first");
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("tasks"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec!["one.json"]);
     }
 
     #[test]

@@ -39,6 +39,16 @@ pub fn sync_paths(paths: &[&Path]) -> io::Result<()> {
     sync_files(&files.iter().collect::<Vec<_>>())
 }
 
+/// Makes the entries of folder `dir` durable (a rename or link into it), where `entry` is a file
+/// of that folder. On Linux the barrier is the shared `syncfs` of `entry`'s file system, which
+/// covers the folder without opening it; elsewhere the folder is opened and synced.
+///
+/// # Errors
+/// As [`sync_files`], and the error of opening `dir` where it is opened.
+pub fn sync_folder_of(dir: &Path, entry: &File) -> io::Result<()> {
+    if cfg!(target_os = "linux") { sync_files(&[entry]) } else { sync_paths(&[dir]) }
+}
+
 #[cfg(target_os = "linux")]
 mod imp {
     use std::collections::HashMap;

@@ -12,6 +12,7 @@
 //! - [`workspace`]: PERSONA.md, AGENTS.md / CLAUDE.md and MEMORY.md → the system prompt.
 //! - [`extension`]: extra tools, prompt fragments, listeners and the per-session event bus.
 //! - [`channel`]: the chat-channel seam behind the `send` tool.
+//! - [`atomic`] and [`durable`]: atomic file writes and shared durability barriers.
 //! - [`redact`] and [`exec`]: secrets kept out of child processes, outputs, errors and journals.
 //!
 //! Invariant: this crate knows nothing of HTTP servers, A2A or Telegram, never reads process

@@ -512,24 +512,14 @@ impl TaskStore {
         let target = path.clone();
         let (cache, dir) = (self.cache.clone(), workspace.path.clone());
         let written = blocking(move || -> io::Result<()> {
-            let written = (|| {
-                match how {
-                    Write::Create if target.try_exists()? => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::AlreadyExists,
-                            "task file exists",
-                        ));
-                    }
-                    Write::Create | Write::Interim => {
-                        volcanic_core::atomic::write_atomic_interim(&target, &bytes)?;
-                    }
-                    Write::Replace(also) => {
-                        let also: Vec<&std::fs::File> = also.iter().collect();
-                        volcanic_core::atomic::write_atomic_with(&target, &bytes, &also)?;
-                    }
+            let written = match how {
+                Write::Create => volcanic_core::atomic::create_new_interim(&target, &bytes),
+                Write::Interim => volcanic_core::atomic::write_atomic_interim(&target, &bytes),
+                Write::Replace(also) => {
+                    let also: Vec<&std::fs::File> = also.iter().collect();
+                    volcanic_core::atomic::write_atomic_with(&target, &bytes, &also)
                 }
-                Ok(())
-            })();
+            };
             // After the write, whatever became of it, and even when the caller is gone.
             cache.forget(&dir, &id);
             written?;

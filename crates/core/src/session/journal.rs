@@ -1,7 +1,8 @@
 //! The session journal: one append-only JSONL file per scope, and how it is loaded after a crash.
 //!
-//! Layout: `<state dir>/sessions/<scope>/session.jsonl`, a `session.lock` beside it (an advisory
-//! lock: one writer per scope across processes) and `spill/` for full outputs of truncated tools.
+//! Layout: `<state dir>/sessions/<scope>/session.jsonl` and `spill/` for full outputs of truncated
+//! tools; the folder itself carries the scope's advisory lock (one writer per scope across
+//! processes, see `ScopeLock`; older versions kept it in a `session.lock` file, still honoured).
 //!
 //! Each line is `{"seq":N,"type":…}`: a `session` header first, then `run_start`, `message` and
 //! `run_end` entries. Every string is passed through the redactor's known secret values before it
@@ -94,7 +95,7 @@ pub(crate) struct Journal {
     /// Bytes of whole lines written so far: a failed append is cut back to this.
     len: u64,
     /// Held for the lifetime of the journal; the advisory lock goes with it.
-    _lock: File,
+    _lock: ScopeLock,
     next_seq: u64,
     /// Bytes known to be on disk: a barrier covered them ([`Journal::sync`], or a host's barrier
     /// through [`Journal::handle`]). Shared with those handles.
@@ -155,47 +156,40 @@ pub(crate) fn now() -> String {
 impl Journal {
     /// Opens (creating or loading and repairing) the journal in `dir`.
     pub(crate) fn open(dir: &Path, scope: &str, cwd: &Path, redactor: &Redactor) -> Result<Loaded> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let lock_path = dir.join("session.lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&lock_path, e))?;
-        if !lock_with_patience(&lock) {
-            return Err(Error::ScopeInUse { scope: scope.to_string() });
-        }
+        let created = make_dir(dir).map_err(|e| Error::io(dir, e))?;
+        let lock = ScopeLock::take(dir, scope, !created)?;
         let path = dir.join("session.jsonl");
-        let (lines, mut report) =
-            if path.exists() { read_lines(&path)? } else { (Vec::new(), LoadReport::default()) };
-
-        let header = lines.first().and_then(|line| match &line.entry {
-            Entry::Session { id, .. } => Some(id.clone()),
-            Entry::RunStart { .. } | Entry::Message { .. } | Entry::RunEnd { .. } => None,
-        });
-        let (lines, session_id) = match header {
-            Some(id) => (lines, id),
+        // A folder this call created holds no journal yet, unless another process got the
+        // scope's lock first and wrote one: creating the file exclusively tells, with no look.
+        let fresh = if created {
+            match OpenOptions::new().append(true).create_new(true).open(&path) {
+                Ok(file) => Some(file),
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => None,
+                Err(err) => return Err(Error::io(&path, err)),
+            }
+        } else {
+            None
+        };
+        let (lines, mut report, session_id, file, len) = match fresh {
+            Some(file) => {
+                let id = uuid::Uuid::now_v7().to_string();
+                (Vec::new(), LoadReport::default(), id, file, 0)
+            }
             None => {
-                if path.exists() && std::fs::metadata(&path).map(|m| m.len() > 0).unwrap_or(false) {
-                    let aside =
-                        dir.join(format!("session.jsonl.corrupt-{}", now().replace(':', "-")));
-                    tracing::warn!(file = %path.display(), "session journal has no valid header, starting a new one");
-                    std::fs::rename(&path, &aside).map_err(|e| Error::io(&path, e))?;
-                }
-                (Vec::new(), uuid::Uuid::now_v7().to_string())
+                let (lines, report, session_id) = read_or_set_aside(dir, &path)?;
+                let file = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| Error::io(&path, e))?;
+                let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+                (lines, report, session_id, file, len)
             }
         };
 
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
         // Saturating: a damaged or hostile line may carry the largest seq, and a repeated seq is
         // harmless (lines are read in file order) where an overflow would refuse the session.
         let next_seq = lines.iter().map(|l| l.seq).max().map_or(0, |s| s.saturating_add(1));
-        let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
         let mut journal = Journal {
             dir: dir.to_path_buf(),
             path,
@@ -347,9 +341,6 @@ impl Journal {
 /// How long opening waits for a lock held by someone else before giving up.
 const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Takes the scope's lock, waiting briefly: a child process forked by another thread at the
-/// moment the previous holder closed the file still has a copy of its descriptor (and so the
-/// lock) until it execs, which takes microseconds to milliseconds.
 /// Moves the scope's journal aside (`session-<timestamp>.jsonl.archived`) so the next open starts
 /// a new conversation. Takes the scope's lock first, so an open session (in any process) makes it
 /// fail with [`Error::ScopeInUse`]. Returns the archived file, or `None` when there was no journal.
@@ -358,30 +349,135 @@ pub(crate) fn archive(dir: &Path, scope: &str) -> Result<Option<PathBuf>> {
     if !path.exists() {
         return Ok(None);
     }
-    let lock_path = dir.join("session.lock");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| Error::io(&lock_path, e))?;
-    if !lock_with_patience(&lock) {
-        return Err(Error::ScopeInUse { scope: scope.to_string() });
-    }
+    let _lock = ScopeLock::take(dir, scope, true)?;
     let aside = dir.join(format!("session-{}.jsonl.archived", now().replace(':', "-")));
     std::fs::rename(&path, &aside).map_err(|e| Error::io(&path, e))?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))?;
     Ok(Some(aside))
 }
 
-fn lock_with_patience(lock: &File) -> bool {
+/// The scope's advisory lock: one open session per scope, across processes.
+///
+/// It is taken on the scope's folder itself (an `flock` on the folder's descriptor), which exists
+/// anyway: a new scope costs no lock file. Folders made by versions before this one have a
+/// `session.lock` file, which those versions lock; where it exists it is locked too (after the
+/// folder, so the order is the same everywhere), so such a folder stays exclusive against an
+/// older process as well. A folder without it is exclusive only among processes of this version
+/// or later: do not run an older version on the same state folder at the same time. Where the
+/// file system cannot lock a folder, `session.lock` is made and locked instead, as before.
+struct ScopeLock {
+    _dir: Option<File>,
+    _legacy: Option<File>,
+}
+
+impl ScopeLock {
+    /// Takes the lock of the scope in `dir`, looking for a legacy `session.lock` when
+    /// `may_have_legacy` (a folder this process did not just create). Where a folder cannot be
+    /// locked (NFS emulates `flock` with byte-range locks, which need a descriptor open for
+    /// writing), the `session.lock` file is the lock, made when missing, as before.
+    fn take(dir: &Path, scope: &str, may_have_legacy: bool) -> Result<ScopeLock> {
+        let in_use = || Error::ScopeInUse { scope: scope.to_string() };
+        let lock_path = dir.join("session.lock");
+        let folder = File::open(dir).map_err(|e| Error::io(dir, e))?;
+        let (folder, legacy_needed) = match lock_with_patience(&folder) {
+            Lock::Taken => (Some(folder), false),
+            Lock::Held => return Err(in_use()),
+            Lock::Unsupported => (None, true),
+        };
+        let legacy = if legacy_needed {
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_path)
+                .map_err(|e| Error::io(&lock_path, e))?;
+            Some(file)
+        } else if may_have_legacy {
+            match OpenOptions::new().write(true).open(&lock_path) {
+                Ok(file) => Some(file),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+                Err(err) => return Err(Error::io(&lock_path, err)),
+            }
+        } else {
+            None
+        };
+        if let Some(file) = &legacy {
+            match lock_with_patience(file) {
+                Lock::Taken => {}
+                Lock::Held => return Err(in_use()),
+                Lock::Unsupported => {
+                    let err = std::io::Error::other("the file system refuses advisory locks");
+                    return Err(Error::io(&lock_path, err));
+                }
+            }
+        }
+        Ok(ScopeLock { _dir: folder, _legacy: legacy })
+    }
+}
+
+/// What taking a lock came to.
+enum Lock {
+    Taken,
+    /// Someone else holds it (still after the patience).
+    Held,
+    /// This descriptor cannot be locked here.
+    Unsupported,
+}
+
+/// Creates the scope's folder; `true` when this call created it (so it is empty).
+fn make_dir(dir: &Path) -> std::io::Result<bool> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = dir.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            match std::fs::create_dir(dir) {
+                Ok(()) => Ok(true),
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+                Err(err) => Err(err),
+            }
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Reads an existing folder's journal: its lines, what loading repaired and the session id of
+/// its header. A journal with lines but no valid header is set aside and a new session id made.
+fn read_or_set_aside(dir: &Path, path: &Path) -> Result<(Vec<Line>, LoadReport, String)> {
+    let (lines, report) =
+        if path.exists() { read_lines(path)? } else { (Vec::new(), LoadReport::default()) };
+    let header = lines.first().and_then(|line| match &line.entry {
+        Entry::Session { id, .. } => Some(id.clone()),
+        Entry::RunStart { .. } | Entry::Message { .. } | Entry::RunEnd { .. } => None,
+    });
+    match header {
+        Some(id) => Ok((lines, report, id)),
+        None => {
+            if path.exists() && std::fs::metadata(path).map(|m| m.len() > 0).unwrap_or(false) {
+                let aside = dir.join(format!("session.jsonl.corrupt-{}", now().replace(':', "-")));
+                tracing::warn!(file = %path.display(), "session journal has no valid header, starting a new one");
+                std::fs::rename(path, &aside).map_err(|e| Error::io(path, e))?;
+            }
+            Ok((Vec::new(), report, uuid::Uuid::now_v7().to_string()))
+        }
+    }
+}
+
+/// Takes an exclusive `flock` on `lock`, waiting briefly: a child process forked by another
+/// thread at the moment the previous holder closed its descriptor still has a copy of it (and so
+/// the lock) until it execs, which takes microseconds to milliseconds.
+fn lock_with_patience(lock: &File) -> Lock {
     let started = std::time::Instant::now();
     loop {
-        if rustix::fs::flock(lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
-            return true;
+        match rustix::fs::flock(lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Lock::Taken,
+            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) => {}
+            Err(_) => return Lock::Unsupported,
         }
         if started.elapsed() >= LOCK_PATIENCE {
-            return false;
+            return Lock::Held;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

@@ -59,3 +59,62 @@ fn journal_covered_by_a_host_barrier_needs_no_sync_until_the_next_append() {
     journal.sync().unwrap();
     assert!(journal.is_durable(), "a sync of its own covers everything appended");
 }
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A new scope's folder holds the journal and nothing else (the lock is on the folder), yet a
+/// second open of the scope is refused until the first is gone, and then resumes it.
+#[test]
+fn journal_new_scope_folder_holds_only_the_journal_and_is_exclusive() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("sessions").join("new");
+    let redactor = Redactor::default();
+    let first = Journal::open(&dir, "new", Path::new("/"), &redactor).unwrap();
+    assert_eq!(names(&dir), vec!["session.jsonl"]);
+    assert_eq!(first.journal.len, std::fs::metadata(dir.join("session.jsonl")).unwrap().len());
+
+    let refused = Journal::open(&dir, "new", Path::new("/"), &redactor);
+    assert!(matches!(refused, Err(Error::ScopeInUse { .. })), "{:?}", refused.err());
+
+    let id = first.session_id.clone();
+    drop(first);
+    let again = Journal::open(&dir, "new", Path::new("/"), &redactor).unwrap();
+    assert_eq!(again.session_id, id);
+    assert_eq!(again.report, LoadReport::default());
+    assert_eq!(names(&dir), vec!["session.jsonl"]);
+}
+
+/// A folder made by an older version has a `session.lock` file, which that version locks: while
+/// it holds it, opening the scope is refused; the file is kept, not replaced.
+#[test]
+fn journal_folder_with_a_legacy_lock_file_is_locked_through_it_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let legacy = File::create(dir.path().join("session.lock")).unwrap();
+    rustix::fs::flock(&legacy, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+    let redactor = Redactor::default();
+
+    let refused = Journal::open(dir.path(), "old", Path::new("/"), &redactor);
+    assert!(matches!(refused, Err(Error::ScopeInUse { .. })), "{:?}", refused.err());
+    let refused = archive(dir.path(), "old");
+    assert!(matches!(refused, Ok(None)), "no journal yet: {refused:?}");
+
+    drop(legacy);
+    let opened = Journal::open(dir.path(), "old", Path::new("/"), &redactor).unwrap();
+    // Now this process holds the legacy file's lock too, as an older process would find it.
+    let other = File::open(dir.path().join("session.lock")).unwrap();
+    assert!(
+        rustix::fs::flock(&other, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err()
+    );
+    drop(opened);
+    assert!(
+        rustix::fs::flock(&other, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+    );
+    assert_eq!(names(dir.path()), vec!["session.jsonl", "session.lock"]);
+}
