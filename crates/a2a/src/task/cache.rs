@@ -2,25 +2,32 @@
 //! state but submitted and working), kept in memory so GetTask and ListTasks answer them without
 //! reading and parsing their files, and without building a `serde_json::Value` tree.
 //!
-//! Files stay the truth. An entry is served only while its file's stamp (mtime, size and, on
-//! Unix, inode and ctime; the index uses the same) is the one it was read with, so an outside
-//! edit or removal is seen on the next read, at the cost of one `stat`. Our own writes drop the
-//! entry ([`TaskCache::forget`], called where a task file is written) and bump a write counter;
-//! a reader that started before a write does not store what it read ([`TaskCache::insert`] is
-//! given the counter it saw first), so an in-place rewrite whose stamp happens to be equal cannot
-//! bring an old version back.
+//! Files stay the truth. Where the task folder can be watched (Linux, local file systems: see
+//! `task::watch`), an entry read while the watch ran is served until the watch reports a change
+//! of its file: every answer first reads the watch's queued events (one non-blocking `read`),
+//! so an outside edit, rename or removal made through the folder is seen on the next read
+//! without a `stat` per task. Elsewhere, and for entries read before the watch began, an entry
+//! is served only while its file's stamp (mtime, size and, on Unix, inode and ctime; the index
+//! uses the same) is the one it was read with, at the cost of one `stat`. Our own writes drop
+//! the entry ([`TaskCache::forget`], called where a task file is written) and bump a write
+//! counter, as does a watch that reports a change; a reader that started before either does not
+//! store what it read ([`TaskCache::insert`] is given the [`ReadToken`] it took first), so an
+//! in-place rewrite whose stamp happens to be equal cannot bring an old version back.
 //!
 //! The cache is bounded by bytes (`A2A__TaskCacheBytes`): the JSON plus a fixed estimate of each
 //! entry's bookkeeping. Over the bound, the least recently used eighth of it is dropped at once.
-//! 0 turns the cache off.
+//! 0 turns the cache off (and with it the watches).
 
 use std::collections::HashMap;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use super::index::Stamp;
 use super::key::TaskKey;
+use super::watch::FolderWatch;
 
 /// What an entry costs besides its JSON, id and caller name: the map slots, the `Arc`, the
 /// stamp and the offsets (an estimate, on the high side).
@@ -172,18 +179,42 @@ impl CachedTask {
 #[derive(Debug)]
 pub(crate) struct TaskCache {
     capacity: usize,
-    /// Task files written by us so far (see the module docs).
+    /// Task files written by us so far, and outside changes seen through a watch (see the module
+    /// docs).
     writes: AtomicU64,
+    /// How often a watched folder is checked to still be at its path.
+    verify_every: Duration,
     state: Mutex<State>,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    /// Tasks keyed inline (see `task::key`): GetTask looks one up per request.
-    workspaces: HashMap<PathBuf, HashMap<TaskKey, Slot>>,
+    workspaces: HashMap<PathBuf, Workspace>,
     bytes: usize,
     /// Ticks once per hit or insert: the recency of [`Slot::used`].
     clock: u64,
+    /// Numbers the watches started, so an insert can tell whether the watch it read under is
+    /// still the one running.
+    watches_started: u64,
+}
+
+/// One workspace's entries, and the watch of its task folder.
+#[derive(Debug, Default)]
+struct Workspace {
+    /// Tasks keyed inline (see `task::key`): GetTask looks one up per request.
+    tasks: HashMap<TaskKey, Slot>,
+    watch: Watch,
+}
+
+#[derive(Debug, Default)]
+enum Watch {
+    /// Not started yet, or ended: the next read of a file tries to start one.
+    #[default]
+    Off,
+    /// Watching the task folder: entries read under it need no `stat`.
+    On { watch: FolderWatch, number: u64 },
+    /// This folder cannot be watched: entries are always checked by their stamp.
+    Unavailable,
 }
 
 #[derive(Debug)]
@@ -191,12 +222,34 @@ struct Slot {
     task: Arc<CachedTask>,
     cost: usize,
     used: u64,
+    /// Read while the folder's watch (this number) was running: valid until the watch reports
+    /// a change of the file, without a `stat`.
+    watched: Option<u64>,
+}
+
+/// What a reader saw before reading a task file, for [`TaskCache::insert`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadToken {
+    writes: u64,
+    watch: Option<u64>,
 }
 
 impl TaskCache {
     /// A cache of at most `capacity` bytes; 0 caches nothing.
     pub fn new(capacity: usize) -> TaskCache {
-        TaskCache { capacity, writes: AtomicU64::new(0), state: Mutex::default() }
+        TaskCache {
+            capacity,
+            writes: AtomicU64::new(0),
+            verify_every: Duration::from_secs(1),
+            state: Mutex::default(),
+        }
+    }
+
+    /// This cache, checking a watched folder's place at most once per `every` (1 s by default).
+    #[cfg(test)]
+    pub fn verifying_every(mut self, every: Duration) -> TaskCache {
+        self.verify_every = every;
+        self
     }
 
     /// Whether the cache holds anything at all (capacity above 0).
@@ -204,10 +257,98 @@ impl TaskCache {
         self.capacity > 0
     }
 
-    /// Task files written so far: take it before reading a file whose task may be
-    /// [inserted](TaskCache::insert).
-    pub fn writes(&self) -> u64 {
+    /// To take before reading a task file of `workspace` (whose task folder is `dir`) that may
+    /// be [inserted](TaskCache::insert): starts watching `dir` when it is not watched yet.
+    pub fn read_token(&self, workspace: &Path, dir: &Path) -> ReadToken {
+        if !self.enabled() {
+            return ReadToken { writes: self.writes(), watch: None };
+        }
+        let mut state = self.lock();
+        let state = &mut *state;
+        let entry = match state.workspaces.get_mut(workspace) {
+            Some(entry) => entry,
+            None => state.workspaces.entry(workspace.to_path_buf()).or_default(),
+        };
+        if matches!(entry.watch, Watch::Off) {
+            match FolderWatch::start(dir) {
+                Ok(Some(watch)) => {
+                    state.watches_started += 1;
+                    entry.watch = Watch::On { watch, number: state.watches_started };
+                }
+                Ok(None) => entry.watch = Watch::Unavailable,
+                // No folder, no task file to cache: try again once there is one.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => {
+                    tracing::warn!(
+                        folder = %dir.display(),
+                        error = %err,
+                        "cannot watch a task folder; cached tasks are checked with a stat each"
+                    );
+                    entry.watch = Watch::Unavailable;
+                }
+            }
+        }
+        let watch = match entry.watch {
+            Watch::On { number, .. } => Some(number),
+            Watch::Off | Watch::Unavailable => None,
+        };
+        // After the watch started: a change it does not report happened before this.
+        ReadToken { writes: self.writes(), watch }
+    }
+
+    fn writes(&self) -> u64 {
         self.writes.load(Ordering::Acquire)
+    }
+
+    /// The entry of `workspace`'s task `id` when its folder (`dir`) is watched and reported no
+    /// change of the file since it was read: no `stat` needed. Reads the watch's events first,
+    /// dropping the entries of the files they name.
+    pub fn get_watched(&self, workspace: &Path, dir: &Path, id: &str) -> Option<Arc<CachedTask>> {
+        if !self.enabled() {
+            return None;
+        }
+        let mut state = self.lock();
+        let state = &mut *state;
+        let entry = state.workspaces.get_mut(workspace)?;
+        let Watch::On { watch, number } = &mut entry.watch else { return None };
+        let number = *number;
+        let tasks = &mut entry.tasks;
+        let mut freed = 0;
+        let drained = watch.drain(&mut |name| {
+            let id = name.strip_suffix(b".json").and_then(|id| std::str::from_utf8(id).ok());
+            if let Some(slot) = id.and_then(|id| tasks.remove(id)) {
+                freed += slot.cost;
+            }
+        });
+        let ended = drained.ended || !watch.still_at(dir, self.verify_every);
+        if drained.any || ended {
+            // A reader that began before these changes must not store what it read.
+            self.writes.fetch_add(1, Ordering::AcqRel);
+        }
+        if drained.all || ended {
+            // Entries checked by their stamp stay; those trusted on the watch's word go.
+            tasks.retain(|_, slot| {
+                let keep = slot.watched.is_none();
+                if !keep {
+                    freed += slot.cost;
+                }
+                keep
+            });
+        }
+        if ended {
+            entry.watch = Watch::Off;
+        }
+        state.bytes -= freed;
+        if ended {
+            return None;
+        }
+        let slot = entry.tasks.get_mut(id)?;
+        if slot.watched != Some(number) {
+            return None;
+        }
+        state.clock += 1;
+        slot.used = state.clock;
+        Some(slot.task.clone())
     }
 
     /// The entry of `workspace`'s task `id` when it was read with `stamp` (the file's now). An
@@ -218,7 +359,7 @@ impl TaskCache {
         }
         let mut state = self.lock();
         let state = &mut *state;
-        let tasks = state.workspaces.get_mut(workspace)?;
+        let tasks = &mut state.workspaces.get_mut(workspace)?.tasks;
         let slot = tasks.get_mut(id)?;
         if slot.task.stamp != *stamp {
             let cost = slot.cost;
@@ -231,9 +372,9 @@ impl TaskCache {
         Some(slot.task.clone())
     }
 
-    /// Stores a task read after [`TaskCache::writes`] returned `writes_before`, unless a task
-    /// file was written since (it may be this one, and the read may predate it).
-    pub fn insert(&self, workspace: &Path, id: &str, task: Arc<CachedTask>, writes_before: u64) {
+    /// Stores a task read after `token` was taken, unless a task file was written (or changed,
+    /// as a watch reported) since: it may be this one, and the read may predate it.
+    pub fn insert(&self, workspace: &Path, id: &str, task: Arc<CachedTask>, token: ReadToken) {
         let cost = task.cost(id);
         if cost > self.capacity / 8 {
             // Also when the cache is off. One huge task must not flush everything else.
@@ -242,18 +383,22 @@ impl TaskCache {
         // Only valid task ids (at most 100 bytes) reach here; anything else is not cached.
         let Some(key) = TaskKey::new(id) else { return };
         let mut state = self.lock();
-        // Checked under the lock: `forget` bumps the counter before it takes the lock.
-        if self.writes() != writes_before {
+        // Checked under the lock: `forget` and the watch bump the counter before they take it.
+        if self.writes() != token.writes {
             return;
         }
         let state = &mut *state;
         state.clock += 1;
-        let slot = Slot { task, cost, used: state.clock };
-        let tasks = match state.workspaces.get_mut(workspace) {
-            Some(tasks) => tasks,
+        let entry = match state.workspaces.get_mut(workspace) {
+            Some(entry) => entry,
             None => state.workspaces.entry(workspace.to_path_buf()).or_default(),
         };
-        if let Some(old) = tasks.insert(key, slot) {
+        let watched = match entry.watch {
+            Watch::On { number, .. } if token.watch == Some(number) => Some(number),
+            _ => None,
+        };
+        let slot = Slot { task, cost, used: state.clock, watched };
+        if let Some(old) = entry.tasks.insert(key, slot) {
             state.bytes -= old.cost;
         }
         state.bytes += cost;
@@ -271,8 +416,8 @@ impl TaskCache {
         }
         let mut state = self.lock();
         let state = &mut *state;
-        if let Some(tasks) = state.workspaces.get_mut(workspace)
-            && let Some(old) = tasks.remove(id)
+        if let Some(entry) = state.workspaces.get_mut(workspace)
+            && let Some(old) = entry.tasks.remove(id)
         {
             state.bytes -= old.cost;
         }
@@ -287,7 +432,7 @@ impl TaskCache {
     /// Entries held.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.lock().workspaces.values().map(HashMap::len).sum()
+        self.lock().workspaces.values().map(|entry| entry.tasks.len()).sum()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -298,8 +443,12 @@ impl TaskCache {
 impl State {
     /// Drops the least recently used entries until at most `target` bytes are held.
     fn evict(&mut self, target: usize) {
-        let mut ages: Vec<(u64, usize)> =
-            self.workspaces.values().flat_map(HashMap::values).map(|s| (s.used, s.cost)).collect();
+        let mut ages: Vec<(u64, usize)> = self
+            .workspaces
+            .values()
+            .flat_map(|entry| entry.tasks.values())
+            .map(|s| (s.used, s.cost))
+            .collect();
         ages.sort_unstable();
         // The newest `used` to drop: the oldest entries until enough bytes would go.
         let mut excess = self.bytes.saturating_sub(target);
@@ -312,8 +461,8 @@ impl State {
             excess = excess.saturating_sub(cost);
         }
         let mut freed = 0;
-        for tasks in self.workspaces.values_mut() {
-            tasks.retain(|_, slot| {
+        for entry in self.workspaces.values_mut() {
+            entry.tasks.retain(|_, slot| {
                 let keep = slot.used > cutoff;
                 if !keep {
                     freed += slot.cost;
@@ -321,7 +470,7 @@ impl State {
                 keep
             });
         }
-        self.workspaces.retain(|_, tasks| !tasks.is_empty());
+        // A workspace's watch stays with it: starting one again costs more than it holds.
         self.bytes -= freed;
     }
 }
@@ -560,6 +709,11 @@ mod tests {
         Arc::new(CachedTask { stamp: stamp(n), caller: "alice".into(), json })
     }
 
+    /// A token for a workspace whose task folder does not exist (so it is not watched).
+    fn token(cache: &TaskCache) -> ReadToken {
+        cache.read_token(Path::new("/ws"), Path::new("/nonexistent/volcanic/tasks"))
+    }
+
     fn cost() -> usize {
         cached(0).cost("t000")
     }
@@ -568,7 +722,7 @@ mod tests {
     fn cache_serves_an_entry_only_with_its_stamp() {
         let cache = TaskCache::new(100 * cost());
         let ws = Path::new("/ws");
-        cache.insert(ws, "t000", cached(1), cache.writes());
+        cache.insert(ws, "t000", cached(1), token(&cache));
         assert_eq!(cache.get(ws, "t000", &stamp(1)), Some(cached(1)));
         assert_eq!(cache.get(Path::new("/other"), "t000", &stamp(1)), None);
         // The file changed under it (an outside edit): the entry goes.
@@ -581,16 +735,16 @@ mod tests {
     fn cache_forgets_on_write_and_refuses_reads_that_predate_a_write() {
         let cache = TaskCache::new(100 * cost());
         let ws = Path::new("/ws");
-        cache.insert(ws, "t000", cached(1), cache.writes());
+        cache.insert(ws, "t000", cached(1), token(&cache));
         cache.forget(ws, "t000");
         assert_eq!(cache.get(ws, "t000", &stamp(1)), None);
         assert_eq!(cache.bytes(), 0);
         // Read before a write (of any task) landed: not stored, it may be the old version.
-        let before = cache.writes();
+        let before = token(&cache);
         cache.forget(ws, "t9");
         cache.insert(ws, "t000", cached(1), before);
         assert_eq!(cache.len(), 0);
-        cache.insert(ws, "t000", cached(1), cache.writes());
+        cache.insert(ws, "t000", cached(1), token(&cache));
         assert_eq!(cache.len(), 1);
     }
 
@@ -599,12 +753,12 @@ mod tests {
         let cache = TaskCache::new(16 * cost());
         let ws = Path::new("/ws");
         for n in 0..16 {
-            cache.insert(ws, &format!("t{n:03}"), cached(n), cache.writes());
+            cache.insert(ws, &format!("t{n:03}"), cached(n), token(&cache));
         }
         assert_eq!(cache.len(), 16);
         // t000 is used again, so it is the newest.
         assert!(cache.get(ws, "t000", &stamp(0)).is_some());
-        cache.insert(ws, "t016", cached(16), cache.writes());
+        cache.insert(ws, "t016", cached(16), token(&cache));
         assert!(cache.bytes() <= 16 * cost());
         // Down to 7/8 of the bound at once: the three least recently used went.
         assert_eq!(cache.len(), 14);
@@ -615,7 +769,7 @@ mod tests {
             assert!(cache.get(ws, &format!("t{n:03}"), &stamp(n)).is_some(), "t{n:03}");
         }
         for n in 17..200 {
-            cache.insert(ws, &format!("t{n:03}"), cached(n), cache.writes());
+            cache.insert(ws, &format!("t{n:03}"), cached(n), token(&cache));
             assert!(cache.bytes() <= 16 * cost());
         }
         assert_eq!(cache.bytes(), cache.len() * cost());
@@ -625,10 +779,181 @@ mod tests {
     fn cache_of_zero_bytes_or_a_huge_task_holds_nothing() {
         let ws = Path::new("/ws");
         let off = TaskCache::new(0);
-        off.insert(ws, "t000", cached(0), off.writes());
+        off.insert(ws, "t000", cached(0), token(&off));
         assert_eq!((off.len(), off.get(ws, "t000", &stamp(0))), (0, None));
         let small = TaskCache::new(4 * cost());
-        small.insert(ws, "t000", cached(0), small.writes());
+        small.insert(ws, "t000", cached(0), token(&small));
         assert_eq!(small.len(), 0);
+    }
+
+    /// A real task folder under a temp dir, watched (Linux).
+    #[cfg(target_os = "linux")]
+    struct Folder {
+        _root: tempfile::TempDir,
+        ws: PathBuf,
+        dir: PathBuf,
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Folder {
+        fn new() -> Folder {
+            let root = tempfile::tempdir().unwrap();
+            let ws = root.path().join("ws");
+            let dir = ws.join("tasks");
+            std::fs::create_dir_all(&dir).unwrap();
+            for n in 0..2 {
+                std::fs::write(dir.join(format!("t{n:03}.json")), "{}").unwrap();
+            }
+            Folder { _root: root, ws, dir }
+        }
+
+        /// Caches `id` as read under the watch, and checks it is served without a stamp.
+        fn cache(&self, cache: &TaskCache, id: &str) {
+            let token = cache.read_token(&self.ws, &self.dir);
+            cache.insert(&self.ws, id, cached(1), token);
+            assert_eq!(cache.get_watched(&self.ws, &self.dir, id), Some(cached(1)), "{id}");
+        }
+
+        fn file(&self, id: &str) -> PathBuf {
+            self.dir.join(format!("{id}.json"))
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn watched_entries_are_served_until_their_file_changes_in_any_way() {
+        let folder = Folder::new();
+        let cache = TaskCache::new(100 * cost());
+        let (ws, dir) = (&folder.ws, &folder.dir);
+        type Change<'a> = (&'a str, &'a dyn Fn(&Path));
+        let changes: [Change; 5] = [
+            ("rewritten in place", &|path| std::fs::write(path, "{\"x\":1}").unwrap()),
+            ("touched", &|path| {
+                let file = std::fs::File::options().write(true).open(path).unwrap();
+                file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(7)).unwrap();
+            }),
+            ("replaced by a rename", &|path| {
+                let other = path.with_extension("tmp");
+                std::fs::write(&other, "{}").unwrap();
+                std::fs::rename(&other, path).unwrap();
+            }),
+            ("moved away", &|path| {
+                std::fs::rename(path, path.with_extension("old")).unwrap();
+                std::fs::rename(path.with_extension("old"), path).unwrap();
+            }),
+            ("removed", &|path| std::fs::remove_file(path).unwrap()),
+        ];
+        for (what, change) in changes {
+            folder.cache(&cache, "t000");
+            folder.cache(&cache, "t001");
+            change(&folder.file("t000"));
+            assert_eq!(cache.get_watched(ws, dir, "t000"), None, "{what}");
+            // The entry went, not only the answer without a stat.
+            assert_eq!(cache.get(ws, "t000", &stamp(1)), None, "{what}");
+            // Another file's entry stays.
+            assert_eq!(cache.get_watched(ws, dir, "t001"), Some(cached(1)), "{what}");
+        }
+        // A stamp-checked entry is never served without its stat.
+        cache.insert(ws, "t002", cached(1), token(&cache));
+        assert_eq!(cache.get_watched(ws, dir, "t002"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_read_that_a_reported_change_may_postdate_is_not_trusted() {
+        let folder = Folder::new();
+        let cache = TaskCache::new(100 * cost());
+        let (ws, dir) = (&folder.ws, &folder.dir);
+        // The change is reported to a reader of another task while the read is under way.
+        let token = cache.read_token(ws, dir);
+        std::fs::write(folder.file("t000"), "{\"x\":1}").unwrap();
+        assert_eq!(cache.get_watched(ws, dir, "t001"), None);
+        cache.insert(ws, "t000", cached(1), token);
+        assert_eq!(cache.len(), 0);
+        // Not reported yet when the read is stored: the next answer reads the report first.
+        let token = cache.read_token(ws, dir);
+        std::fs::write(folder.file("t000"), "{\"x\":2}").unwrap();
+        cache.insert(ws, "t000", cached(1), token);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.get_watched(ws, dir, "t000"), None);
+        assert_eq!(cache.len(), 0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_moved_or_replaced_folder_ends_the_watch_and_a_new_one_starts() {
+        let folder = Folder::new();
+        let cache = TaskCache::new(100 * cost());
+        let (ws, dir) = (&folder.ws, &folder.dir);
+        // The folder itself renamed away and another put in its place.
+        folder.cache(&cache, "t000");
+        std::fs::rename(dir, ws.join("old")).unwrap();
+        std::fs::create_dir(dir).unwrap();
+        assert_eq!(cache.get_watched(ws, dir, "t000"), None);
+        assert_eq!(cache.len(), 0);
+        // The next read watches the new folder.
+        folder.cache(&cache, "t000");
+        // A parent renamed away, and the path made again.
+        std::fs::rename(ws, ws.with_file_name("moved")).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        assert_eq!(cache.get_watched(ws, dir, "t000"), None);
+        assert_eq!(cache.len(), 0);
+        folder.cache(&cache, "t000");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_folder_taken_off_its_path_without_an_event_is_found_by_its_place() {
+        // The workspace is reached through a symbolic link, pointed elsewhere: no watched
+        // folder moves, so only the check of the folder's place can tell.
+        let folder = Folder::new();
+        let root = folder.ws.parent().unwrap();
+        let other = root.join("other");
+        std::fs::create_dir_all(other.join("tasks")).unwrap();
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&folder.ws, &link).unwrap();
+        let dir = link.join("tasks");
+        let linked = Folder { _root: tempfile::tempdir().unwrap(), ws: link.clone(), dir };
+        let swap = |target: &Path| {
+            let new_link = root.join("link.new");
+            std::os::unix::fs::symlink(target, &new_link).unwrap();
+            std::fs::rename(&new_link, &link).unwrap();
+        };
+        // Within the check's period the watch's word is taken; once it is due, the place is
+        // checked.
+        let cache = TaskCache::new(100 * cost()).verifying_every(Duration::from_secs(3600));
+        linked.cache(&cache, "t000");
+        swap(&other);
+        assert_eq!(cache.get_watched(&linked.ws, &linked.dir, "t000"), Some(cached(1)));
+        let cache = TaskCache::new(100 * cost()).verifying_every(Duration::ZERO);
+        swap(&folder.ws);
+        linked.cache(&cache, "t000");
+        swap(&other);
+        assert_eq!(cache.get_watched(&linked.ws, &linked.dir, "t000"), None);
+        assert_eq!(cache.len(), 0);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn lost_events_drop_every_entry_the_watch_vouched_for() {
+        let folder = Folder::new();
+        let cache = TaskCache::new(100 * cost());
+        let (ws, dir) = (&folder.ws, &folder.dir);
+        folder.cache(&cache, "t000");
+        cache.insert(ws, "t002", cached(1), token(&cache));
+        // More events than the kernel queues (alternating files: equal events in a row merge).
+        let limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .map_or(16_384, |text| text.trim().parse().unwrap());
+        let mut files: Vec<std::fs::File> = ["a.tmp", "b.tmp"]
+            .iter()
+            .map(|name| std::fs::File::create(dir.join(name)).unwrap())
+            .collect();
+        for n in 0..(limit + 100).min(1 << 20) {
+            std::io::Write::write_all(&mut files[n % 2], b"x").unwrap();
+        }
+        assert_eq!(cache.get_watched(ws, dir, "t000"), None);
+        // The watch goes on: only the entries it vouched for went.
+        assert_eq!(cache.len(), 1);
+        folder.cache(&cache, "t000");
     }
 }

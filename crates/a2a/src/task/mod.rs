@@ -9,6 +9,7 @@ pub mod cache;
 mod index;
 mod key;
 pub mod store;
+mod watch;
 
 pub use store::{TaskStore, TaskSummary, apply_history_length};
 

@@ -728,10 +728,16 @@ enum Probe {
     Miss,
 }
 
-/// One `stat` of the task file at `path`, and a cache lookup with its stamp.
+/// A cache lookup: without a `stat` when the task folder's watch vouches for the entry, else
+/// one `stat` of the task file at `path` and a lookup with its stamp.
 fn probe(cache: &TaskCache, workspace: &Path, id: &str, path: &Path) -> io::Result<Probe> {
     if !cache.enabled() {
         return Ok(Probe::Miss);
+    }
+    if let Some(dir) = path.parent()
+        && let Some(cached) = cache.get_watched(workspace, dir, id)
+    {
+        return Ok(Probe::Hit(cached));
     }
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
@@ -762,14 +768,14 @@ fn read_and_cache(
     path: &Path,
 ) -> io::Result<Option<Loaded>> {
     // Before the read: a write that lands during it keeps what was read out of the cache.
-    let writes = cache.writes();
+    let token = cache.read_token(workspace, path.parent().unwrap_or(workspace));
     let Some((file, stamp)) = read_task_file_stamped(path, id)? else { return Ok(None) };
     let Some(stamp) = stamp.filter(|_| !is_active(&file.task.status.state)) else {
         return Ok(Some(Loaded::File(Box::new(file))));
     };
     let Ok(json) = TaskJson::of(&file.task) else { return Ok(Some(Loaded::File(Box::new(file)))) };
     let cached = Arc::new(CachedTask { stamp, caller: file.caller.into_boxed_str(), json });
-    cache.insert(workspace, id, cached.clone(), writes);
+    cache.insert(workspace, id, cached.clone(), token);
     Ok(Some(Loaded::Settled(cached)))
 }
 
