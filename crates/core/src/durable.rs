@@ -95,10 +95,16 @@ mod imp {
 
 /// Group commit: callers wait for a sync that started after they arrived; one sync at a time,
 /// serving everyone who arrived before it started.
+///
+/// A waiter needs either the running sync's successor or (once that one ends) nothing more, so
+/// waiters sleep on the condition variable of the parity of the sync they need: the end of a
+/// sync wakes those it served, and one of the next generation to run the next sync, instead of
+/// every waiter (most of whom would go back to sleep).
 #[derive(Default)]
 pub struct Barrier {
     state: std::sync::Mutex<BarrierState>,
-    done: std::sync::Condvar,
+    /// Waiters for an even-numbered sync, and for an odd-numbered one.
+    done: [std::sync::Condvar; 2],
 }
 
 #[derive(Default)]
@@ -138,7 +144,7 @@ impl Barrier {
                 };
             }
             if state.running {
-                state = self.done.wait(state).unwrap_or_else(PoisonError::into_inner);
+                state = self.generation(needed).wait(state).unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
             state.running = true;
@@ -154,6 +160,11 @@ impl Barrier {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BarrierState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Where the waiters for sync `number` sleep.
+    fn generation(&self, number: u64) -> &std::sync::Condvar {
+        &self.done[usize::from(number % 2 == 1)]
     }
 }
 
@@ -178,7 +189,11 @@ impl Drop for Running<'_> {
             }
         }
         drop(state);
-        self.barrier.done.notify_all();
+        // Everyone this sync served; and of those who arrived while it ran (they need the next,
+        // and sleep on the other parity: the waiters of the sync before this one were all woken
+        // when it ended), one to run it. The rest wait for its end.
+        self.barrier.generation(self.number).notify_all();
+        self.barrier.generation(self.number + 1).notify_one();
     }
 }
 
