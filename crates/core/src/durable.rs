@@ -190,8 +190,11 @@ impl Drop for Running<'_> {
         }
         drop(state);
         // Everyone this sync served; and of those who arrived while it ran (they need the next,
-        // and sleep on the other parity: the waiters of the sync before this one were all woken
-        // when it ended), one to run it. The rest wait for its end.
+        // and sleep on the other parity), one to run it. The rest wait for its end. The other
+        // parity may still hold a waiter of the sync before this one whose wake-up (sent after
+        // the lock was let go) has not reached it yet: if this notification wakes that one
+        // instead, it returns, and the pending `notify_all` of its own sync, on the same
+        // condition variable, wakes the next generation, one of whom runs the next sync.
         self.barrier.generation(self.number).notify_all();
         self.barrier.generation(self.number + 1).notify_one();
     }
@@ -327,6 +330,87 @@ mod tests {
         assert!(panicked.is_err());
         assert!(!barrier.lock().running);
         barrier.wait(&|| Ok(())).unwrap();
+    }
+
+    /// Runs `work` on a thread and fails the test if it has not ended within 60 s: a lost
+    /// wake-up hangs a waiter, and a hung test says less than a failed one.
+    fn within_a_minute(work: impl FnOnce() + Send + 'static) {
+        let (done, ended) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            work();
+            let _ = done.send(());
+        });
+        match ended.recv_timeout(Duration::from_secs(60)) {
+            Ok(()) => worker.join().unwrap(),
+            // The worker panicked (its assertion's message is in the output), or hangs.
+            Err(_) if worker.is_finished() => std::panic::resume_unwind(worker.join().unwrap_err()),
+            Err(_) => panic!("barrier waiters still waiting after 60 s: a lost wake-up"),
+        }
+    }
+
+    #[test]
+    fn many_waiters_on_instant_syncs_all_return() {
+        // Syncs that take no time make generations turn over as fast as threads wake, where
+        // a wake-up sent to the wrong generation would strand a waiter.
+        within_a_minute(|| {
+            let barrier = Arc::new(Barrier::new());
+            let syncs = Arc::new(AtomicUsize::new(0));
+            let threads: Vec<_> = (0..32)
+                .map(|_| {
+                    let (barrier, syncs) = (barrier.clone(), syncs.clone());
+                    std::thread::spawn(move || {
+                        for _ in 0..500 {
+                            barrier
+                                .wait(&|| {
+                                    syncs.fetch_add(1, Ordering::SeqCst);
+                                    std::thread::yield_now();
+                                    Ok(())
+                                })
+                                .unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            let syncs = syncs.load(Ordering::SeqCst);
+            assert!((1..=32 * 500).contains(&syncs), "{syncs} syncs");
+        });
+    }
+
+    #[test]
+    fn a_sync_panicking_with_waiters_queued_wakes_them_and_the_next_runs() {
+        within_a_minute(|| {
+            let barrier = Arc::new(Barrier::new());
+            let gate = Arc::new(std::sync::Barrier::new(2));
+            // The first sync holds while waiters queue behind it, then panics.
+            let holder = {
+                let (barrier, gate) = (barrier.clone(), gate.clone());
+                std::thread::spawn(move || {
+                    barrier.wait(&|| {
+                        gate.wait();
+                        gate.wait();
+                        panic!("sync panicked")
+                    })
+                })
+            };
+            gate.wait();
+            let waiters: Vec<_> = (0..8)
+                .map(|_| {
+                    let barrier = barrier.clone();
+                    std::thread::spawn(move || barrier.wait(&|| Ok(())))
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(50));
+            gate.wait();
+            assert!(holder.join().is_err(), "the panic goes on in the thread that ran the sync");
+            // They needed the sync after the panicked one, which one of them ran.
+            for waiter in waiters {
+                waiter.join().unwrap().unwrap();
+            }
+            barrier.wait(&|| Ok(())).unwrap();
+        });
     }
 
     #[test]

@@ -718,6 +718,35 @@ fn read_task_file_stamped(path: &Path, id: &str) -> io::Result<Option<(TaskFile,
     Ok(parsed.map(|file| (file, Stamp::of(&meta))))
 }
 
+/// [`read_task_file_stamped`] for task `id` in the watched task folder `folder`, read through
+/// it, and whether the watch can vouch for the file: a regular file (not a symbolic link) with
+/// one link, so a change to it is a change in the folder, which the watch reports.
+#[cfg(target_os = "linux")]
+fn read_watched_task_file(
+    folder: &std::os::fd::OwnedFd,
+    id: &str,
+) -> io::Result<Option<(TaskFile, Option<Stamp>, bool)>> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let name = format!("{id}.json");
+    let mut file =
+        match rustix::fs::openat(folder, &name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => std::fs::File::from(fd),
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(err) => return Err(err.into()),
+        };
+    let meta = file.metadata()?;
+    let link = rustix::fs::statat(folder, &name, AtFlags::SYMLINK_NOFOLLOW)?;
+    let vouched = FileType::from_raw_mode(link.st_mode) == FileType::RegularFile
+        && link.st_nlink == 1
+        && (link.st_dev, link.st_ino) == (meta.dev(), meta.ino());
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    let parsed = serde_json::from_slice::<TaskFile>(&bytes).ok().filter(|file| file.task.id == id);
+    Ok(parsed.map(|file| (file, Stamp::of(&meta), vouched)))
+}
+
 /// What the cache knows of a task file.
 enum Probe {
     /// Cached, and the file is unchanged since.
@@ -768,8 +797,19 @@ fn read_and_cache(
     path: &Path,
 ) -> io::Result<Option<Loaded>> {
     // Before the read: a write that lands during it keeps what was read out of the cache.
-    let token = cache.read_token(workspace, path.parent().unwrap_or(workspace));
-    let Some((file, stamp)) = read_task_file_stamped(path, id)? else { return Ok(None) };
+    let mut token = cache.read_token(workspace, path.parent().unwrap_or(workspace));
+    // Under a watch, the file is read through the watched folder (see `task::watch`).
+    #[cfg(target_os = "linux")]
+    let read = match token.folder() {
+        Some(folder) => read_watched_task_file(folder, id)?,
+        None => read_task_file_stamped(path, id)?.map(|(file, stamp)| (file, stamp, false)),
+    };
+    #[cfg(not(target_os = "linux"))]
+    let read = read_task_file_stamped(path, id)?.map(|(file, stamp)| (file, stamp, false));
+    let Some((file, stamp, vouched)) = read else { return Ok(None) };
+    if !vouched {
+        token = token.unwatched();
+    }
     let Some(stamp) = stamp.filter(|_| !is_active(&file.task.status.state)) else {
         return Ok(Some(Loaded::File(Box::new(file))));
     };

@@ -638,3 +638,64 @@ fn tasks_dir_is_the_workspace_a2a_tasks_folder() {
         assert_eq!(tasks_dir(workspace), workspace.join(".volcanic").join("a2a").join("tasks"));
     }
 }
+
+/// GetTask's view of a task, from the cache or the file.
+#[cfg(target_os = "linux")]
+async fn view(store: &TaskStore, alice: &Caller, id: &str) -> Task {
+    match store.load_view(alice, id, &never_live).await.unwrap() {
+        super::store::Loaded::Settled(cached) => cached.json.to_task(None, true),
+        super::store::Loaded::File(file) => file.task,
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn store_cache_follows_task_files_changed_through_another_name() {
+    // The task folder's watch reports changes made through the folder only; a task file that
+    // is a symbolic link, or has a second hard link elsewhere, is checked by its stamp.
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(&dir.path().join("ws"));
+    let alice = caller(&ws, "alice");
+    let store = TaskStore::new();
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(tasks_dir(&ws.path)).unwrap();
+    let text_of =
+        |task: &Task| task.artifacts.as_ref().unwrap()[0].parts[0].as_text().map(str::to_string);
+    type Link<'a> = (&'a str, &'a dyn Fn(&Path, &Path));
+    let cases: [Link; 3] = [
+        ("plain", &|_, _| {}),
+        ("symbolic link", &|inside, target| std::os::unix::fs::symlink(target, inside).unwrap()),
+        ("hard link", &|inside, target| std::fs::hard_link(target, inside).unwrap()),
+    ];
+    for (n, (what, link)) in cases.into_iter().enumerate() {
+        let id = format!("t{n}");
+        let inside = task_path(&ws.path, &id);
+        let target = outside.join(format!("{id}.json"));
+        let file_of = |text: &str| {
+            let mut file = task_file(&id, "c1", "alice", TaskState::Completed, 1);
+            file.task.artifacts.as_mut().unwrap()[0].parts = vec![Part::text(text)];
+            file
+        };
+        // In place (the same inode), as an editor that truncates and rewrites does.
+        let put = |path: &Path, text: &str| {
+            std::fs::write(path, serde_json::to_vec_pretty(&file_of(text)).unwrap()).unwrap();
+        };
+        if what == "plain" {
+            put(&inside, "before");
+        } else {
+            put(&target, "before");
+            link(&inside, &target);
+        }
+        // Read twice: the second answer is the cache's.
+        assert_eq!(text_of(&view(&store, &alice, &id).await).as_deref(), Some("before"), "{what}");
+        assert_eq!(text_of(&view(&store, &alice, &id).await).as_deref(), Some("before"), "{what}");
+        // Changed through the other name (for the plain file, through its own).
+        put(if what == "plain" { &inside } else { &target }, "after, and longer");
+        assert_eq!(
+            text_of(&view(&store, &alice, &id).await).as_deref(),
+            Some("after, and longer"),
+            "{what}"
+        );
+    }
+}

@@ -8,7 +8,12 @@
 //! changes all go through this kernel (not NFS, SMB, FUSE, ...), and a folder that is removed or
 //! renamed, or one of whose parents is, ends the watch. What moves the folder off its path
 //! without an event (a parent that could not be watched, a symbolic link pointed elsewhere, a
-//! mount over a parent) is found by a `stat` of the folder's path at most once a second.
+//! mount over a parent) is found by a `stat` of the folder's path at most once a second; files
+//! vouched for by the watch are read through a descriptor of the watched folder, so they are
+//! its files whatever its path leads to meanwhile. Nor does inotify report a change made through
+//! another name of the file (a symbolic link's target, a hard link elsewhere) or through a
+//! shared `mmap`: the cache trusts the watch only for a regular file with one link, and leaves
+//! `mmap` writers to the documented limits.
 //!
 //! Elsewhere than Linux there is no watch and the cache checks each file's stamp, as before.
 
@@ -33,6 +38,9 @@ pub(crate) struct Drained {
 pub(crate) struct FolderWatch {
     #[cfg(target_os = "linux")]
     inotify: std::os::fd::OwnedFd,
+    /// The folder watched (`O_PATH`): files vouched for are read through it.
+    #[cfg(target_os = "linux")]
+    folder: std::sync::Arc<std::os::fd::OwnedFd>,
     /// The folder's (device, inode) when the watch started.
     identity: (u64, u64),
     /// When the folder was last found at its path.
@@ -41,11 +49,12 @@ pub(crate) struct FolderWatch {
 
 impl FolderWatch {
     /// Starts watching the files of folder `dir`. `Ok(None)` when this platform or `dir`'s file
-    /// system cannot report every change, or `dir` changed while the watch was being set up.
+    /// system cannot report every change.
     ///
     /// # Errors
     /// The error of inspecting `dir` or of setting up the watch (`NotFound` when `dir` does not
-    /// exist yet).
+    /// exist yet, `Interrupted` when it changed while the watch was being set up, the limits of
+    /// inotify when they are reached).
     pub fn start(dir: &Path) -> io::Result<Option<FolderWatch>> {
         imp::start(dir)
     }
@@ -54,6 +63,12 @@ impl FolderWatch {
     /// or removed (in any order, possibly more than once). Never blocks.
     pub fn drain(&mut self, changed: &mut dyn FnMut(&[u8])) -> Drained {
         imp::drain(self, changed)
+    }
+
+    /// The watched folder, to read its files through.
+    #[cfg(target_os = "linux")]
+    pub fn folder(&self) -> std::sync::Arc<std::os::fd::OwnedFd> {
+        self.folder.clone()
     }
 
     /// Whether the folder at `dir` is still the one watched; looked at (one `stat`) at most
@@ -93,6 +108,7 @@ mod imp {
     use std::path::Path;
     use std::time::Instant;
 
+    use rustix::fs::OFlags;
     use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
     use super::{Drained, FolderWatch, identity};
@@ -111,8 +127,14 @@ mod imp {
     ];
 
     pub(super) fn start(dir: &Path) -> io::Result<Option<FolderWatch>> {
-        let before = identity(dir)?;
-        let kind = rustix::fs::statfs(dir)?.f_type;
+        let folder = rustix::fs::open(
+            dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        let stat = rustix::fs::fstat(&folder)?;
+        let before = (stat.st_dev, stat.st_ino);
+        let kind = rustix::fs::fstatfs(&folder)?.f_type;
         #[allow(clippy::cast_sign_loss, reason = "f_type is a magic number, signed on some ABIs")]
         if !LOCAL.contains(&(kind as u64)) {
             return Ok(None);
@@ -129,19 +151,30 @@ mod imp {
             | WatchFlags::MOVE_SELF
             | WatchFlags::ONLYDIR;
         inotify::add_watch(&inotify, dir, mask)?;
+        // The folder watched is the one opened only if the path still leads there.
+        if identity(dir)? != before {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                "the folder changed while its watch was being set up",
+            ));
+        }
         // Its parents, for their own renames and removals only (no events for their other
         // entries): a parent moved away takes the folder from its path without an event for it.
-        // One that cannot be watched is left to the periodic check of the folder's place.
+        // Added to any watch of the same folder (a path that loops back to it), never replacing
+        // it. One that cannot be watched is left to the periodic check of the folder's place.
         for parent in dir.ancestors().skip(1).filter(|parent| !parent.as_os_str().is_empty()) {
-            let mask = WatchFlags::MOVE_SELF | WatchFlags::DELETE_SELF | WatchFlags::ONLYDIR;
+            let mask = WatchFlags::MOVE_SELF
+                | WatchFlags::DELETE_SELF
+                | WatchFlags::ONLYDIR
+                | WatchFlags::MASK_ADD;
             let _ = inotify::add_watch(&inotify, parent, mask);
         }
-        // The folder watched is the one whose identity is recorded only if it did not change
-        // in between.
-        if identity(dir)? != before {
-            return Ok(None);
-        }
-        Ok(Some(FolderWatch { inotify, identity: before, verified: Instant::now() }))
+        Ok(Some(FolderWatch {
+            inotify,
+            folder: std::sync::Arc::new(folder),
+            identity: before,
+            verified: Instant::now(),
+        }))
     }
 
     pub(super) fn drain(watch: &mut FolderWatch, changed: &mut dyn FnMut(&[u8])) -> Drained {
