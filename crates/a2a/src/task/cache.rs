@@ -3,10 +3,11 @@
 //! reading and parsing their files, and without building a `serde_json::Value` tree.
 //!
 //! Files stay the truth. Where the task folder can be watched (Linux, local file systems: see
-//! `task::watch`), an entry read while the watch ran is served until the watch reports a change
-//! of its file: every answer first reads the watch's queued events (one non-blocking `read`),
-//! so an outside edit, rename or removal made through the folder is seen on the next read
-//! without a `stat` per task. Elsewhere, and for entries read before the watch began, an entry
+//! `task::watch`), an entry read while the watch ran (through the watched folder, and only for a
+//! regular file with one link, whose every change is a change in the folder) is served until the
+//! watch reports a change of its file: every answer first reads the watch's queued events (one
+//! non-blocking `read`), so an outside edit, rename or removal made through the folder is seen on
+//! the next read without a `stat` per task. Elsewhere, and for entries read before the watch began, an entry
 //! is served only while its file's stamp (mtime, size and, on Unix, inode and ctime; the index
 //! uses the same) is the one it was read with, at the cost of one `stat`. Our own writes drop
 //! the entry ([`TaskCache::forget`], called where a task file is written) and bump a write
