@@ -244,6 +244,28 @@ mod tests {
         }
     }
 
+    /// Starts a sync on another thread that holds until the returned gate is passed (once the
+    /// caller has queued what it wants behind it), then ends with `end`. Returns once the sync
+    /// is running.
+    fn hold_a_sync(
+        barrier: &Arc<Barrier>,
+        end: fn() -> io::Result<()>,
+    ) -> (std::thread::JoinHandle<io::Result<()>>, Arc<std::sync::Barrier>) {
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let holder = {
+            let (barrier, gate) = (barrier.clone(), gate.clone());
+            std::thread::spawn(move || {
+                barrier.wait(&|| {
+                    gate.wait();
+                    gate.wait();
+                    end()
+                })
+            })
+        };
+        gate.wait(); // the sync is running
+        (holder, gate)
+    }
+
     #[test]
     fn every_waiter_returns_after_a_sync_that_started_after_it_asked() {
         let barrier = Arc::new(Barrier::new());
@@ -282,18 +304,7 @@ mod tests {
         let barrier = Arc::new(Barrier::new());
         let recorder = Arc::new(Recorder::new());
         // Hold a sync open while waiters queue up behind it, so the next sync serves them all.
-        let gate = Arc::new(std::sync::Barrier::new(2));
-        let holder = {
-            let (barrier, gate) = (barrier.clone(), gate.clone());
-            std::thread::spawn(move || {
-                barrier.wait(&|| {
-                    gate.wait();
-                    gate.wait();
-                    Ok(())
-                })
-            })
-        };
-        gate.wait(); // the first sync is running
+        let (holder, gate) = hold_a_sync(&barrier, || Ok(()));
         let failing = Arc::new(AtomicUsize::new(0));
         let waiters: Vec<_> = (0..8)
             .map(|_| {
@@ -383,19 +394,8 @@ mod tests {
     fn a_sync_panicking_with_waiters_queued_wakes_them_and_the_next_runs() {
         within_a_minute(|| {
             let barrier = Arc::new(Barrier::new());
-            let gate = Arc::new(std::sync::Barrier::new(2));
             // The first sync holds while waiters queue behind it, then panics.
-            let holder = {
-                let (barrier, gate) = (barrier.clone(), gate.clone());
-                std::thread::spawn(move || {
-                    barrier.wait(&|| {
-                        gate.wait();
-                        gate.wait();
-                        panic!("sync panicked")
-                    })
-                })
-            };
-            gate.wait();
+            let (holder, gate) = hold_a_sync(&barrier, || panic!("sync panicked"));
             let waiters: Vec<_> = (0..8)
                 .map(|_| {
                     let barrier = barrier.clone();
