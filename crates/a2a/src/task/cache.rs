@@ -290,53 +290,51 @@ impl TaskCache {
         if !self.enabled() {
             return self.token(None);
         }
-        if self.watch_due(workspace) {
-            let started = FolderWatch::start(dir);
-            let mut state = self.lock();
-            let state = &mut *state;
-            let entry = match state.workspaces.get_mut(workspace) {
-                Some(entry) => entry,
-                None => state.workspaces.entry(workspace.to_path_buf()).or_default(),
-            };
-            if matches!(entry.watch, Watch::Off | Watch::Unavailable { retry: Some(_) }) {
-                match started {
-                    Ok(Some(watch)) => {
-                        state.watches_started += 1;
-                        entry.watch = Watch::On { watch, number: state.watches_started };
-                    }
-                    Ok(None) => entry.watch = Watch::Unavailable { retry: None },
-                    // No folder, no task file to cache: try again once there is one.
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                    Err(err) => {
-                        tracing::info!(
-                            folder = %dir.display(),
-                            error = %err,
-                            "cannot watch a task folder; cached tasks are checked with a stat each \
-                             for a minute"
-                        );
-                        let retry = Instant::now() + RETRY_WATCH;
-                        entry.watch = Watch::Unavailable { retry: Some(retry) };
-                    }
+        let state = self.lock();
+        if !watch_due(&state, workspace) {
+            return self.token_of(&state, workspace);
+        }
+        drop(state);
+        let started = FolderWatch::start(dir);
+        let mut state = self.lock();
+        let state = &mut *state;
+        let entry = match state.workspaces.get_mut(workspace) {
+            Some(entry) => entry,
+            None => state.workspaces.entry(workspace.to_path_buf()).or_default(),
+        };
+        // Unless another reader installed a watch meanwhile.
+        if matches!(entry.watch, Watch::Off | Watch::Unavailable { retry: Some(_) }) {
+            match started {
+                Ok(Some(watch)) => {
+                    state.watches_started += 1;
+                    entry.watch = Watch::On { watch, number: state.watches_started };
+                }
+                Ok(None) => entry.watch = Watch::Unavailable { retry: None },
+                // No folder, no task file to cache: try again once there is one.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => {
+                    tracing::info!(
+                        folder = %dir.display(),
+                        error = %err,
+                        "cannot watch a task folder; cached tasks are checked with a stat each \
+                         for a minute"
+                    );
+                    let retry = Instant::now() + RETRY_WATCH;
+                    entry.watch = Watch::Unavailable { retry: Some(retry) };
                 }
             }
         }
-        let state = self.lock();
+        self.token_of(state, workspace)
+    }
+
+    /// The token for a read of `workspace` under `state`'s watch of it, if any. Taken after the
+    /// watch started: a change it does not report happened before this.
+    fn token_of(&self, state: &State, workspace: &Path) -> ReadToken {
         let watch = state.workspaces.get(workspace).and_then(|entry| match &entry.watch {
             Watch::On { watch, number } => Some((watch, *number)),
             Watch::Off | Watch::Unavailable { .. } => None,
         });
-        // Taken after the watch started: a change it does not report happened before this.
         self.token(watch)
-    }
-
-    /// Whether `workspace`'s folder should be (tried to be) watched now.
-    fn watch_due(&self, workspace: &Path) -> bool {
-        let state = self.lock();
-        match state.workspaces.get(workspace).map(|entry| &entry.watch) {
-            None | Some(Watch::Off) => true,
-            Some(Watch::Unavailable { retry: Some(at) }) => Instant::now() >= *at,
-            Some(Watch::On { .. } | Watch::Unavailable { retry: None }) => false,
-        }
     }
 
     #[cfg_attr(not(target_os = "linux"), allow(clippy::unused_self))]
@@ -490,6 +488,15 @@ impl TaskCache {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Whether `workspace`'s folder should be (tried to be) watched now.
+fn watch_due(state: &State, workspace: &Path) -> bool {
+    match state.workspaces.get(workspace).map(|entry| &entry.watch) {
+        None | Some(Watch::Off) => true,
+        Some(Watch::Unavailable { retry: Some(at) }) => Instant::now() >= *at,
+        Some(Watch::On { .. } | Watch::Unavailable { retry: None }) => false,
     }
 }
 

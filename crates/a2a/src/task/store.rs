@@ -688,8 +688,6 @@ fn task_path(workspace: &Path, id: &str) -> PathBuf {
     path
 }
 
-/// A missing, unreadable or malformed file, or one whose id is not its name, reads as `None`,
-/// without a log line (design: "Files").
 /// The task file of `id`: `None` when there is none, or when it does not parse as this task (a
 /// hand edit gone wrong reads as missing). Other I/O errors (out of descriptors, permissions) are
 /// errors, never "not found", so a failing disk cannot pass for an empty store.
@@ -699,23 +697,37 @@ fn read_task_file(path: &Path, id: &str) -> io::Result<Option<TaskFile>> {
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(err),
     };
-    Ok(serde_json::from_slice::<TaskFile>(&bytes).ok().filter(|file| file.task.id == id))
+    Ok(parse_task_file(&bytes, id))
+}
+
+/// `bytes` as task `id`'s file: `None`, without a log line, when they do not parse or name
+/// another task (design: "Files").
+fn parse_task_file(bytes: &[u8], id: &str) -> Option<TaskFile> {
+    serde_json::from_slice::<TaskFile>(bytes).ok().filter(|file| file.task.id == id)
+}
+
+/// The rest of an open task file, whose metadata is `meta`, as task `id`'s file.
+fn read_open_task_file(
+    mut file: std::fs::File,
+    meta: &std::fs::Metadata,
+    id: &str,
+) -> io::Result<Option<TaskFile>> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok(parse_task_file(&bytes, id))
 }
 
 /// [`read_task_file`], with the stamp of the file it read (from the open file, so it is the
 /// stamp of these bytes).
 fn read_task_file_stamped(path: &Path, id: &str) -> io::Result<Option<(TaskFile, Option<Stamp>)>> {
-    use std::io::Read;
-    let mut file = match std::fs::File::open(path) {
+    let file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(err),
     };
     let meta = file.metadata()?;
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes)?;
-    let parsed = serde_json::from_slice::<TaskFile>(&bytes).ok().filter(|file| file.task.id == id);
-    Ok(parsed.map(|file| (file, Stamp::of(&meta))))
+    Ok(read_open_task_file(file, &meta, id)?.map(|file| (file, Stamp::of(&meta))))
 }
 
 /// [`read_task_file_stamped`] for task `id` in the watched task folder `folder`, read through
@@ -727,10 +739,9 @@ fn read_watched_task_file(
     id: &str,
 ) -> io::Result<Option<(TaskFile, Option<Stamp>, bool)>> {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-    use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     let name = format!("{id}.json");
-    let mut file =
+    let file =
         match rustix::fs::openat(folder, &name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
             Ok(fd) => std::fs::File::from(fd),
             Err(rustix::io::Errno::NOENT) => return Ok(None),
@@ -741,10 +752,7 @@ fn read_watched_task_file(
     let vouched = FileType::from_raw_mode(link.st_mode) == FileType::RegularFile
         && link.st_nlink == 1
         && (link.st_dev, link.st_ino) == (meta.dev(), meta.ino());
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes)?;
-    let parsed = serde_json::from_slice::<TaskFile>(&bytes).ok().filter(|file| file.task.id == id);
-    Ok(parsed.map(|file| (file, Stamp::of(&meta), vouched)))
+    Ok(read_open_task_file(file, &meta, id)?.map(|file| (file, Stamp::of(&meta), vouched)))
 }
 
 /// What the cache knows of a task file.
