@@ -39,6 +39,14 @@ pub fn scope(caller: &Caller, context_id: &str) -> String {
     format!("{}{}", caller_prefix(caller), context_id)
 }
 
+/// Logs the end of a session taken out of the pool.
+fn log_closed(scope: &str, why: &'static str, closed: volcanic_core::Result<()>) {
+    if let Err(err) = closed {
+        tracing::warn!(scope = %scope, error = %err, "closing an A2A session failed");
+    }
+    tracing::info!(scope = %scope, reason = why, "A2A session closed");
+}
+
 /// The start of every scope of a caller: `<prefix>-a2a-<caller>_`.
 fn caller_prefix(caller: &Caller) -> String {
     format!("{}-a2a-{}_", caller.workspace.scope_prefix, caller.name)
@@ -366,25 +374,30 @@ impl SessionPool {
         Ok(victims)
     }
 
-    /// Closes sessions taken out of the pool, off the async threads (a close syncs the
-    /// journal), then tells claims waiting on them.
+    /// Closes sessions taken out of the pool, then tells claims waiting on them. A session
+    /// whose journal a barrier already covered (every run's last write does) closes here; the
+    /// others close off the async threads, since their close flushes the journal.
     async fn close_sessions(&self, closing: Vec<Closing>, why: &'static str) {
         if closing.is_empty() {
             return;
         }
-        let sessions: Vec<(String, Session)> =
-            closing.iter().map(|c| (c.scope.clone(), c.session.clone())).collect();
-        let closed = tokio::task::spawn_blocking(move || {
-            for (scope, session) in sessions {
-                if let Err(err) = session.close() {
-                    tracing::warn!(scope = %scope, error = %err, "closing an A2A session failed");
-                }
-                tracing::info!(scope = %scope, reason = why, "A2A session closed");
+        let mut to_flush: Vec<(String, Session)> = Vec::new();
+        for c in &closing {
+            match c.session.close_if_durable() {
+                Some(closed) => log_closed(&c.scope, why, closed),
+                None => to_flush.push((c.scope.clone(), c.session.clone())),
             }
-        })
-        .await;
-        if let Err(err) = closed {
-            tracing::error!(error = %err, "closing A2A sessions failed on the blocking pool");
+        }
+        if !to_flush.is_empty() {
+            let closed = tokio::task::spawn_blocking(move || {
+                for (scope, session) in to_flush {
+                    log_closed(&scope, why, session.close());
+                }
+            })
+            .await;
+            if let Err(err) = closed {
+                tracing::error!(error = %err, "closing A2A sessions failed on the blocking pool");
+            }
         }
         let mut state = self.state.lock().await;
         for closing in closing {

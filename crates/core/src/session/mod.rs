@@ -514,6 +514,31 @@ impl Session {
         }
         Ok(())
     }
+
+    /// [`Session::close`] when closing needs no disk flush (a barrier already covered every
+    /// journal entry, as the last durable write of a run does), so it may run on an async
+    /// thread: what is left is closing descriptors. `None` when the journal still has entries
+    /// to flush: call [`Session::close`] off the async threads then.
+    ///
+    /// # Errors
+    /// [`Error::Busy`] while a run is active.
+    pub fn close_if_durable(&self) -> Option<Result<()>> {
+        let journal = {
+            let mut state = self.inner.state();
+            if state.running.is_some() {
+                return Some(Err(Error::Busy { scope: self.inner.scope.clone() }));
+            }
+            if state.journal.as_ref().is_some_and(|journal| !journal.is_durable()) {
+                return None;
+            }
+            state.journal.take()
+        };
+        self.inner.hub.close();
+        if journal.is_some() {
+            tracing::info!(scope = %self.inner.scope, "session closed");
+        }
+        Some(Ok(()))
+    }
 }
 
 /// A started run: its id, its events and its outcome.

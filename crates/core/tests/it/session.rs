@@ -626,3 +626,37 @@ async fn faux_text_then_tool_is_one_answer() {
     assert_eq!(first.text(), "let me check");
     assert_eq!(first.tool_calls().count(), 1);
 }
+
+#[tokio::test]
+async fn close_if_durable_closes_only_a_session_with_nothing_left_to_flush() {
+    let dirs = Dirs::new();
+    let factory = factory(&dirs, faux());
+    let session = open(&factory, &dirs, "durable-close").await;
+    session.defer_run_end_sync();
+
+    // Busy while a run is going, like `close`.
+    let handle = session.prompt(directive(json!([{"sleep_ms": 30000}]))).unwrap();
+    assert!(matches!(session.close_if_durable(), Some(Err(Error::Busy { .. }))));
+    assert!(session.abort());
+    collect(handle).await;
+
+    // The run's end was not synced (deferred to the host): closing would have to flush.
+    collect(session.prompt("first").unwrap()).await;
+    assert!(session.close_if_durable().is_none());
+    // ... and leaves it open.
+    collect(session.prompt("second").unwrap()).await;
+
+    // The host's barrier covers the journal: now it closes without I/O, scope released.
+    let (file, mark) = session.journal_file().unwrap().unwrap().split();
+    volcanic_core::durable::sync_files(&[&file]).unwrap();
+    mark.covered();
+    assert!(matches!(session.close_if_durable(), Some(Ok(()))));
+    assert!(matches!(session.prompt("x"), Err(Error::Closed { .. })));
+    // Closing again is a no-op, as with `close`.
+    assert!(matches!(session.close_if_durable(), Some(Ok(()))));
+
+    let reopened = open(&factory, &dirs, "durable-close").await;
+    let messages = reopened.messages();
+    assert!(messages.contains(&Message::user("first")), "{messages:?}");
+    assert!(messages.contains(&Message::user("second")), "{messages:?}");
+}
