@@ -6,6 +6,7 @@ mod cmd;
 mod config;
 mod logging;
 mod provider;
+mod sched;
 
 use std::process::ExitCode;
 
@@ -69,6 +70,14 @@ fn main() -> ExitCode {
     // threads lets a burst of requests start hundreds of threads, each with its stack and a share
     // of malloc's arenas, that stay resident after the burst; 32 keep enough fsyncs in flight
     // for the file system to group them (docs/performance.md).
+    // The servers' threads yield to each other instead of preempting (see `sched`); before the
+    // runtime starts, so that all of its threads inherit it.
+    if matches!(cli.command, Command::Serve(_) | Command::Telegram(_)) {
+        match sched::prefer_throughput() {
+            Ok(()) => tracing::debug!("threads run under SCHED_BATCH"),
+            Err(reason) => tracing::debug!(%reason, "threads keep the default scheduling policy"),
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(MAX_BLOCKING_THREADS)

@@ -16,7 +16,16 @@ struct Served {
 }
 
 fn serve(workspace: &Path, state: &Path, extra_env: &[(&str, &str)]) -> Served {
-    let mut cmd = Command::cargo_bin("volcanic").unwrap();
+    spawn_serve(Command::cargo_bin("volcanic").unwrap(), workspace, state, extra_env)
+}
+
+/// `volcanic serve` through `cmd`: the binary itself, or a program that runs it.
+fn spawn_serve(
+    mut cmd: Command,
+    workspace: &Path,
+    state: &Path,
+    extra_env: &[(&str, &str)],
+) -> Served {
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", state)
@@ -102,6 +111,37 @@ fn serve_prints_listening_line_answers_and_exits_0_on_sigterm() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("a2a task"), "the task-end line is logged: {stderr}");
     assert!(!stderr.contains(KEY), "a caller key reached the log");
+}
+
+/// Every thread of the server runs under `SCHED_BATCH` (docs/performance.md, "Scheduling"), with
+/// the nice value it was started with.
+#[cfg(target_os = "linux")]
+#[test]
+fn serve_threads_run_under_sched_batch_with_their_nice_value_kept() {
+    const SCHED_BATCH: &str = "3";
+    let ws = workspace_with_caller();
+    let state = tempfile::tempdir().unwrap();
+    let binary = Command::cargo_bin("volcanic").unwrap().get_program().to_owned();
+    let mut niced = Command::new("nice");
+    niced.args(["-n", "4"]).arg(binary);
+    let served = spawn_serve(niced, ws.path(), state.path(), &[]);
+    // A send puts file work on the blocking pool, whose threads start on demand.
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
+    let (status, _) = post(&served.base, KEY, body);
+    assert_eq!(status, 200);
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", served.child.id())).unwrap();
+    let mut threads = 0;
+    for task in tasks {
+        let stat = std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap();
+        // Fields after the command name (which may hold spaces): the 3rd field of the line first.
+        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        let (nice, policy) = (fields[19 - 3], fields[41 - 3]);
+        assert_eq!((nice, policy), ("4", SCHED_BATCH), "{stat}");
+        threads += 1;
+    }
+    assert!(threads > 2, "the main thread, an async worker and a blocking thread at least");
+    let (code, stderr) = stop(served);
+    assert_eq!(code, 0, "{stderr}");
 }
 
 #[test]
