@@ -66,18 +66,23 @@ fn main() -> ExitCode {
         Command::Chat(_) => "warn",
         Command::Serve(_) | Command::Telegram(_) => "info",
     });
-    // File I/O (task files, journals, fsyncs) runs on the blocking pool. Tokio's default of 512
-    // threads lets a burst of requests start hundreds of threads, each with its stack and a share
-    // of malloc's arenas, that stay resident after the burst; 32 keep enough fsyncs in flight
-    // for the file system to group them (docs/performance.md).
     // The servers' threads yield to each other instead of preempting (see `sched`); before the
     // runtime starts, so that all of its threads inherit it.
     if matches!(cli.command, Command::Serve(_) | Command::Telegram(_)) {
         match sched::prefer_throughput() {
-            Ok(()) => tracing::debug!("threads run under SCHED_BATCH"),
-            Err(reason) => tracing::debug!(%reason, "threads keep the default scheduling policy"),
+            Ok(sched::Outcome::Batch) => tracing::debug!("threads run under SCHED_BATCH"),
+            Ok(sched::Outcome::Kept(policy)) => {
+                tracing::info!(%policy, "threads keep the scheduling policy they were started with");
+            }
+            #[cfg(not(target_os = "linux"))]
+            Ok(sched::Outcome::Unsupported) => {}
+            Err(reason) => tracing::info!(%reason, "threads may not run under SCHED_BATCH"),
         }
     }
+    // File I/O (task files, journals, fsyncs) runs on the blocking pool. Tokio's default of 512
+    // threads lets a burst of requests start hundreds of threads, each with its stack and a share
+    // of malloc's arenas, that stay resident after the burst; 32 keep enough fsyncs in flight
+    // for the file system to group them (docs/performance.md).
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(MAX_BLOCKING_THREADS)

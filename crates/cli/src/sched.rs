@@ -14,13 +14,28 @@
 //! Set on the main thread before the runtime starts, so that every thread it starts (and every
 //! child process, such as a tool's bash) inherits it.
 
-/// Puts the calling thread under `SCHED_BATCH` with its nice value unchanged; threads it starts
-/// from now on inherit it. Elsewhere than Linux it does nothing.
+/// What [`prefer_throughput`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The thread now runs under `SCHED_BATCH`.
+    Batch,
+    /// The thread was started under another policy than the default (`SCHED_BATCH` already, a
+    /// real-time one or `SCHED_IDLE`, chosen by whoever started it), named here, and keeps it.
+    Kept(String),
+    /// Not Linux: nothing to do.
+    #[cfg(not(target_os = "linux"))]
+    Unsupported,
+}
+
+/// Puts the calling thread under `SCHED_BATCH` with its nice value unchanged, when it runs under
+/// the default policy; threads it starts from now on inherit it. Elsewhere than Linux it does
+/// nothing.
 ///
 /// # Errors
-/// The reason the policy could not be set (a seccomp profile that forbids it, say); the thread
-/// then keeps its policy.
-pub fn prefer_throughput() -> Result<(), String> {
+/// The reason the policy could not be read or set (a seccomp profile that forbids it, say); the
+/// thread then keeps its policy, or, when only its nice value could not be set, runs under
+/// `SCHED_BATCH` with the nice value it had.
+pub fn prefer_throughput() -> Result<Outcome, String> {
     imp::prefer_throughput()
 }
 
@@ -28,19 +43,29 @@ pub fn prefer_throughput() -> Result<(), String> {
 mod imp {
     use thread_priority::{
         NormalThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy,
-        set_thread_priority_and_policy, thread_native_id,
+        set_thread_priority_and_policy, thread_native_id, thread_schedule_policy,
     };
+
+    use super::Outcome;
 
     const BATCH: ThreadSchedulePolicy =
         ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch);
 
-    pub(super) fn prefer_throughput() -> Result<(), String> {
+    pub(super) fn prefer_throughput() -> Result<Outcome, String> {
+        // A policy someone chose (a real-time one, SCHED_IDLE) is theirs to keep: leaving a
+        // real-time one would lower the server's priority, leaving SCHED_IDLE would raise it.
+        let policy = thread_schedule_policy()
+            .map_err(|err| format!("cannot read the scheduling policy: {err:?}"))?;
+        if policy != ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Other) {
+            return Ok(Outcome::Kept(format!("{policy:?}")));
+        }
         let nice = rustix::process::getpriority_process(None)
             .map_err(|err| format!("cannot read the nice value: {err}"))?;
         let priority = priority_for_nice(nice)
             .ok_or_else(|| format!("no priority keeps the nice value {nice}"))?;
         set_thread_priority_and_policy(thread_native_id(), priority, BATCH)
-            .map_err(|err| format!("cannot set SCHED_BATCH: {err:?}"))
+            .map_err(|err| format!("cannot set SCHED_BATCH: {err:?}"))?;
+        Ok(Outcome::Batch)
     }
 
     /// The priority that `thread_priority` turns into nice value `nice` for a normal policy: it
@@ -71,7 +96,9 @@ mod imp {
 
 #[cfg(not(target_os = "linux"))]
 mod imp {
-    pub(super) fn prefer_throughput() -> Result<(), String> {
-        Ok(())
+    use super::Outcome;
+
+    pub(super) fn prefer_throughput() -> Result<Outcome, String> {
+        Ok(Outcome::Unsupported)
     }
 }

@@ -113,35 +113,68 @@ fn serve_prints_listening_line_answers_and_exits_0_on_sigterm() {
     assert!(!stderr.contains(KEY), "a caller key reached the log");
 }
 
+/// The nice value (field 19) and scheduling policy (field 41) of every thread of process `pid`
+/// that is still there when its `stat` is read.
+#[cfg(target_os = "linux")]
+fn thread_scheduling(pid: u32) -> Vec<(i32, u32)> {
+    let field = |stat: &str, n: usize| -> String {
+        // Fields after the command name (which may hold spaces), the 3rd field of the line first.
+        stat.rsplit_once(')').unwrap().1.split_whitespace().nth(n - 3).unwrap().to_string()
+    };
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        // A blocking-pool thread may end between the listing and the read.
+        let Ok(stat) = std::fs::read_to_string(task.unwrap().path().join("stat")) else { continue };
+        threads.push((field(&stat, 19).parse().unwrap(), field(&stat, 41).parse().unwrap()));
+    }
+    threads
+}
+
+/// Serves through `cmd` (a program that runs the binary), sends one message so that the blocking
+/// pool starts a thread, and returns every thread's (nice, policy).
+#[cfg(target_os = "linux")]
+fn scheduling_when_served_through(mut cmd: Command) -> Vec<(i32, u32)> {
+    let ws = workspace_with_caller();
+    let state = tempfile::tempdir().unwrap();
+    cmd.arg(Command::cargo_bin("volcanic").unwrap().get_program());
+    let served = spawn_serve(cmd, ws.path(), state.path(), &[]);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
+    let (status, _) = post(&served.base, KEY, body);
+    assert_eq!(status, 200);
+    let threads = thread_scheduling(served.child.id());
+    let (code, stderr) = stop(served);
+    assert_eq!(code, 0, "{stderr}");
+    // The main thread, the async workers (one per core) and a blocking thread at least.
+    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    assert!(threads.len() > 1 + workers, "{threads:?}");
+    threads
+}
+
 /// Every thread of the server runs under `SCHED_BATCH` (docs/performance.md, "Scheduling"), with
 /// the nice value it was started with.
 #[cfg(target_os = "linux")]
 #[test]
 fn serve_threads_run_under_sched_batch_with_their_nice_value_kept() {
-    const SCHED_BATCH: &str = "3";
-    let ws = workspace_with_caller();
-    let state = tempfile::tempdir().unwrap();
-    let binary = Command::cargo_bin("volcanic").unwrap().get_program().to_owned();
+    const SCHED_BATCH: u32 = 3;
+    let own = thread_scheduling(std::process::id());
+    let own_nice = own.first().unwrap().0;
     let mut niced = Command::new("nice");
-    niced.args(["-n", "4"]).arg(binary);
-    let served = spawn_serve(niced, ws.path(), state.path(), &[]);
-    // A send puts file work on the blocking pool, whose threads start on demand.
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
-    let (status, _) = post(&served.base, KEY, body);
-    assert_eq!(status, 200);
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", served.child.id())).unwrap();
-    let mut threads = 0;
-    for task in tasks {
-        let stat = std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap();
-        // Fields after the command name (which may hold spaces): the 3rd field of the line first.
-        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
-        let (nice, policy) = (fields[19 - 3], fields[41 - 3]);
-        assert_eq!((nice, policy), ("4", SCHED_BATCH), "{stat}");
-        threads += 1;
-    }
-    assert!(threads > 2, "the main thread, an async worker and a blocking thread at least");
-    let (code, stderr) = stop(served);
-    assert_eq!(code, 0, "{stderr}");
+    niced.args(["-n", "4"]);
+    let threads = scheduling_when_served_through(niced);
+    let nice = (own_nice + 4).min(19);
+    assert!(threads.iter().all(|&t| t == (nice, SCHED_BATCH)), "{threads:?}");
+}
+
+/// A policy chosen by whoever started the server is kept: here `SCHED_IDLE`, which
+/// `SCHED_BATCH` would outrank.
+#[cfg(target_os = "linux")]
+#[test]
+fn serve_keeps_a_scheduling_policy_it_was_started_with() {
+    const SCHED_IDLE: u32 = 5;
+    let mut idle = Command::new("chrt");
+    idle.args(["--idle", "0"]);
+    let threads = scheduling_when_served_through(idle);
+    assert!(threads.iter().all(|&(_, policy)| policy == SCHED_IDLE), "{threads:?}");
 }
 
 #[test]
