@@ -9,6 +9,8 @@ use std::time::Duration;
 use assert_cmd::cargo::CommandCargoExt;
 
 const KEY: &str = "k_serve_test_key_77";
+/// A blocking SendMessage of one text part (JSON-RPC, A2A 1.0).
+const SEND: &str = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
 
 struct Served {
     child: Child,
@@ -101,7 +103,7 @@ fn serve_prints_listening_line_answers_and_exits_0_on_sigterm() {
     let state = tempfile::tempdir().unwrap();
     let served = serve(ws.path(), state.path(), &[]);
     assert!(served.base.starts_with("http://127.0.0.1:"), "{}", served.base);
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
+    let body = SEND;
     let (status, response) = post(&served.base, KEY, body);
     assert_eq!(status, 200);
     assert!(response.contains("TASK_STATE_COMPLETED"), "{response}");
@@ -138,7 +140,7 @@ fn scheduling_when_served_through(mut cmd: Command) -> Vec<(i32, u32)> {
     let state = tempfile::tempdir().unwrap();
     cmd.arg(Command::cargo_bin("volcanic").unwrap().get_program());
     let served = spawn_serve(cmd, ws.path(), state.path(), &[]);
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
+    let body = SEND;
     let (status, _) = post(&served.base, KEY, body);
     assert_eq!(status, 200);
     let threads = thread_scheduling(served.child.id());

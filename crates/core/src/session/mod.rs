@@ -500,19 +500,7 @@ impl Session {
     /// # Errors
     /// [`Error::Busy`] while a run is active; [`Error::Io`] if the final sync fails.
     pub fn close(&self) -> Result<()> {
-        let journal = {
-            let mut state = self.inner.state();
-            if state.running.is_some() {
-                return Err(Error::Busy { scope: self.inner.scope.clone() });
-            }
-            state.journal.take()
-        };
-        self.inner.hub.close();
-        if let Some(journal) = journal {
-            journal.sync()?;
-            tracing::info!(scope = %self.inner.scope, "session closed");
-        }
-        Ok(())
+        self.close_unless(|_| false).unwrap_or(Ok(()))
     }
 
     /// [`Session::close`] when closing needs no disk flush (a barrier already covered every
@@ -523,18 +511,27 @@ impl Session {
     /// # Errors
     /// [`Error::Busy`] while a run is active.
     pub fn close_if_durable(&self) -> Option<Result<()>> {
+        self.close_unless(|journal| !journal.is_durable())
+    }
+
+    /// Closes the session unless `keep_open` says so of its journal (then `None`).
+    fn close_unless(&self, keep_open: impl Fn(&Journal) -> bool) -> Option<Result<()>> {
         let journal = {
             let mut state = self.inner.state();
             if state.running.is_some() {
                 return Some(Err(Error::Busy { scope: self.inner.scope.clone() }));
             }
-            if state.journal.as_ref().is_some_and(|journal| !journal.is_durable()) {
+            if state.journal.as_ref().is_some_and(&keep_open) {
                 return None;
             }
             state.journal.take()
         };
         self.inner.hub.close();
-        if journal.is_some() {
+        if let Some(journal) = journal {
+            // Returns at once when a barrier already covered the journal.
+            if let Err(err) = journal.sync() {
+                return Some(Err(err));
+            }
             tracing::info!(scope = %self.inner.scope, "session closed");
         }
         Some(Ok(()))
