@@ -34,6 +34,9 @@ pub struct Redactor {
     /// Longest value first; the automaton's pattern ids index this list.
     secrets: Vec<Secret>,
     values: Option<AhoCorasick>,
+    /// No value holds a character JSON escapes (`"`, `\`, a control character), so each value
+    /// appears verbatim in the JSON text of any string that contains it.
+    values_verbatim_in_json: bool,
 }
 
 impl fmt::Debug for Redactor {
@@ -104,7 +107,10 @@ impl Redactor {
                 .build(secrets.iter().map(|s| s.value.as_str()))
                 .ok()
         };
-        Redactor { secrets, values }
+        let values_verbatim_in_json = secrets
+            .iter()
+            .all(|s| !s.value.chars().any(|c| c == '"' || c == '\\' || c.is_ascii_control()));
+        Redactor { secrets, values, values_verbatim_in_json }
     }
 
     /// Whether a redactor built from `secrets` would be this one (same names and values): a
@@ -163,6 +169,17 @@ impl Redactor {
             }
         }
         current
+    }
+
+    /// Whether the JSON text `json` (of any value) holds none of the known values in any of its
+    /// strings (keys included): when it does not, [`Redactor::redact_json_values`] would change
+    /// nothing. A `false` answer may be wrong (a value that spans JSON punctuation, or one that
+    /// JSON would escape), never a `true` one.
+    pub fn json_is_clean(&self, json: &[u8]) -> bool {
+        match &self.values {
+            None => true,
+            Some(ac) => self.values_verbatim_in_json && !ac.is_match(json),
+        }
     }
 
     /// Replaces known values in every string inside a JSON value (keys included).
@@ -237,5 +254,16 @@ mod tests {
             v,
             serde_json::json!({"a": ["x [REDACTED:MY_TOKEN]"], "[REDACTED:MY_TOKEN]": 1})
         );
+    }
+
+    #[test]
+    fn json_is_clean_only_when_no_value_can_hide_in_the_text() {
+        let r = redactor();
+        assert!(r.json_is_clean(br#"{"a":"nothing here"}"#));
+        assert!(!r.json_is_clean(br#"{"a":"x s3cr3t-value-123"}"#));
+        assert!(Redactor::default().json_is_clean(br#"{"a":"s3cr3t-value-123"}"#));
+        // A value JSON escapes would not show verbatim: such a redactor never answers clean.
+        let quoted = Redactor::new(vec![Secret { name: "Q".into(), value: "a\"quoted\"b".into() }]);
+        assert!(!quoted.json_is_clean(br#"{"a":"nothing here"}"#));
     }
 }

@@ -6,7 +6,9 @@
 //!
 //! Each line is `{"seq":N,"type":…}`: a `session` header first, then `run_start`, `message` and
 //! `run_end` entries. Every string is passed through the redactor's known secret values before it
-//! is written. An entry is written before the matching event is emitted.
+//! is written (a line is printed straight from the entry and only redacted string by string when
+//! it may hold one, so the order of a line's keys is not fixed). An entry is written before the
+//! matching event is emitted.
 //!
 //! Loading survives a crash: a torn last line is cut off, malformed lines are skipped and counted,
 //! tool calls without a result get an error result, and a run without an end is closed as
@@ -45,6 +47,14 @@ struct Line {
     seq: u64,
     #[serde(flatten)]
     entry: Entry,
+}
+
+/// A line as it is written: the entry borrowed, printed in one pass.
+#[derive(Serialize)]
+struct LineRef<'a> {
+    seq: u64,
+    #[serde(flatten)]
+    entry: &'a Entry,
 }
 
 /// One journal entry.
@@ -290,11 +300,16 @@ impl Journal {
 
     /// Appends one entry as one line (one `write` on an append handle).
     pub(crate) fn append(&mut self, entry: &Entry, redactor: &Redactor) -> Result<()> {
-        let line = Line { seq: self.next_seq, entry: entry.clone() };
-        let mut value = serde_json::to_value(&line)
-            .map_err(|e| Error::io(&self.path, std::io::Error::other(e)))?;
-        redactor.redact_json_values(&mut value);
-        let mut bytes = value.to_string().into_bytes();
+        let line = LineRef { seq: self.next_seq, entry };
+        let unprintable = |e: serde_json::Error| Error::io(&self.path, std::io::Error::other(e));
+        let mut bytes = serde_json::to_vec(&line).map_err(unprintable)?;
+        if !redactor.json_is_clean(&bytes) {
+            // Rare: a known secret in the entry (or what may be one). Redact string by string
+            // through a JSON tree; its keys come out sorted, which readers do not mind.
+            let mut value = serde_json::to_value(&line).map_err(unprintable)?;
+            redactor.redact_json_values(&mut value);
+            bytes = serde_json::to_vec(&value).map_err(unprintable)?;
+        }
         bytes.push(b'\n');
         if let Err(err) = self.file.write_all(&bytes) {
             // A short write (disk full) would leave a torn line that the next append glues onto;

@@ -118,3 +118,54 @@ fn journal_folder_with_a_legacy_lock_file_is_locked_through_it_too() {
     );
     assert_eq!(names(dir.path()), vec!["session.jsonl", "session.lock"]);
 }
+
+/// Entries are printed straight to JSON and only go through the string-by-string redaction when
+/// the printed line may hold a known secret; both paths must leave no secret in the file: one
+/// printed verbatim, one that JSON escapes (a quote and a newline in it), one in an object key,
+/// and lines without a secret must read back unchanged.
+#[test]
+fn journal_lines_hold_no_known_secret_whichever_way_they_are_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let redactor = Redactor::new(vec![
+        crate::redact::Secret { name: "PLAIN".into(), value: "plain-secret-0123".into() },
+        crate::redact::Secret { name: "QUOTED".into(), value: "quo\"ted\nsecret".into() },
+    ]);
+    let mut loaded = Journal::open(dir.path(), "x", Path::new("/"), &redactor).unwrap();
+    let journal = &mut loaded.journal;
+    journal.append(&message("nothing to hide here"), &redactor).unwrap();
+    journal.append(&message("token plain-secret-0123 in text"), &redactor).unwrap();
+    journal.append(&message("and quo\"ted\nsecret too"), &redactor).unwrap();
+    let in_key = Message::ToolResult(ToolResult {
+        call_id: "c1".into(),
+        tool: "bash".into(),
+        content: "ok".into(),
+        is_error: false,
+        details: serde_json::json!({"plain-secret-0123": ["x"], "n": 12}),
+    });
+    let in_key = Entry::Message { run_id: "r1".into(), ts: now(), message: in_key };
+    journal.append(&in_key, &redactor).unwrap();
+    drop(loaded);
+
+    let text = std::fs::read_to_string(dir.path().join("session.jsonl")).unwrap();
+    assert!(!text.contains("plain-secret-0123"), "{text}");
+    assert!(!text.contains(r#"quo\"ted\nsecret"#), "{text}");
+    let again = Journal::open(dir.path(), "x", Path::new("/"), &redactor).unwrap();
+    let texts: Vec<String> = again
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::Note { text } => text.clone(),
+            Message::ToolResult(r) => r.details.to_string(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        vec![
+            "nothing to hide here".to_string(),
+            "token [REDACTED:PLAIN] in text".to_string(),
+            "and [REDACTED:QUOTED] too".to_string(),
+            r#"{"[REDACTED:PLAIN]":["x"],"n":12}"#.to_string(),
+        ]
+    );
+}
