@@ -39,12 +39,15 @@ pub fn scope(caller: &Caller, context_id: &str) -> String {
     format!("{}{}", caller_prefix(caller), context_id)
 }
 
-/// Logs the end of a session taken out of the pool.
+/// Logs the end of a session taken out of the pool: a failure as a warning, the routine close
+/// (one per conversation, beside the task-end line) only at debug level.
 fn log_closed(scope: &str, why: &'static str, closed: volcanic_core::Result<()>) {
-    if let Err(err) = closed {
-        tracing::warn!(scope = %scope, error = %err, "closing an A2A session failed");
+    match closed {
+        Ok(()) => tracing::debug!(scope = %scope, reason = why, "A2A session closed"),
+        Err(err) => {
+            tracing::warn!(scope = %scope, reason = why, error = %err, "closing an A2A session failed")
+        }
     }
-    tracing::info!(scope = %scope, reason = why, "A2A session closed");
 }
 
 /// The start of every scope of a caller: `<prefix>-a2a-<caller>_`.

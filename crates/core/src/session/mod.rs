@@ -268,7 +268,7 @@ impl SessionFactory {
         .await
         .map_err(|e| Error::io(self.session_dir(&options.scope), std::io::Error::other(e)))??;
 
-        tracing::info!(scope = %options.scope, messages = loaded.messages.len(), "session opened");
+        tracing::debug!(scope = %options.scope, messages = loaded.messages.len(), "session opened");
         Ok(Session {
             inner: Arc::new(Inner {
                 id: loaded.session_id.into(),
@@ -532,7 +532,7 @@ impl Session {
             if let Err(err) = journal.sync() {
                 return Some(Err(err));
             }
-            tracing::info!(scope = %self.inner.scope, "session closed");
+            tracing::debug!(scope = %self.inner.scope, "session closed");
         }
         Some(Ok(()))
     }
