@@ -262,8 +262,20 @@ impl SessionFactory {
         let scope = options.scope.clone();
         let cwd = options.cwd.clone();
         let journal_redactor = redactor.clone();
-        let loaded = tokio::task::spawn_blocking(move || {
-            Journal::open(&dir, &scope, &cwd, &journal_redactor)
+        let limits = self.shared.config.context.clone();
+        let (prompt_specs, fragments) = (specs.clone(), registrar.fragments.clone());
+        // The system prompt for a run started right after the open is read on the same trip
+        // to the blocking pool as the journal (see `Inner::prefetched_prompt`).
+        let (loaded, prompt) = tokio::task::spawn_blocking(move || {
+            let loaded = Journal::open(&dir, &scope, &cwd, &journal_redactor)?;
+            let text = crate::workspace::system_prompt(
+                &cwd,
+                &limits,
+                &prompt_specs,
+                &fragments,
+                chrono::Local::now(),
+            );
+            Ok::<_, Error>((loaded, Prefetched { read_at: std::time::Instant::now(), text }))
         })
         .await
         .map_err(|e| Error::io(self.session_dir(&options.scope), std::io::Error::other(e)))??;
@@ -292,6 +304,7 @@ impl SessionFactory {
                 }),
                 load_report: loaded.report,
                 sync_run_end: std::sync::atomic::AtomicBool::new(true),
+                prefetched_prompt: Mutex::new(Some(prompt)),
             }),
         })
     }
@@ -352,6 +365,20 @@ pub(crate) struct Inner {
     /// Whether a run's end syncs the journal before the run settles (see
     /// [`Session::defer_run_end_sync`]).
     pub sync_run_end: std::sync::atomic::AtomicBool,
+    /// The system prompt as read when the session was opened, for the first run when it starts
+    /// within [`PROMPT_FRESH`] of that read (an A2A task opens its session and starts its run at
+    /// once); taken by that run or dropped, so later runs read the workspace files again.
+    pub prefetched_prompt: Mutex<Option<Prefetched>>,
+}
+
+/// How old a system prompt read at [`SessionFactory::open`] may be for the first run to use it
+/// instead of reading the workspace files again.
+pub(crate) const PROMPT_FRESH: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A system prompt read ahead of the run that uses it.
+pub(crate) struct Prefetched {
+    pub read_at: std::time::Instant,
+    pub text: String,
 }
 
 pub(crate) struct State {
@@ -370,6 +397,13 @@ pub(crate) struct Running {
 impl Inner {
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The system prompt read at open, once, if it is still fresh (see [`PROMPT_FRESH`]).
+    pub(crate) fn take_prefetched_prompt(&self) -> Option<String> {
+        let prefetched =
+            self.prefetched_prompt.lock().unwrap_or_else(PoisonError::into_inner).take()?;
+        (prefetched.read_at.elapsed() <= PROMPT_FRESH).then_some(prefetched.text)
     }
 
     /// Stamps and delivers an event: listeners first, then subscribers. One lock covers the

@@ -146,7 +146,9 @@ impl<'a> Run<'a> {
 
         let specs: Arc<[ToolSpec]> = self.inner.specs.clone();
         let config = &self.inner.shared.config;
-        let system = {
+        let system = if let Some(text) = self.inner.take_prefetched_prompt() {
+            text
+        } else {
             // File reads: off the async threads.
             let (cwd, limits, tools, fragments) = (
                 self.inner.cwd.clone(),

@@ -396,6 +396,24 @@ async fn workspace_files_shape_the_system_prompt_and_edits_apply_next_run() {
     assert!(!system.contains("likes tea"));
 }
 
+/// The open reads the system prompt along with the journal for a run started right after it;
+/// a first run started later than that read is fresh for reads the workspace again.
+#[tokio::test]
+async fn first_run_started_long_after_the_open_sees_workspace_edits_made_meanwhile() {
+    let dirs = Dirs::new();
+    std::fs::write(dirs.ws().join("MEMORY.md"), "Eugene likes tea.").unwrap();
+    let faux = faux();
+    let factory = factory(&dirs, faux.clone());
+    let session = open(&factory, &dirs, "late").await;
+    std::fs::write(dirs.ws().join("MEMORY.md"), "Eugene now likes coffee.").unwrap();
+    // Longer than the 500 ms a prompt read at open is used for.
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    collect(session.prompt("hi").unwrap()).await;
+    let system = faux.requests()[0].system.clone();
+    assert!(system.contains("Eugene now likes coffee."), "{system}");
+    assert!(!system.contains("likes tea"), "{system}");
+}
+
 #[tokio::test]
 async fn session_resumes_conversation_from_journal() {
     let dirs = Dirs::new();
