@@ -4,6 +4,7 @@
 //! Only the session's own folder is read; we never walk above it (a workspace is not a repo, and
 //! the host's files must not leak in).
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::config::ContextLimits;
@@ -30,13 +31,20 @@ pub fn system_prompt(
     fragments: &[String],
     now: chrono::DateTime<chrono::Local>,
 ) -> String {
-    let mut out = String::from(BASE_INSTRUCTIONS);
+    // Sized for the usual prompt, so it is built without regrowing (the files come on top).
+    let mut out = String::with_capacity(
+        BASE_INSTRUCTIONS.len()
+            + 512
+            + tools.len() * 128
+            + fragments.iter().map(String::len).sum::<usize>(),
+    );
+    out.push_str(BASE_INSTRUCTIONS);
 
     if !tools.is_empty() {
         out.push_str("\n\n# Tools\n");
         for tool in tools {
             let first_line = tool.description.lines().next().unwrap_or("");
-            out.push_str(&format!("- {}: {}\n", tool.name, first_line));
+            let _ = writeln!(out, "- {}: {}", tool.name, first_line);
         }
         out.push_str(
             "Paths are relative to the workspace folder. Tool outputs are capped; when one is cut, \
@@ -65,17 +73,19 @@ learn something worth keeping; keep it short.",
             tracing::warn!(file = %path.display(), cap, "workspace file truncated in the system prompt");
         }
         budget = budget.saturating_sub(text.chars().count());
-        out.push_str(&format!("\n\n# {} ({})\n", section.title, section.file));
+        out.reserve(text.len() + section.preface.len() + 64);
+        let _ = write!(out, "\n\n# {} ({})\n", section.title, section.file);
         if !section.preface.is_empty() {
             out.push_str(section.preface);
             out.push('\n');
         }
         out.push_str(text);
         if cut {
-            out.push_str(&format!(
+            let _ = write!(
+                out,
                 "\n[… {} truncated at {cap} characters; read the file for the rest]",
                 section.file
-            ));
+            );
         }
     }
 
@@ -84,11 +94,12 @@ learn something worth keeping; keep it short.",
         out.push_str(fragment.trim());
     }
 
-    out.push_str(&format!(
+    let _ = write!(
+        out,
         "\n\n# Environment\nCurrent date and time: {}\nWorkspace folder: {}",
         now.format("%A %Y-%m-%d %H:%M %Z (UTC%:z)"),
         cwd.display()
-    ));
+    );
     out
 }
 
