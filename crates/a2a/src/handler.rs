@@ -180,7 +180,7 @@ impl ServerInner {
         let owner = caller.clone();
         let started = self
             .tracker
-            .spawn(async move { inner.start(&owner, message, hops, push).await })
+            .spawn(async move { inner.start(&owner, message, hops, push, streaming).await })
             .await
             .map_err(|err| {
                 tracing::error!(error = %err, "starting a task failed unexpectedly");
@@ -198,7 +198,7 @@ impl ServerInner {
         // but it has not been flushed to disk. A stream acknowledges the task with its first
         // event, at once, and the flush runs beside the run (the final state is written durably
         // before the last event); a blocking answer waits for the flush, or for the final state.
-        if streaming {
+        if let Some(events) = events {
             let (store, run) = (self.store.clone(), live.clone());
             let mut ended = finished.clone();
             tokio::spawn(async move {
@@ -236,6 +236,7 @@ impl ServerInner {
         mut message: a2a::Message,
         hops: u32,
         push: Option<StoredPushConfig>,
+        streaming: bool,
     ) -> Result<Started, A2aError> {
         let register = |file: &mut TaskFile| {
             if let Some(mut stored) = push.clone() {
@@ -329,7 +330,13 @@ impl ServerInner {
         // The task exists: its first event may go. Opening the session (creating or resuming its
         // journal), fetching file parts and starting the run follow on the run's own task, so a
         // failure there fails the task rather than the request.
-        let (snapshot, events, finished) = live.subscribe().await;
+        // A stream subscribes to the task's events; a blocking answer only waits for its end.
+        let (snapshot, events, finished) = if streaming {
+            let (snapshot, events, finished) = live.subscribe().await;
+            (snapshot, Some(events), finished)
+        } else {
+            (live.snapshot().await, None, live.finished())
+        };
         // The run waits until the task has been acknowledged (a stream's first event is on its
         // way, a blocking answer is being awaited): on a busy core, opening the session first
         // would delay the acknowledgement by the open's work.
@@ -676,7 +683,8 @@ enum Started {
     /// A run is under way.
     Running {
         snapshot: Box<a2a::Task>,
-        events: broadcast::Receiver<crate::live::Event>,
+        /// The task's events after `snapshot`, for a stream; `None` for a blocking answer.
+        events: Option<broadcast::Receiver<crate::live::Event>>,
         finished: watch::Receiver<Option<a2a::Task>>,
         live: Arc<LiveTask>,
         /// Sent or dropped once the task is acknowledged; the run starts then.

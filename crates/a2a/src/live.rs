@@ -39,7 +39,10 @@ pub struct LiveTask {
     pub caller: Caller,
     pub workspace: Arc<A2aWorkspace>,
     state: tokio::sync::Mutex<TaskFile>,
-    events: broadcast::Sender<Event>,
+    /// The ring that carries events to streams: made by the first [`LiveTask::subscribe`], so a
+    /// task nobody streams (a blocking SendMessage) neither allocates it nor builds its events.
+    /// Made and sent to under `state`'s lock, so a subscriber misses nothing after its snapshot.
+    events: std::sync::OnceLock<broadcast::Sender<Event>>,
     finished: watch::Sender<Option<a2a::Task>>,
     store: Arc<TaskStore>,
     /// The run's session, once it is open (the task is acknowledged before that).
@@ -60,7 +63,6 @@ impl LiveTask {
         store: Arc<TaskStore>,
         push: Arc<crate::push::PushSender>,
     ) -> Arc<Self> {
-        let (events, _) = broadcast::channel(EVENT_CAPACITY);
         let (finished, _) = watch::channel(None);
         // A continued task keeps its response artifact's id.
         let response_id = file
@@ -76,7 +78,7 @@ impl LiveTask {
             workspace: caller.workspace.clone(),
             caller,
             state: tokio::sync::Mutex::new(file),
-            events,
+            events: std::sync::OnceLock::new(),
             finished,
             store,
             session: std::sync::OnceLock::new(),
@@ -160,7 +162,18 @@ impl LiveTask {
         &self,
     ) -> (a2a::Task, broadcast::Receiver<Event>, watch::Receiver<Option<a2a::Task>>) {
         let state = self.state.lock().await;
-        (state.task.clone(), self.events.subscribe(), self.finished.subscribe())
+        let events = self.events.get_or_init(|| broadcast::channel(EVENT_CAPACITY).0).subscribe();
+        (state.task.clone(), events, self.finished.subscribe())
+    }
+
+    /// Sends the event `make` builds to the task's streams; builds nothing when no stream is
+    /// subscribed (none listening is fine: the task file has everything). Call under the lock.
+    fn send_event(&self, make: impl FnOnce() -> StreamResponse) {
+        if let Some(events) = self.events.get()
+            && events.receiver_count() > 0
+        {
+            let _ = events.send(Box::new(make()));
+        }
     }
 
     /// The current task.
@@ -232,12 +245,14 @@ impl LiveTask {
 
     /// Sends a status to the task's streams and subscribers (none listening is fine).
     fn broadcast_status(&self, status: TaskStatus) {
-        let _ = self.events.send(Box::new(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-            task_id: self.task_id.clone(),
-            context_id: self.context_id.clone(),
-            status,
-            metadata: None,
-        })));
+        self.send_event(|| {
+            StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: self.task_id.clone(),
+                context_id: self.context_id.clone(),
+                status,
+                metadata: None,
+            })
+        });
     }
 
     /// The task's push configs.
@@ -272,16 +287,16 @@ impl LiveTask {
             Some(artifact) => artifact.parts = vec![Part::text(text.clone())],
             None => artifacts.push(self.response_artifact(text.clone())),
         }
-        // No receiver means nobody is streaming this task right now; the file has the result.
-        let _ =
-            self.events.send(Box::new(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+        self.send_event(|| {
+            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
                 task_id: self.task_id.clone(),
                 context_id: self.context_id.clone(),
                 artifact: self.response_artifact(text),
                 append: Some(append),
                 last_chunk: Some(last_chunk),
                 metadata: None,
-            })));
+            })
+        });
     }
 
     /// Replaces the response artifact's content with the final answer (or removes it when empty).
@@ -304,16 +319,16 @@ impl LiveTask {
             file.task.artifacts = None;
         }
         if !text.is_empty() && streamed.is_some_and(|streamed| streamed != text) {
-            let _ = self.events.send(Box::new(StreamResponse::ArtifactUpdate(
-                TaskArtifactUpdateEvent {
+            self.send_event(|| {
+                StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
                     task_id: self.task_id.clone(),
                     context_id: self.context_id.clone(),
                     artifact: self.response_artifact(text.to_string()),
                     append: Some(false),
                     last_chunk: Some(true),
                     metadata: None,
-                },
-            )));
+                })
+            });
         }
     }
 
@@ -330,15 +345,16 @@ impl LiveTask {
         let mut file = self.state.lock().await;
         file.task.artifacts.get_or_insert_with(Vec::new).push(artifact.clone());
         self.persist_interim(&file).await;
-        let _ =
-            self.events.send(Box::new(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+        self.send_event(|| {
+            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
                 task_id: self.task_id.clone(),
                 context_id: self.context_id.clone(),
                 artifact,
                 append: None,
                 last_chunk: Some(true),
                 metadata: None,
-            })));
+            })
+        });
     }
 
     /// Marks the run as over: every waiter gets the final task.

@@ -268,6 +268,13 @@ async fn subscribe_live_task_gets_events() {
     let events =
         server.rpc_stream(KEY, Some("1.0"), "SubscribeToTask", json!({"id": task_id})).await;
     assert_eq!(events[0]["result"]["task"]["id"], task_id.as_str());
+    // The task started without a stream; the subscription still gets every event after its
+    // snapshot, the answer's chunks included.
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(streamed, "late answer", "{events:?}");
     let last = &events.last().unwrap()["result"];
     assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
     // REST subscribe by GET works too once the task is terminal: unsupported.
