@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{params, v03, wire_json};
+use super::{params, v03, wire_json, write_wire};
 use crate::error::A2aError;
 use crate::request::{Reply, Request, SendParams, Version};
 
@@ -84,8 +84,8 @@ pub fn encode_reply(id: &Value, version: Version, reply: &Reply) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
-/// [`encode_reply`] as bytes. A 1.0 reply holding cached task JSON is spliced into the envelope
-/// as it is (the same bytes as the value's, without building the value).
+/// [`encode_reply`] as bytes. A 1.0 reply is printed straight into the envelope without building
+/// a JSON value (cached task JSON spliced in as it is); a 0.3 reply goes through the value.
 pub fn encode_reply_bytes(id: &Value, version: Version, reply: &Reply) -> Vec<u8> {
     // Room for the envelope and the id, so the result's bytes are copied once.
     const ENVELOPE: usize = 64;
@@ -100,14 +100,34 @@ pub fn encode_reply_bytes(id: &Value, version: Version, reply: &Reply) -> Vec<u8
         out.push(b'}');
         out
     };
-    match (version, reply) {
-        (Version::V1_0, Reply::TaskView(view)) => {
-            raw(view.size_hint(), &|out| view.write_json(out))
-        }
-        (Version::V1_0, Reply::TaskPage(page)) => {
-            raw(page.size_hint(), &|out| page.write_json(out))
-        }
-        _ => encode_reply(id, version, reply).to_string().into_bytes(),
+    match version {
+        Version::V1_0 => raw(size_hint(reply), &|out| write_reply_v1(out, reply)),
+        Version::V0_3 => encode_reply(id, version, reply).to_string().into_bytes(),
+    }
+}
+
+/// The bytes a 1.0 reply's JSON is expected to take: exact for cached task JSON, a guess that
+/// fits a short task otherwise.
+pub(crate) fn size_hint(reply: &Reply) -> usize {
+    match reply {
+        Reply::TaskView(view) => view.size_hint(),
+        Reply::TaskPage(page) => page.size_hint(),
+        _ => 1024,
+    }
+}
+
+/// [`reply_v1`]'s JSON, printed into `out`.
+pub(crate) fn write_reply_v1(out: &mut Vec<u8>, reply: &Reply) {
+    match reply {
+        Reply::Send(response) => write_wire(out, response),
+        Reply::Task(task) => write_wire(out, task),
+        Reply::TaskView(view) => view.write_json(out),
+        Reply::Tasks(list) => write_wire(out, list),
+        Reply::TaskPage(page) => page.write_json(out),
+        Reply::PushConfig(config) => write_wire(out, config),
+        Reply::PushConfigs(list) => write_wire(out, list),
+        Reply::Deleted => out.extend_from_slice(b"null"),
+        Reply::Card(card) => write_wire(out, card),
     }
 }
 

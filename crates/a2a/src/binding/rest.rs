@@ -157,22 +157,14 @@ pub fn encode_reply(reply: &Reply) -> (u16, Value) {
     (200, body)
 }
 
-/// [`encode_reply`] as bytes; cached task JSON goes out as it is, without building a value.
+/// [`encode_reply`] as bytes, printed without building a JSON value; cached task JSON goes out
+/// as it is.
 pub fn encode_reply_bytes(reply: &Reply) -> (u16, Vec<u8>) {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(super::jsonrpc::size_hint(reply));
     match reply {
-        Reply::TaskView(view) => {
-            out.reserve_exact(view.size_hint());
-            view.write_json(&mut out);
-        }
-        Reply::TaskPage(page) => {
-            out.reserve_exact(page.size_hint());
-            page.write_json(&mut out);
-        }
-        _ => {
-            let (status, body) = encode_reply(reply);
-            return (status, body.to_string().into_bytes());
-        }
+        // `{}`, as in `encode_reply`; every other reply is the 1.0 JSON-RPC result.
+        Reply::Deleted => out.extend_from_slice(b"{}"),
+        _ => super::jsonrpc::write_reply_v1(&mut out, reply),
     }
     (200, out)
 }

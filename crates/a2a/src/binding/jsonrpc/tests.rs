@@ -427,10 +427,10 @@ fn sample_task() -> Value {
 #[test]
 fn encode_reply_task_v1_is_exact_and_has_no_kind() {
     let task: a2a::Task = from(sample_task());
-    assert_eq!(
-        encode_reply(&json!(7), Version::V1_0, &Reply::Task(task)),
-        json!({"jsonrpc": "2.0", "id": 7, "result": sample_task()})
-    );
+    let want = json!({"jsonrpc": "2.0", "id": 7, "result": sample_task()});
+    let bytes = encode_reply_bytes(&json!(7), Version::V1_0, &Reply::Task(task.clone()));
+    assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), want);
+    assert_eq!(encode_reply(&json!(7), Version::V1_0, &Reply::Task(task)), want);
 }
 
 #[test]
@@ -498,6 +498,15 @@ fn encode_reply_table_per_version() {
         (Reply::Deleted, Value::Null, Value::Null),
     ];
     for (reply, v1, v03) in cases {
+        // The bytes on the wire, printed without a value, are the same JSON.
+        for version in [Version::V1_0, Version::V0_3] {
+            let bytes = encode_reply_bytes(&json!(1), version, &reply);
+            let printed: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(printed, encode_reply(&json!(1), version, &reply), "{reply:?}");
+        }
+        let (status, bytes) = crate::binding::rest::encode_reply_bytes(&reply);
+        let printed: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!((status, printed), crate::binding::rest::encode_reply(&reply), "{reply:?}");
         assert_eq!(
             (
                 encode_reply(&json!(1), Version::V1_0, &reply),
