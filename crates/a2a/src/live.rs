@@ -23,10 +23,9 @@ use crate::task::store::TaskStore;
 /// Events a stream may fall behind by before it skips (it still gets the final status).
 const EVENT_CAPACITY: usize = 1024;
 
-/// An event in a task's ring. Boxed because the ring's slots are allocated when the task starts,
-/// streamed or not: a slot holding a `StreamResponse` inline is about 390 bytes, a boxed one 40,
-/// so a task's empty ring is about 40 KB instead of 400 KB (32 concurrent sends held 12.6 MB of
-/// empty rings before).
+/// An event in a task's ring. Boxed because all the ring's slots are allocated when its first
+/// stream subscribes: a slot holding a `StreamResponse` inline is about 390 bytes, a boxed one
+/// 40, so an empty ring is about 40 KB instead of 400 KB.
 pub type Event = Box<StreamResponse>;
 
 /// The name of the artifact holding the answer.
