@@ -116,7 +116,7 @@ pub(crate) fn size_hint(reply: &Reply) -> usize {
     }
 }
 
-/// [`reply_v1`]'s JSON, printed into `out`.
+/// The JSON of a 1.0 reply's result, printed into `out`.
 pub(crate) fn write_reply_v1(out: &mut Vec<u8>, reply: &Reply) {
     match reply {
         Reply::Send(response) => write_wire(out, response),
@@ -292,18 +292,12 @@ fn params_to_v1(operation: Operation, params: Value) -> Result<Value, A2aError> 
     }
 }
 
-fn reply_v1(reply: &Reply) -> Value {
-    match reply {
-        Reply::Send(response) => wire_json(response),
-        Reply::Task(task) => wire_json(task),
-        Reply::TaskView(view) => wire_json(&view.to_task()),
-        Reply::Tasks(list) => wire_json(list),
-        Reply::TaskPage(page) => wire_json(&page.clone().into_response()),
-        Reply::PushConfig(config) => wire_json(config),
-        Reply::PushConfigs(list) => wire_json(list),
-        Reply::Deleted => Value::Null,
-        Reply::Card(card) => wire_json(card),
-    }
+/// [`write_reply_v1`]'s JSON as a value; the bytes are what a 1.0 reply sends.
+pub(crate) fn reply_v1(reply: &Reply) -> Value {
+    let mut out = Vec::with_capacity(size_hint(reply));
+    write_reply_v1(&mut out, reply);
+    #[allow(clippy::expect_used)]
+    serde_json::from_slice(&out).expect("the JSON a reply is printed as parses back")
 }
 
 fn reply_v03(reply: &Reply) -> Value {

@@ -95,23 +95,21 @@ fn truncate(raw: &str, max_chars: usize) -> String {
     }
 }
 
+/// Why serializing a wire type cannot fail.
+const WIRE_INFALLIBLE: &str = "a2a wire types serialize infallibly: their maps have string keys \
+and their custom Serialize impls never fail";
+
 /// Prints an `a2a` wire type as JSON, straight into `out` (the same JSON as [`wire_json`]'s
 /// value, its keys in declaration order rather than sorted).
 fn write_wire<T: Serialize>(out: &mut Vec<u8>, value: &T) {
     #[allow(clippy::expect_used)]
-    serde_json::to_writer(out, value).expect(
-        "a2a wire types serialize infallibly: their maps have string keys and their custom \
-         Serialize impls never fail",
-    );
+    serde_json::to_writer(out, value).expect(WIRE_INFALLIBLE);
 }
 
 /// Serializes an `a2a` wire type.
 fn wire_json<T: Serialize>(value: &T) -> Value {
     #[allow(clippy::expect_used)]
-    serde_json::to_value(value).expect(
-        "a2a wire types serialize infallibly: their maps have string keys and their custom \
-         Serialize impls never fail",
-    )
+    serde_json::to_value(value).expect(WIRE_INFALLIBLE)
 }
 
 /// `TaskState` vocabulary: the 1.0 name, the proto number and the 0.3 JSON-RPC name

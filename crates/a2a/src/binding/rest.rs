@@ -144,15 +144,8 @@ pub fn decode(
 /// The status and body of a reply: always 200, and `{}` for a deletion (§12.4: not 204).
 pub fn encode_reply(reply: &Reply) -> (u16, Value) {
     let body = match reply {
-        Reply::Send(response) => wire_json(response),
-        Reply::Task(task) => wire_json(task),
-        Reply::TaskView(view) => wire_json(&view.to_task()),
-        Reply::Tasks(list) => wire_json(list),
-        Reply::TaskPage(page) => wire_json(&page.clone().into_response()),
-        Reply::PushConfig(config) => wire_json(config),
-        Reply::PushConfigs(list) => wire_json(list),
         Reply::Deleted => json!({}),
-        Reply::Card(card) => wire_json(card),
+        _ => super::jsonrpc::reply_v1(reply),
     };
     (200, body)
 }
