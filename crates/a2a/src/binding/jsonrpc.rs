@@ -75,23 +75,15 @@ pub fn request_id(body: &[u8]) -> Value {
     if is_valid_id(&id) { id } else { Value::Null }
 }
 
-/// The JSON-RPC response object of a non-streaming reply, in the shape of `version`.
-pub fn encode_reply(id: &Value, version: Version, reply: &Reply) -> Value {
-    let result = match version {
-        Version::V1_0 => reply_v1(reply),
-        Version::V0_3 => reply_v03(reply),
-    };
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-/// [`encode_reply`] as bytes. A 1.0 reply is printed straight into the envelope without building
-/// a JSON value (cached task JSON spliced in as it is); a 0.3 reply goes through the value.
+/// The JSON-RPC response object of a non-streaming reply, in the shape of `version`, as bytes. A
+/// 1.0 reply is printed straight into the envelope without building a JSON value (cached task
+/// JSON spliced in as it is); a 0.3 reply goes through its converter's value.
 pub fn encode_reply_bytes(id: &Value, version: Version, reply: &Reply) -> Vec<u8> {
     // Room for the envelope and the id, so the result's bytes are copied once.
     const ENVELOPE: usize = 64;
     let raw = |size_hint: usize, write: &dyn Fn(&mut Vec<u8>)| {
         let mut out = Vec::with_capacity(ENVELOPE + size_hint);
-        // The envelope's keys in the order `encode_reply`'s map serializes them.
+        // The envelope's keys in the order a `serde_json` map prints them, as the 0.3 path does.
         out.extend_from_slice(b"{\"id\":");
         #[allow(clippy::expect_used)]
         serde_json::to_writer(&mut out, id).expect("a JSON value serializes");
@@ -102,7 +94,9 @@ pub fn encode_reply_bytes(id: &Value, version: Version, reply: &Reply) -> Vec<u8
     };
     match version {
         Version::V1_0 => raw(size_hint(reply), &|out| write_reply_v1(out, reply)),
-        Version::V0_3 => encode_reply(id, version, reply).to_string().into_bytes(),
+        Version::V0_3 => {
+            json!({"jsonrpc": "2.0", "id": id, "result": reply_v03(reply)}).to_string().into_bytes()
+        }
     }
 }
 
@@ -290,14 +284,6 @@ fn params_to_v1(operation: Operation, params: Value) -> Result<Value, A2aError> 
         | Operation::ListTasks
         | Operation::GetExtendedAgentCard => Ok(params),
     }
-}
-
-/// [`write_reply_v1`]'s JSON as a value; the bytes are what a 1.0 reply sends.
-pub(crate) fn reply_v1(reply: &Reply) -> Value {
-    let mut out = Vec::with_capacity(size_hint(reply));
-    write_reply_v1(&mut out, reply);
-    #[allow(clippy::expect_used)]
-    serde_json::from_slice(&out).expect("the JSON a reply is printed as parses back")
 }
 
 fn reply_v03(reply: &Reply) -> Value {

@@ -141,21 +141,12 @@ pub fn decode(
     })
 }
 
-/// The status and body of a reply: always 200, and `{}` for a deletion (§12.4: not 204).
-pub fn encode_reply(reply: &Reply) -> (u16, Value) {
-    let body = match reply {
-        Reply::Deleted => json!({}),
-        _ => super::jsonrpc::reply_v1(reply),
-    };
-    (200, body)
-}
-
-/// [`encode_reply`] as bytes, printed without building a JSON value; cached task JSON goes out
-/// as it is.
+/// The status and body of a reply: always 200, and `{}` for a deletion (§12.4: not 204); printed
+/// without building a JSON value, cached task JSON as it is.
 pub fn encode_reply_bytes(reply: &Reply) -> (u16, Vec<u8>) {
     let mut out = Vec::with_capacity(super::jsonrpc::size_hint(reply));
     match reply {
-        // `{}`, as in `encode_reply`; every other reply is the 1.0 JSON-RPC result.
+        // Every other reply's body is the 1.0 JSON-RPC result.
         Reply::Deleted => out.extend_from_slice(b"{}"),
         _ => super::jsonrpc::write_reply_v1(&mut out, reply),
     }

@@ -269,6 +269,12 @@ fn check_version_refuses_only_v03() {
     );
 }
 
+/// The status and the parsed body a reply goes out with.
+fn encode_reply(reply: &Reply) -> (u16, Value) {
+    let (status, bytes) = encode_reply_bytes(reply);
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
 #[test]
 fn encode_reply_is_200_and_deleted_is_an_empty_object() {
     let task = json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}});
