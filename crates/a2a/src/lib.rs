@@ -6,6 +6,7 @@
 //! - [`error`]: the one mapping of failures to JSON-RPC codes, HTTP statuses and reasons.
 //! - [`auth`]: caller directory, callers.json, key checks.
 //! - [`card`]: the public and the extended agent card.
+//! - [`containment`]: caller tiers → tools, and the sandbox view of the workspace callers get.
 //! - [`task`]: task files, the index, ListTasks.
 //! - `server`: the axum router, authentication, SSE, shutdown; `handler`: the operations;
 //!   `live`: tasks with a run in progress; `pool`: sessions per (caller, context); `files`:
@@ -22,6 +23,7 @@ pub mod binding;
 pub mod card;
 pub mod config;
 mod connection;
+pub mod containment;
 pub mod error;
 pub mod extension;
 mod files;
@@ -40,6 +42,7 @@ pub mod task;
 mod test_logs;
 
 pub use config::A2aOptions;
+pub use containment::{Containment, ViewPolicy};
 pub use error::A2aError;
 pub use extension::OwnerNotifier;
 pub use server::{A2aServer, A2aServerBuilder, PushHandler};

@@ -168,11 +168,15 @@ impl Opening {
         let pool = self.pool.clone();
         pool.close_sessions(std::mem::take(&mut self.evicted), "to make room").await;
         let channel = Arc::new(A2aChatChannel::new(pool.max_file_bytes));
+        let (tool_set, confinement) =
+            pool.containment.for_caller(&self.caller, crate::containment::Tier::Workspace);
         let options = SessionOptions {
             scope: self.scope.clone(),
             cwd: self.caller.workspace.path.clone(),
             channel: Some(channel.clone()),
             extensions: vec![extension()],
+            tool_set,
+            confinement,
         };
         let opened = pool.factory.open(options).await;
         let mut state = pool.state.lock().await;
@@ -226,6 +230,8 @@ impl Drop for Opening {
 /// Open sessions of A2A callers.
 pub struct SessionPool {
     factory: Arc<SessionFactory>,
+    /// Which tools callers' sessions get and the sandbox they run in.
+    containment: crate::containment::Containment,
     idle_timeout: Duration,
     max_file_bytes: u64,
     limits: PoolLimits,
@@ -243,12 +249,22 @@ impl SessionPool {
     ) -> Self {
         SessionPool {
             factory,
+            containment: crate::containment::Containment::Off,
             idle_timeout,
             max_file_bytes,
             limits,
             state: tokio::sync::Mutex::new(State::default()),
             holds: std::sync::Mutex::new(HashSet::new()),
         }
+    }
+
+    /// The pool with callers' sessions contained this way (default: [`Containment::Off`], for
+    /// tests of the pool alone; the server always sets it).
+    ///
+    /// [`Containment::Off`]: crate::containment::Containment::Off
+    pub fn with_containment(mut self, containment: crate::containment::Containment) -> Self {
+        self.containment = containment;
+        self
     }
 
     /// Reserves the context for one task. When its session is open and idle, it is claimed at

@@ -25,6 +25,7 @@ use crate::auth::{CallerDirectory, authenticate};
 use crate::binding::{self, jsonrpc, rest};
 use crate::card;
 use crate::config::A2aOptions;
+use crate::containment::Containment;
 use crate::error::A2aError;
 use crate::extension::OwnerNotifier;
 use crate::handler::Outcome;
@@ -85,9 +86,17 @@ pub struct A2aServerBuilder {
     options: A2aOptions,
     notifier: Option<Arc<dyn OwnerNotifier>>,
     on_push: Option<PushHandler>,
+    containment: Containment,
 }
 
 impl A2aServerBuilder {
+    /// How callers' tools are contained. Default: [`Containment::Unavailable`], so a host that
+    /// sets nothing gives callers no workspace tools rather than unconfined ones.
+    pub fn containment(mut self, containment: Containment) -> Self {
+        self.containment = containment;
+        self
+    }
+
     /// Where pushes to `/a2a/push/{watchId}` go (our own A2A client's watches); without a handler
     /// every push is answered 404.
     pub fn on_push(mut self, handler: PushHandler) -> Self {
@@ -121,15 +130,19 @@ impl A2aServerBuilder {
             push::sender::DEFAULT_WAITS.to_vec(),
             push::sender::DEFAULT_TIMEOUT,
         ));
-        let pool = Arc::new(SessionPool::new(
-            self.factory,
-            self.options.session_idle_timeout,
-            self.options.max_file_bytes,
-            crate::pool::PoolLimits {
-                max_open: self.options.max_open_sessions,
-                max_per_caller: self.options.max_sessions_per_caller,
-            },
-        ));
+        self.containment.log();
+        let pool = Arc::new(
+            SessionPool::new(
+                self.factory,
+                self.options.session_idle_timeout,
+                self.options.max_file_bytes,
+                crate::pool::PoolLimits {
+                    max_open: self.options.max_open_sessions,
+                    max_per_caller: self.options.max_sessions_per_caller,
+                },
+            )
+            .with_containment(self.containment),
+        );
         Ok(A2aServer {
             inner: Arc::new(ServerInner {
                 options: self.options,
@@ -170,6 +183,7 @@ impl A2aServer {
             options: A2aOptions::default(),
             notifier: None,
             on_push: None,
+            containment: Containment::default(),
         }
     }
 

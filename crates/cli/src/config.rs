@@ -122,6 +122,35 @@ pub struct A2aSettings {
     pub max_tasks: Option<usize>,
     pub task_cache_bytes: Option<usize>,
     pub card: CardSettings,
+    pub sandbox: SandboxSettings,
+}
+
+/// `[a2a.sandbox]`, `A2A__Sandbox__*`: how callers' tools are contained (docs/security.md).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct SandboxSettings {
+    /// `on` (default): callers' tools run in a bubblewrap sandbox, and when none can be had
+    /// callers get tier chat. `off`: the owner's explicit opt-out, tools run unconfined.
+    pub mode: SandboxMode,
+    /// The bubblewrap program; default `bwrap` (looked up in `PATH`).
+    pub bwrap: Option<PathBuf>,
+    /// Workspace paths hidden from callers (a list in the file, comma-separated in the env).
+    #[serde(deserialize_with = "string_list")]
+    pub hide: Vec<String>,
+    /// Whether callers may change PERSONA.md, MEMORY.md, AGENTS.md and CLAUDE.md. Default false.
+    pub writable_context: bool,
+    /// Host paths callers' sandboxes see read-only besides the system folders.
+    #[serde(deserialize_with = "string_list")]
+    pub read_only_paths: Vec<String>,
+}
+
+/// `a2a.sandbox.mode`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    #[default]
+    On,
+    Off,
 }
 
 /// `[a2a.card]`, `A2A__Card__*`.

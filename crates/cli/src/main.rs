@@ -34,7 +34,14 @@ enum Command {
     Serve(cmd::serve::ServeArgs),
     /// Run the Telegram bot: one assistant per allowed chat, and A2A when enabled.
     Telegram(cmd::telegram::TelegramArgs),
+    /// Internal: the tool host a sandboxed session's tools run in (started by the server inside
+    /// bubblewrap; talks JSON lines on stdin and stdout).
+    #[command(name = "sandbox-tool-host", hide = true)]
+    SandboxToolHost,
 }
+
+/// The hidden command that runs a sandbox's tool host.
+pub const TOOL_HOST_COMMAND: &str = "sandbox-tool-host";
 
 /// Threads of the async runtime's blocking pool (file I/O).
 const MAX_BLOCKING_THREADS: usize = 32;
@@ -61,10 +68,20 @@ impl From<config::ConfigError> for Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::SandboxToolHost) {
+        // No logging and no multi-threaded runtime: the host is a small pipe server.
+        return match volcanic_core::sandbox::run_tool_host() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                report(&format!("tool host: {err}"));
+                ExitCode::from(1)
+            }
+        };
+    }
     // The server logs its lifecycle and owner notifications; chat keeps the terminal quiet.
     logging::init(match cli.command {
         Command::Chat(_) => "warn",
-        Command::Serve(_) | Command::Telegram(_) => "info",
+        Command::Serve(_) | Command::Telegram(_) | Command::SandboxToolHost => "info",
     });
     // The servers' threads yield to each other instead of preempting (see `sched`); before the
     // runtime starts, so that all of its threads inherit it.
@@ -99,6 +116,7 @@ fn main() -> ExitCode {
             Command::Chat(args) => cmd::chat::run(args).await,
             Command::Serve(args) => cmd::serve::run(args).await,
             Command::Telegram(args) => cmd::telegram::run(args).await,
+            Command::SandboxToolHost => Ok(0),
         }
     });
     match result {

@@ -19,4 +19,19 @@ pub trait ChatChannel: Send + Sync {
     /// # Errors
     /// A message for the model saying why it could not be delivered.
     async fn send_file(&self, path: &Path, caption: Option<&str>) -> Result<(), String>;
+
+    /// Sends a file given as its name and bytes, with an optional caption: how a contained
+    /// session sends, since its files are read inside its sandbox. The default refuses.
+    ///
+    /// # Errors
+    /// A message for the model saying why it could not be delivered.
+    async fn send_file_bytes(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        caption: Option<&str>,
+    ) -> Result<(), String> {
+        let _ = (name, bytes, caption);
+        Err("this chat cannot take files from a sandboxed session".to_string())
+    }
 }

@@ -63,8 +63,9 @@ impl RetryConfig {
     }
 }
 
-/// Output caps and timeouts of the built-in tools.
-#[derive(Debug, Clone, PartialEq)]
+/// Output caps and timeouts of the built-in tools. Serializable because a sandboxed session's
+/// tool host receives them over its pipe (see `sandbox`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolLimits {
     /// Most bytes of tool output the model sees. Default 50 KiB.
     pub max_output_bytes: usize,

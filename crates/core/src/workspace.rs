@@ -52,7 +52,11 @@ the notice says how to see the rest.",
         );
     }
 
-    let project = if cwd.join("AGENTS.md").is_file() { "AGENTS.md" } else { "CLAUDE.md" };
+    // An empty AGENTS.md says nothing, so CLAUDE.md still counts: caller sandboxes leave empty
+    // placeholders of these files behind (docs/security.md).
+    let agents = std::fs::metadata(cwd.join("AGENTS.md"));
+    let has_agents = agents.is_ok_and(|meta| meta.is_file() && meta.len() > 0);
+    let project = if has_agents { "AGENTS.md" } else { "CLAUDE.md" };
     let sections = [
         Section { title: "Persona", file: "PERSONA.md", preface: "Who you are (from PERSONA.md):" },
         Section { title: "Project context", file: project, preface: "" },
@@ -161,6 +165,8 @@ mod tests {
     fn claude_md_is_the_fallback() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("CLAUDE.md"), "from claude").unwrap();
+        // An empty AGENTS.md (a caller sandbox's placeholder) does not hide CLAUDE.md.
+        std::fs::write(dir.path().join("AGENTS.md"), "").unwrap();
         let p = prompt(dir.path(), &ContextLimits::default());
         assert!(p.contains("# Project context (CLAUDE.md)\nfrom claude"));
         assert!(!p.contains("# Persona"));

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use volcanic_a2a::auth::{A2aWorkspace, CallerDirectory, WorkspaceCallerDirectory};
 use volcanic_a2a::task::TaskStore;
-use volcanic_a2a::{A2aOptions, A2aServer};
+use volcanic_a2a::{A2aOptions, A2aServer, Containment};
 use volcanic_core::SessionFactory;
 
 use crate::api::{ApiError, BotApi, Update};
@@ -36,9 +36,19 @@ pub struct TelegramHostBuilder {
     factory: Arc<SessionFactory>,
     shutdown: CancellationToken,
     a2a: Option<(A2aOptions, TcpListener)>,
+    containment: Containment,
 }
 
 impl TelegramHostBuilder {
+    /// How A2A callers' tools are contained (see [`A2aServerBuilder::containment`]); default:
+    /// unavailable, so callers get no workspace tools unless the host says otherwise.
+    ///
+    /// [`A2aServerBuilder::containment`]: volcanic_a2a::A2aServerBuilder::containment
+    pub fn containment(mut self, containment: Containment) -> Self {
+        self.containment = containment;
+        self
+    }
+
     /// The host's stop signal; give the session factory the same token so runs abort with it.
     pub fn shutdown(mut self, token: CancellationToken) -> Self {
         self.shutdown = token;
@@ -82,6 +92,7 @@ impl TelegramHostBuilder {
                 let server = A2aServer::builder(self.factory.clone(), directory.clone())
                     .options(options)
                     .notifier(notifier)
+                    .containment(self.containment.clone())
                     .build()
                     .map_err(Error::A2a)?;
                 Some((server, listener))
@@ -122,7 +133,13 @@ pub struct TelegramHost {
 impl TelegramHost {
     /// A builder over the settings and the session factory every chat shares.
     pub fn builder(config: TelegramConfig, factory: Arc<SessionFactory>) -> TelegramHostBuilder {
-        TelegramHostBuilder { config, factory, shutdown: CancellationToken::new(), a2a: None }
+        TelegramHostBuilder {
+            config,
+            factory,
+            shutdown: CancellationToken::new(),
+            a2a: None,
+            containment: Containment::default(),
+        }
     }
 
     /// Runs until the shutdown token fires: serves A2A (if enabled), checks the token, polls.

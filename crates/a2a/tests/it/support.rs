@@ -146,7 +146,11 @@ impl TestServer {
         let directory =
             Arc::new(WorkspaceCallerDirectory::new(Arc::new(move || workspaces.clone())));
         let notes = Arc::new(Notes::default());
-        let mut builder = A2aServer::builder(factory, directory).options(setup.options);
+        // These tests are about the protocol; caller containment is proven against the real
+        // binary (crates/cli/tests/it/containment.rs), so tools run unconfined here.
+        let mut builder = A2aServer::builder(factory, directory)
+            .options(setup.options)
+            .containment(volcanic_a2a::Containment::Off);
         if setup.notifier {
             builder = builder.notifier(notes.clone());
         }

@@ -96,3 +96,32 @@ pub fn factory_with_shutdown(
     }
     builder.build()
 }
+
+/// How callers' tools are contained, from `[a2a.sandbox]`: a sandbox when one can be had here
+/// (checked by starting one), tier chat for every caller when not, or the owner's opt-out.
+/// `config_file` is hidden from callers when it lies in their workspace.
+pub async fn containment(
+    settings: &crate::config::SandboxSettings,
+    config_file: Option<&Path>,
+) -> Result<volcanic_a2a::Containment, Failure> {
+    use volcanic_a2a::{Containment, ViewPolicy};
+    if settings.mode == crate::config::SandboxMode::Off {
+        return Ok(Containment::Off);
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure { code: 1, message: format!("cannot find this program: {e}") })?;
+    let bwrap = settings.bwrap.clone().unwrap_or_else(|| PathBuf::from("bwrap"));
+    let sandbox = std::sync::Arc::new(
+        volcanic_core::sandbox::Sandbox::new(bwrap, exe, vec![crate::TOOL_HOST_COMMAND.into()])
+            .read_only_paths(settings.read_only_paths.iter().map(PathBuf::from).collect()),
+    );
+    if let Err(reason) = sandbox.probe().await {
+        return Ok(Containment::Unavailable { reason });
+    }
+    let mut hide: Vec<PathBuf> = settings.hide.iter().map(PathBuf::from).collect();
+    hide.extend(config_file.map(Path::to_path_buf));
+    Ok(Containment::Sandbox {
+        sandbox,
+        policy: ViewPolicy { hide, writable_context: settings.writable_context },
+    })
+}

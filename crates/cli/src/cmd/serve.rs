@@ -75,9 +75,12 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
         owner_id: "owner".into(),
     };
     let directory = Arc::new(WorkspaceCallerDirectory::new(Arc::new(move || vec![ws.clone()])));
+    let config_file = args.config.clone().unwrap_or_else(|| workspace.join("volcanic.toml"));
+    let containment = super::containment(&settings.a2a.sandbox, Some(&config_file)).await?;
     let server = A2aServer::builder(factory, directory)
         .options(options)
         .notifier(Arc::new(LogNotifier))
+        .containment(containment)
         .build()
         .map_err(|e| Failure { code: 1, message: format!("cannot build the A2A server: {e}") })?;
 

@@ -70,6 +70,8 @@ pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
     ));
     let mut builder = TelegramHost::builder(telegram, factory).shutdown(shutdown.clone());
     if let Some(options) = a2a_options {
+        let containment = super::containment(&settings.a2a.sandbox, args.config.as_deref()).await?;
+        builder = builder.containment(containment);
         let listen = args
             .listen
             .or_else(|| settings.a2a.listen.clone())

@@ -25,7 +25,8 @@ use crate::extension::{EventBus, Extension, Listener, Registrar};
 use crate::message::Message;
 use crate::provider::Provider;
 use crate::redact::{Redactor, Secret};
-use crate::tool::{SendTool, Tool, builtin_tools};
+use crate::sandbox::{Confinement, RemoteTool, ToolHost, ToolSet};
+use crate::tool::{ContainedSendTool, SendTool, Tool, builtin_tools};
 use crate::{Error, Result};
 
 pub use event::{EventKind, Role, RunOutcome, RunSettled, SessionEvent};
@@ -74,6 +75,7 @@ pub(crate) struct Shared {
 /// session has a channel (the `send` tool) and the specs of its extensions' tools.
 pub(crate) struct SpecsMadeFrom {
     channel: bool,
+    tool_set: ToolSet,
     extra: Vec<crate::provider::ToolSpec>,
     specs: Arc<[crate::provider::ToolSpec]>,
 }
@@ -152,6 +154,11 @@ pub struct SessionOptions {
     pub channel: Option<Arc<dyn ChatChannel>>,
     /// Extensions for this session only, after the factory's.
     pub extensions: Vec<Arc<dyn Extension>>,
+    /// Which built-in tools the session has (default: all).
+    pub tool_set: ToolSet,
+    /// The sandbox the built-in tools run in; `None` runs them in this process, unconfined
+    /// (the owner's own sessions, or an owner's explicit opt-out).
+    pub confinement: Option<Confinement>,
 }
 
 impl SessionOptions {
@@ -161,6 +168,8 @@ impl SessionOptions {
             cwd: cwd.into(),
             channel: None,
             extensions: Vec::new(),
+            tool_set: ToolSet::All,
+            confinement: None,
         }
     }
 }
@@ -195,19 +204,36 @@ impl SessionFactory {
         redactor
     }
 
-    /// A session's tools (the built-ins, `send` with a channel, then the extensions' tools, each
-    /// replacing a tool of the same name) and their specs in the same order, the specs shared
-    /// with the last session when they were made from the same things.
+    /// A session's tools (the built-ins of its tool set, `send` with a channel, then the
+    /// extensions' tools, each replacing a tool of the same name) and their specs in the same
+    /// order, the specs shared with the last session when they were made from the same things.
+    /// With a tool host, the built-ins are stand-ins that run in its sandbox.
     fn tools(
         &self,
         channel: bool,
+        tool_set: ToolSet,
+        host: Option<&Arc<ToolHost>>,
         extra: Vec<Arc<dyn Tool>>,
     ) -> (Vec<Arc<dyn Tool>>, Arc<[crate::provider::ToolSpec]>) {
         let constant = crate::tool::builtin_specs();
-        let mut tools: Vec<(Arc<dyn Tool>, &crate::provider::ToolSpec)> =
-            builtin_tools().into_iter().zip(constant).collect();
-        if channel {
-            let send: Arc<dyn Tool> = Arc::new(SendTool);
+        let mut tools: Vec<(Arc<dyn Tool>, &crate::provider::ToolSpec)> = builtin_tools()
+            .into_iter()
+            .zip(constant)
+            .filter(|(_, spec)| tool_set.has(&spec.name))
+            .map(|(tool, spec)| match host {
+                None => (tool, spec),
+                Some(host) => {
+                    let remote: Arc<dyn Tool> =
+                        Arc::new(RemoteTool { spec: spec.clone(), host: host.clone() });
+                    (remote, spec)
+                }
+            })
+            .collect();
+        if channel && tool_set.has("send") {
+            let send: Arc<dyn Tool> = match host {
+                None => Arc::new(SendTool),
+                Some(host) => Arc::new(ContainedSendTool { host: host.clone() }),
+            };
             tools.push((send, &constant[constant.len() - 1]));
         }
         let extra_specs: Vec<crate::provider::ToolSpec> = extra.iter().map(|t| t.spec()).collect();
@@ -217,7 +243,11 @@ impl SessionFactory {
         }
         let mut last = self.shared.last_specs.lock().unwrap_or_else(PoisonError::into_inner);
         let specs = match last.as_ref() {
-            Some(made) if made.channel == channel && made.extra == extra_specs => {
+            Some(made)
+                if made.channel == channel
+                    && made.tool_set == tool_set
+                    && made.extra == extra_specs =>
+            {
                 made.specs.clone()
             }
             _ => {
@@ -225,6 +255,7 @@ impl SessionFactory {
                     tools.iter().map(|(_, spec)| (*spec).clone()).collect();
                 *last = Some(SpecsMadeFrom {
                     channel,
+                    tool_set,
                     extra: extra_specs.clone(),
                     specs: specs.clone(),
                 });
@@ -232,6 +263,23 @@ impl SessionFactory {
             }
         };
         (tools.into_iter().map(|(tool, _)| tool).collect(), specs)
+    }
+
+    /// The tool host of a contained session: its view gains the state folder as a hidden path
+    /// when that folder lies inside the workspace (journals must stay out of reach).
+    fn tool_host(&self, scope: &str, confinement: Option<Confinement>) -> Option<Arc<ToolHost>> {
+        let mut confinement = confinement?;
+        let state_dir = crate::sandbox::normalize_path(&self.shared.state_dir);
+        if state_dir.starts_with(&confinement.view.workspace) {
+            confinement.view.hidden.push(state_dir);
+        }
+        let env = self.shared.exec.vars().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Some(Arc::new(ToolHost::new(
+            Arc::new(confinement),
+            self.session_dir(scope).join("spill"),
+            self.shared.limits.clone(),
+            env,
+        )))
     }
 
     /// The folder holding a scope's journal.
@@ -256,7 +304,9 @@ impl SessionFactory {
         let mut secrets = self.shared.secrets.clone();
         secrets.extend(registrar.secrets);
         let redactor = self.redactor(secrets);
-        let (tools, specs) = self.tools(options.channel.is_some(), registrar.tools);
+        let host = self.tool_host(&options.scope, options.confinement);
+        let (tools, specs) =
+            self.tools(options.channel.is_some(), options.tool_set, host.as_ref(), registrar.tools);
 
         let dir = self.session_dir(&options.scope);
         let scope = options.scope.clone();

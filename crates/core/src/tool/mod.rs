@@ -36,6 +36,7 @@ pub use grep::GrepTool;
 pub use ls::LsTool;
 pub use output::{CappedOutput, Keep, cap_output};
 pub use read::ReadTool;
+pub(crate) use send::ContainedSendTool;
 pub use send::SendTool;
 pub use write::WriteTool;
 

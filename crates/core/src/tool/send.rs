@@ -7,14 +7,86 @@
 //! What it sends leaves the session directly, without passing the run loop's redaction, so it
 //! redacts the text and caption itself, and it only sends files inside the workspace (symlinks
 //! resolved), so a file elsewhere on the host cannot be handed out.
+//!
+//! A contained session has [`ContainedSendTool`] instead: its tool host reads the file inside
+//! the sandbox (so the same view and the same symlink resolution as bash), and the bytes go to
+//! the channel's [`send_file_bytes`](crate::channel::ChatChannel::send_file_bytes).
 
 use std::io::ErrorKind;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
 use crate::provider::ToolSpec;
+use crate::sandbox::ToolHost;
+
+/// Largest file a contained session's `send` reads out of its sandbox (the channel applies its
+/// own, usually smaller, limit to the bytes).
+const MAX_CONTAINED_SEND_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What is left to do once the arguments are checked: nothing (the text was sent or an error
+/// found), or a file to send.
+enum Prepared {
+    Done(ToolOutput),
+    File { channel: Arc<dyn crate::channel::ChatChannel>, path: String, text: Option<String> },
+}
+
+/// Parses the arguments, finds the channel, redacts the text, and sends it when there is no file.
+async fn prepare_and_send_text(args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
+    let args: SendArgs = parse_args("send", args)?;
+    let Some(channel) = &ctx.channel else {
+        return Ok(Prepared::Done(ToolOutput::error(
+            "send is not available: this session has no chat channel",
+        )));
+    };
+    let text = args
+        .text
+        .filter(|text| !text.trim().is_empty())
+        .map(|text| ctx.redactor.redact(&text).into_owned());
+    match (args.path, text) {
+        (None, None) => Err(ToolError("give a path, a text or both".to_string())),
+        (None, Some(text)) => Ok(Prepared::Done(match channel.send_text(&text).await {
+            Ok(()) => ToolOutput::text("sent the text")
+                .with_details(json!({"text_chars": text.chars().count()})),
+            Err(err) => ToolOutput::error(format!("could not send the text: {err}")),
+        })),
+        (Some(path), text) => Ok(Prepared::File { channel: channel.clone(), path, text }),
+    }
+}
+
+/// The file part's result text.
+fn sent_file(shown: &str, captioned: bool, bytes: u64) -> ToolOutput {
+    let caption = if captioned { " with its caption" } else { "" };
+    ToolOutput::text(format!("sent {shown}{caption}"))
+        .with_details(json!({"path": shown, "bytes": bytes}))
+}
+
+/// `send` of a contained session: the file is read by the session's tool host, in its sandbox.
+pub(crate) struct ContainedSendTool {
+    pub host: Arc<ToolHost>,
+}
+
+#[async_trait::async_trait]
+impl Tool for ContainedSendTool {
+    fn spec(&self) -> ToolSpec {
+        SendTool.spec()
+    }
+
+    async fn execute(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let (channel, path, text) = match prepare_and_send_text(args, &ctx).await? {
+            Prepared::Done(output) => return Ok(output),
+            Prepared::File { channel, path, text } => (channel, path, text),
+        };
+        let (name, shown, bytes) = self.host.read_file(&path, MAX_CONTAINED_SEND_BYTES).await?;
+        let size = bytes.len() as u64;
+        Ok(match channel.send_file_bytes(&name, bytes, text.as_deref()).await {
+            Ok(()) => sent_file(&shown, text.is_some(), size),
+            Err(err) => ToolOutput::error(format!("could not send {shown}: {err}")),
+        })
+    }
+}
 
 /// Sends a file or a text through the chat channel: `send {path?, text?}`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -49,49 +121,31 @@ impl Tool for SendTool {
     }
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        let args: SendArgs = parse_args("send", args)?;
-        let Some(channel) = &ctx.channel else {
-            return Ok(ToolOutput::error(
-                "send is not available: this session has no chat channel",
-            ));
+        let (channel, path, text) = match prepare_and_send_text(args, &ctx).await? {
+            Prepared::Done(output) => return Ok(output),
+            Prepared::File { channel, path, text } => (channel, path, text),
         };
-        let text = args
-            .text
-            .filter(|text| !text.trim().is_empty())
-            .map(|text| ctx.redactor.redact(&text).into_owned());
-        match (args.path, text) {
-            (None, None) => Err(ToolError("give a path, a text or both".to_string())),
-            (None, Some(text)) => Ok(match channel.send_text(&text).await {
-                Ok(()) => ToolOutput::text("sent the text")
-                    .with_details(json!({"text_chars": text.chars().count()})),
-                Err(err) => ToolOutput::error(format!("could not send the text: {err}")),
-            }),
-            (Some(path), text) => {
-                let path = ctx.resolve(&path);
-                let shown = ctx.display_path(&path);
-                let not_found = |err: std::io::Error| match err.kind() {
-                    ErrorKind::NotFound => ToolError(format!("file not found: {shown}")),
-                    _ => ToolError(format!("could not read {shown}: {err}")),
-                };
-                let absolute = tokio::fs::canonicalize(&path).await.map_err(not_found)?;
-                let workspace = tokio::fs::canonicalize(&ctx.cwd).await.map_err(|err| {
-                    ToolError(format!("could not resolve the working folder: {err}"))
-                })?;
-                if !absolute.starts_with(&workspace) {
-                    return Ok(ToolOutput::error("can only send files inside the workspace"));
-                }
-                let meta = tokio::fs::metadata(&absolute).await.map_err(not_found)?;
-                if !meta.is_file() {
-                    return Err(ToolError(format!("{shown} is not a regular file")));
-                }
-                let caption = if text.is_some() { " with its caption" } else { "" };
-                Ok(match channel.send_file(&absolute, text.as_deref()).await {
-                    Ok(()) => ToolOutput::text(format!("sent {shown}{caption}"))
-                        .with_details(json!({"path": shown, "bytes": meta.len()})),
-                    Err(err) => ToolOutput::error(format!("could not send {shown}: {err}")),
-                })
-            }
+        let path = ctx.resolve(&path);
+        let shown = ctx.display_path(&path);
+        let not_found = |err: std::io::Error| match err.kind() {
+            ErrorKind::NotFound => ToolError(format!("file not found: {shown}")),
+            _ => ToolError(format!("could not read {shown}: {err}")),
+        };
+        let absolute = tokio::fs::canonicalize(&path).await.map_err(not_found)?;
+        let workspace = tokio::fs::canonicalize(&ctx.cwd)
+            .await
+            .map_err(|err| ToolError(format!("could not resolve the working folder: {err}")))?;
+        if !absolute.starts_with(&workspace) {
+            return Ok(ToolOutput::error("can only send files inside the workspace"));
         }
+        let meta = tokio::fs::metadata(&absolute).await.map_err(not_found)?;
+        if !meta.is_file() {
+            return Err(ToolError(format!("{shown} is not a regular file")));
+        }
+        Ok(match channel.send_file(&absolute, text.as_deref()).await {
+            Ok(()) => sent_file(&shown, text.is_some(), meta.len()),
+            Err(err) => ToolOutput::error(format!("could not send {shown}: {err}")),
+        })
     }
 }
 

@@ -1,0 +1,180 @@
+//! The bubblewrap command line for a session's sandbox.
+//!
+//! bubblewrap (`bwrap`) builds the namespaces: a user namespace with every capability dropped
+//! and no further user namespaces allowed (so `mount`, `umount` and `chroot` cannot undo the
+//! view, whether the server runs as root or not), no_new_privs (bwrap always sets it), a new
+//! mount namespace holding only the view, a network namespace with nothing but its own loopback,
+//! a PID namespace (the server and every other process are out of sight, `/proc` is the
+//! sandbox's own, and when the tool host ends every process it left ends with it), and new IPC,
+//! UTS and cgroup namespaces.
+//!
+//! The view, mounted in this order (later mounts cover earlier ones):
+//! 1. the system folders read-only (`/usr` and the merged-usr links, a few files of `/etc`, and
+//!    the host's extra read-only paths), a private `/tmp`, a minimal `/dev`, a fresh `/proc`;
+//! 2. the workspace at its own path, writable or read-only;
+//! 3. each hidden path covered: a folder by an empty tmpfs, a file by `/dev/null`;
+//! 4. each protected path bound read-only onto itself;
+//! 5. each exposed path (inside a hidden one) bound again, then the hiding tmpfs made read-only;
+//! 6. the session's spill folder, writable (before the remount, see 5);
+//! 7. the tool host binary, read-only, at [`TOOL_HOST_PATH`].
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::{Sandbox, SandboxView};
+
+/// Where the tool host binary appears inside the sandbox.
+pub(crate) const TOOL_HOST_PATH: &str = "/run/volcanic/tool-host";
+
+/// The home folder of sandboxed processes: private to the sandbox and gone when it ends.
+pub(crate) const SANDBOX_HOME: &str = "/tmp";
+
+/// System folders that are bound read-only when they are folders, or recreated as the same
+/// symlink when they are links (merged /usr).
+const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// Files and folders of `/etc` that programs need and that hold no secret: the dynamic loader's
+/// cache, user and group names, name-service and time-zone setup, Debian's alternatives links.
+const ETC_ENTRIES: &[&str] = &[
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/localtime",
+    "/etc/hosts",
+    "/etc/mime.types",
+    "/etc/bash.bashrc",
+];
+
+/// The arguments of `bwrap` (without the program) that start the tool host in `view`.
+pub(crate) fn arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) -> Vec<OsString> {
+    let mut args = Args::default();
+    args.flags(&[
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "sandbox",
+    ]);
+    for dir in SYSTEM_DIRS {
+        let path = Path::new(dir);
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(path) {
+                    args.pair("--symlink", &target, path);
+                }
+            }
+            Ok(meta) if meta.is_dir() => args.pair("--ro-bind", path, path),
+            Ok(_) | Err(_) => {}
+        }
+    }
+    for entry in ETC_ENTRIES {
+        args.pair("--ro-bind-try", Path::new(entry), Path::new(entry));
+    }
+    for path in &sandbox.read_only_paths {
+        args.pair("--ro-bind-try", path, path);
+    }
+    args.flags(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+
+    let workspace = &view.workspace;
+    args.pair(if view.writable { "--bind" } else { "--ro-bind" }, workspace, workspace);
+    let hidden: Vec<&PathBuf> = view.always_hidden.iter().chain(&view.hidden).collect();
+    let mut hidden_dirs = Vec::new();
+    for path in hidden {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.is_dir() => {
+                args.one("--tmpfs", path);
+                hidden_dirs.push(path);
+            }
+            Ok(_) => args.pair("--ro-bind", Path::new("/dev/null"), path),
+            // Absent: `prepare` made sure that what must be covered exists.
+            Err(_) => {}
+        }
+    }
+    for protected in &view.protected {
+        if protected.exists() {
+            args.pair("--ro-bind", protected, protected);
+        }
+    }
+    for exposed in &view.exposed {
+        let flag = if view.writable { "--bind" } else { "--ro-bind" };
+        args.pair(flag, exposed, exposed);
+    }
+    args.pair("--bind", spill_dir, spill_dir);
+    // Read-only only now: the exposed paths (and the spill folder, when the state folder is in
+    // the workspace) needed their mount points made in these tmpfs.
+    for dir in hidden_dirs {
+        args.one("--remount-ro", dir);
+    }
+    args.pair("--ro-bind", &sandbox.tool_host, Path::new(TOOL_HOST_PATH));
+    args.one("--chdir", workspace);
+    args.flags(&["--clearenv", "--"]);
+    args.0.push(TOOL_HOST_PATH.into());
+    args.0.extend(sandbox.tool_host_args.iter().map(OsString::from));
+    args.0
+}
+
+/// Creates what the view's mounts need before bwrap starts: the hidden folders that must always
+/// be covered, the exposed folders, empty placeholders for absent protected files (so a caller
+/// cannot create them: bwrap can only mount over something that exists), and the spill folder.
+/// Blocking.
+///
+/// # Errors
+/// A folder or placeholder cannot be created.
+pub(crate) fn prepare(view: &SandboxView, spill_dir: &Path) -> std::io::Result<()> {
+    for dir in view.always_hidden.iter().chain(&view.exposed) {
+        std::fs::create_dir_all(dir)?;
+    }
+    for protected in &view.protected {
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(protected) {
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(err),
+        }
+    }
+    std::fs::create_dir_all(spill_dir)
+}
+
+/// Argument list builder.
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn flags(&mut self, flags: &[&str]) {
+        self.0.extend(flags.iter().map(OsString::from));
+    }
+
+    fn one(&mut self, flag: &str, path: &Path) {
+        self.0.push(flag.into());
+        self.0.push(path.into());
+    }
+
+    fn pair(&mut self, flag: &str, from: &Path, to: &Path) {
+        self.0.push(flag.into());
+        self.0.push(from.into());
+        self.0.push(to.into());
+    }
+}
+
+/// Paths as the view holds them: absolute and without `.` or `..` parts, so that a mount lands
+/// where the owner meant (bwrap resolves destinations inside the sandbox).
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}

@@ -1,0 +1,399 @@
+//! The tool host: the process inside a session's sandbox that runs its built-in tools.
+//!
+//! Every file tool (read, write, edit, ls, grep, find, and the file reads of `send`) and every
+//! bash command of a contained session runs here, so they all see exactly the sandbox's view of
+//! the host: a symlink or hard link planted by bash cannot take a file tool anywhere bash cannot
+//! go itself, because the file tools resolve paths in the same mount namespace.
+//!
+//! The host holds no secret: its environment is the scrubbed child environment, and redaction
+//! happens outside, in the session (the run loop redacts every result; updates are redacted
+//! when they arrive). It marks itself non-dumpable, so the processes it starts cannot read its
+//! memory or write into its pipes through `/proc`.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use base64::Engine;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::protocol::{MAX_LINE_BYTES, Reply, Request, to_line};
+use crate::exec::ExecEnv;
+use crate::redact::Redactor;
+use crate::tool::{Tool, ToolContext, ToolError, builtin_tools};
+
+/// Runs the tool host on stdin and stdout until stdin closes. The CLI's hidden
+/// `sandbox-tool-host` command calls this inside the sandbox.
+///
+/// # Errors
+/// The runtime cannot start, or the pipe fails.
+pub fn run_tool_host() -> io::Result<()> {
+    // Processes the host starts run as the same user: without this they could read the host's
+    // memory or open its pipes through /proc/<pid>/.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(io::Error::from)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout()))
+}
+
+/// What every call of this host shares, from the init line.
+struct Setup {
+    cwd: PathBuf,
+    spill_dir: PathBuf,
+    limits: Arc<crate::config::ToolLimits>,
+    exec: Arc<ExecEnv>,
+    redactor: Arc<Redactor>,
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+/// Serves requests from `input` until it closes; replies go to `output`.
+pub(crate) async fn serve<R, W>(input: R, output: W) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();
+    let writer = tokio::spawn(async move {
+        let mut output = output;
+        while let Some(reply) = rx.recv().await {
+            if output.write_all(&to_line(&reply)).await.is_err() || output.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = BufReader::new(input);
+    let mut setup: Option<Arc<Setup>> = None;
+    let calls: Arc<Mutex<HashMap<u64, CancellationToken>>> = Arc::default();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = read_line(&mut lines, &mut line).await?;
+        if read == 0 {
+            break;
+        }
+        let request: Request = match serde_json::from_slice(&line) {
+            Ok(request) => request,
+            Err(err) => return Err(io::Error::new(io::ErrorKind::InvalidData, err)),
+        };
+        match request {
+            Request::Init { cwd, spill_dir, limits, env } => {
+                setup = Some(Arc::new(Setup {
+                    cwd: PathBuf::from(cwd),
+                    spill_dir: PathBuf::from(spill_dir),
+                    limits: Arc::new(limits),
+                    exec: Arc::new(ExecEnv::from_host(env, &[])),
+                    redactor: Arc::new(Redactor::default()),
+                    tools: builtin_tools(),
+                }));
+                // The receiver only goes away when the writer failed: stdout is gone.
+                let _ = tx.send(Reply::Ready);
+            }
+            Request::Call { id, tool, call_id, args } => {
+                let Some(setup) = setup.clone() else {
+                    let _ = tx.send(Reply::Failed { id, message: "tool host not ready".into() });
+                    continue;
+                };
+                let cancel = CancellationToken::new();
+                lock(&calls).insert(id, cancel.clone());
+                let (tx, calls) = (tx.clone(), calls.clone());
+                tokio::spawn(async move {
+                    let reply = run_call(&setup, id, &tool, call_id, args, cancel, &tx).await;
+                    lock(&calls).remove(&id);
+                    let _ = tx.send(reply);
+                });
+            }
+            Request::ReadFile { id, path, max_bytes } => {
+                let Some(setup) = setup.clone() else {
+                    let _ = tx.send(Reply::Failed { id, message: "tool host not ready".into() });
+                    continue;
+                };
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let reply = match read_for_send(&setup.cwd, &path, max_bytes).await {
+                        Ok((name, shown, bytes)) => Reply::File {
+                            id,
+                            name,
+                            shown,
+                            bytes: base64::engine::general_purpose::STANDARD.encode(bytes),
+                        },
+                        Err(err) => Reply::Failed { id, message: err.0 },
+                    };
+                    let _ = tx.send(reply);
+                });
+            }
+            Request::Cancel { id } => {
+                if let Some(cancel) = lock(&calls).get(&id) {
+                    cancel.cancel();
+                }
+            }
+        }
+    }
+    // Stdin closed: the session is gone. Running calls are stopped (bash kills its group).
+    for cancel in lock(&calls).values() {
+        cancel.cancel();
+    }
+    drop(tx);
+    // The writer ends when every call has sent its reply (or the pipe broke).
+    let _ = writer.await;
+    Ok(())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Reads one line (without its newline) of at most [`MAX_LINE_BYTES`]; 0 at the end.
+pub(crate) async fn read_line<R: AsyncBufReadExt + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+) -> io::Result<usize> {
+    loop {
+        let buffer = reader.fill_buf().await?;
+        if buffer.is_empty() {
+            return Ok(line.len());
+        }
+        let (taken, done) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buffer.len(), false),
+        };
+        let content = if done { &buffer[..taken - 1] } else { buffer };
+        if line.len() + content.len() > MAX_LINE_BYTES {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "line too long"));
+        }
+        line.extend_from_slice(content);
+        reader.consume(taken);
+        if done {
+            // An empty line still counts as read.
+            return Ok(line.len().max(1));
+        }
+    }
+}
+
+async fn run_call(
+    setup: &Setup,
+    id: u64,
+    tool: &str,
+    call_id: String,
+    args: serde_json::Value,
+    cancel: CancellationToken,
+    tx: &mpsc::UnboundedSender<Reply>,
+) -> Reply {
+    let Some(found) = setup.tools.iter().find(|t| t.spec().name == tool) else {
+        return Reply::Failed { id, message: format!("unknown tool: {tool}") };
+    };
+    let updates = tx.clone();
+    let ctx = ToolContext {
+        call_id,
+        cwd: setup.cwd.clone(),
+        cancel,
+        limits: setup.limits.clone(),
+        exec: setup.exec.clone(),
+        redactor: setup.redactor.clone(),
+        spill_dir: setup.spill_dir.clone(),
+        channel: None,
+        updates: Arc::new(move |text| {
+            let _ = updates.send(Reply::Update { id, text });
+        }),
+    };
+    match found.execute(args, ctx).await {
+        Ok(output) => Reply::Done {
+            id,
+            content: output.content,
+            is_error: output.is_error,
+            details: output.details,
+        },
+        Err(ToolError(message)) => Reply::Failed { id, message },
+    }
+}
+
+/// The file `send` asked for: a regular file inside `cwd` (symlinks resolved, in the sandbox's
+/// view), at most `max_bytes`. Returns its name, the path as shown to the model, and its bytes.
+async fn read_for_send(
+    cwd: &Path,
+    path: &str,
+    max_bytes: u64,
+) -> Result<(String, String, Vec<u8>), ToolError> {
+    let (cwd, path) = (cwd.to_path_buf(), path.to_string());
+    crate::tool::blocking("send", move || {
+        let requested = cwd.join(path.strip_prefix('@').unwrap_or(&path));
+        let shown = match requested.strip_prefix(&cwd) {
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => requested.display().to_string(),
+        };
+        let absolute = std::fs::canonicalize(&requested).map_err(|err| match err.kind() {
+            io::ErrorKind::NotFound => ToolError(format!("file not found: {shown}")),
+            _ => ToolError(format!("could not read {shown}: {err}")),
+        })?;
+        let workspace = std::fs::canonicalize(&cwd)
+            .map_err(|err| ToolError(format!("could not resolve the working folder: {err}")))?;
+        if !absolute.starts_with(&workspace) {
+            return Err(ToolError("can only send files inside the workspace".into()));
+        }
+        let file = std::fs::File::open(&absolute)
+            .map_err(|err| ToolError(format!("could not read {shown}: {err}")))?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(ToolError(format!("{shown} is not a regular file")));
+        }
+        if meta.len() > max_bytes {
+            return Err(ToolError(format!(
+                "the file is {} bytes; the limit is {max_bytes}",
+                meta.len()
+            )));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        io::Read::read_to_end(&mut io::Read::take(file, max_bytes.saturating_add(1)), &mut bytes)?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(ToolError(format!("{shown} grew past the limit of {max_bytes} bytes")));
+        }
+        let name = absolute
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "file".into());
+        Ok((name, shown, bytes))
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+    use crate::config::ToolLimits;
+
+    /// A host on in-memory pipes: what the test writes, and the replies as lines.
+    struct Pipes {
+        input: tokio::io::DuplexStream,
+        output: tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
+    }
+
+    fn start() -> Pipes {
+        let (input, host_in) = tokio::io::duplex(1 << 20);
+        let (host_out, output) = tokio::io::duplex(1 << 20);
+        tokio::spawn(serve(host_in, host_out));
+        Pipes { input, output: BufReader::new(output).lines() }
+    }
+
+    impl Pipes {
+        async fn send(&mut self, request: &Request) {
+            self.input.write_all(&to_line(request)).await.unwrap();
+        }
+
+        async fn reply(&mut self) -> Reply {
+            let line =
+                tokio::time::timeout(std::time::Duration::from_secs(20), self.output.next_line())
+                    .await
+                    .expect("a reply within 20 s")
+                    .unwrap()
+                    .expect("the host is still running");
+            serde_json::from_str(&line).unwrap()
+        }
+
+        async fn init(&mut self, dir: &Path) {
+            self.send(&Request::Init {
+                cwd: dir.display().to_string(),
+                spill_dir: dir.join(".spill").display().to_string(),
+                limits: ToolLimits::default(),
+                env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+            })
+            .await;
+            assert!(matches!(self.reply().await, Reply::Ready));
+        }
+    }
+
+    #[tokio::test]
+    async fn host_runs_a_call_and_answers_with_its_result() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+        let mut host = start();
+        host.init(dir.path()).await;
+        let args = json!({"command": "cat a.txt"});
+        host.send(&Request::Call { id: 1, tool: "bash".into(), call_id: "c".into(), args }).await;
+        match host.reply().await {
+            Reply::Done { id, content, is_error, .. } => {
+                assert_eq!((id, content.as_str(), is_error), (1, "hello\n\nexit code: 0", false));
+            }
+            other => panic!("unexpected reply: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn host_cancel_stops_a_running_bash_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut host = start();
+        host.init(dir.path()).await;
+        let args = json!({"command": "echo started; sleep 30"});
+        host.send(&Request::Call { id: 4, tool: "bash".into(), call_id: "c".into(), args }).await;
+        assert!(matches!(host.reply().await, Reply::Update { id: 4, .. }));
+        host.send(&Request::Cancel { id: 4 }).await;
+        match host.reply().await {
+            Reply::Done { id, content, is_error, .. } => {
+                assert_eq!((id, content.as_str(), is_error), (4, "started\n\naborted", true));
+            }
+            other => panic!("unexpected reply: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn host_reads_files_for_send_only_inside_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("r.txt"), "report").unwrap();
+        std::fs::write(outside.path().join("s.txt"), "secret").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("s.txt"), dir.path().join("link")).unwrap();
+        let mut host = start();
+        host.init(dir.path()).await;
+
+        host.send(&Request::ReadFile { id: 1, path: "r.txt".into(), max_bytes: 100 }).await;
+        match host.reply().await {
+            Reply::File { id, name, shown, bytes } => {
+                assert_eq!((id, name.as_str(), shown.as_str()), (1, "r.txt", "r.txt"));
+                assert_eq!(
+                    base64::engine::general_purpose::STANDARD.decode(bytes).unwrap(),
+                    b"report"
+                );
+            }
+            other => panic!("unexpected reply: {other:?}"),
+        }
+        host.send(&Request::ReadFile { id: 2, path: "link".into(), max_bytes: 100 }).await;
+        match host.reply().await {
+            Reply::Failed { id, message } => {
+                assert_eq!((id, message.as_str()), (2, "can only send files inside the workspace"));
+            }
+            other => panic!("unexpected reply: {other:?}"),
+        }
+        host.send(&Request::ReadFile { id: 3, path: "r.txt".into(), max_bytes: 3 }).await;
+        match host.reply().await {
+            Reply::Failed { id, message } => {
+                assert_eq!((id, message.as_str()), (3, "the file is 6 bytes; the limit is 3"));
+            }
+            other => panic!("unexpected reply: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn host_refuses_an_oversized_line() {
+        let (mut input, host_in) = tokio::io::duplex(1 << 16);
+        let (host_out, _output) = tokio::io::duplex(1 << 16);
+        let served = tokio::spawn(serve(host_in, host_out));
+        let chunk = vec![b'x'; 1 << 20];
+        let writer = tokio::spawn(async move {
+            for _ in 0..(MAX_LINE_BYTES / chunk.len() + 2) {
+                if input.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let result = tokio::time::timeout(std::time::Duration::from_secs(60), served)
+            .await
+            .expect("the host gives up within 60 s")
+            .unwrap();
+        assert_eq!(result.unwrap_err().kind(), io::ErrorKind::InvalidData);
+        writer.abort();
+    }
+}

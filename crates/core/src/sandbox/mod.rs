@@ -1,0 +1,176 @@
+//! Containment of a session's tools: which tools a session gets ([`ToolSet`]) and, for a
+//! contained session, the sandbox they run in ([`Confinement`]).
+//!
+//! A contained session's built-in tools do not run in the server's process. They run in a tool
+//! host ([`run_tool_host`]) started inside a bubblewrap sandbox ([`Sandbox`]) the first time the
+//! session calls a tool, and kept for the session's life. The host sees only the session's
+//! [`SandboxView`] of the machine, holds no secret, and has no network; the session sends it
+//! each call over a pipe and redacts what comes back. Because bash and the file tools run in the
+//! same namespaces, no file tool can reach what bash cannot.
+//!
+//! Why bubblewrap and not Landlock alone: Landlock cannot carve a folder such as `.volcanic/`
+//! out of an allowed workspace, and cannot hide the server's `/proc` entries from a process of
+//! the same user the way a PID namespace does. bubblewrap is a small, audited tool that only
+//! builds namespaces; doing the same by hand would need `unsafe` code for `clone` and `mount`.
+//! See docs/security.md for the threat model and docs/architecture.md for the decision.
+//!
+//! The core never finds bwrap or the tool host binary itself: the host passes their paths.
+
+mod bwrap;
+mod host;
+mod protocol;
+mod remote;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A path made absolute-clean: `.` parts dropped and `..` parts applied, without touching the
+/// file system (bwrap resolves mount destinations inside the sandbox, so views hold clean paths).
+pub use bwrap::normalize as normalize_path;
+pub use host::run_tool_host;
+pub(crate) use remote::{RemoteTool, ToolHost};
+
+/// Which built-in tools a session has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolSet {
+    /// read, write, edit, bash, ls, grep, find (and `send` with a channel).
+    #[default]
+    All,
+    /// read, ls, grep, find (and `send` with a channel): nothing that changes a file or runs a
+    /// program.
+    ReadOnly,
+    /// No workspace tool at all (extensions' tools stay).
+    None,
+}
+
+impl ToolSet {
+    /// Whether the built-in tool `name` belongs to this set.
+    pub fn has(self, name: &str) -> bool {
+        match self {
+            ToolSet::All => true,
+            ToolSet::ReadOnly => matches!(name, "read" | "ls" | "grep" | "find" | "send"),
+            ToolSet::None => false,
+        }
+    }
+}
+
+/// How to start sandboxes: the bwrap program and the tool host binary.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    bwrap: PathBuf,
+    tool_host: PathBuf,
+    tool_host_args: Vec<String>,
+    read_only_paths: Vec<PathBuf>,
+}
+
+impl Sandbox {
+    /// `bwrap` is the bubblewrap program (a bare name is looked up in `PATH`); `tool_host` is a
+    /// binary that runs [`run_tool_host`] when given `tool_host_args` (the `volcanic` binary
+    /// with its hidden `sandbox-tool-host` command).
+    pub fn new(
+        bwrap: impl Into<PathBuf>,
+        tool_host: impl Into<PathBuf>,
+        tool_host_args: Vec<String>,
+    ) -> Self {
+        Sandbox {
+            bwrap: bwrap.into(),
+            tool_host: tool_host.into(),
+            tool_host_args,
+            read_only_paths: Vec::new(),
+        }
+    }
+
+    /// Host paths every sandbox sees read-only besides the system folders (e.g. `/opt/tools`).
+    /// Paths that do not exist are skipped.
+    pub fn read_only_paths(mut self, paths: Vec<PathBuf>) -> Self {
+        self.read_only_paths = paths;
+        self
+    }
+
+    /// Starts a sandbox over an empty temporary folder and checks that its tool host answers,
+    /// so a host can say at start-up whether callers can be contained here.
+    ///
+    /// # Errors
+    /// Why the sandbox cannot start (bwrap missing, user namespaces refused, …).
+    pub async fn probe(self: &Arc<Self>) -> Result<(), String> {
+        let dir = tempfile::tempdir().map_err(|e| format!("cannot make a folder: {e}"))?;
+        let workspace = dir.path().join("workspace");
+        let spill = dir.path().join("spill");
+        std::fs::create_dir(&workspace).map_err(|e| format!("cannot make a folder: {e}"))?;
+        let confinement = Confinement { sandbox: self.clone(), view: SandboxView::new(&workspace) };
+        let host = ToolHost::new(
+            Arc::new(confinement),
+            spill,
+            Arc::new(crate::config::ToolLimits::default()),
+            Vec::new(),
+        );
+        let started = tokio::time::timeout(PROBE_TIMEOUT, host.ensure_started()).await;
+        match started {
+            Ok(result) => result,
+            Err(_) => Err(format!("the sandbox did not start within {PROBE_TIMEOUT:?}")),
+        }
+    }
+}
+
+/// Longest a start-up probe waits.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What a contained session sees of the machine: the workspace and the session's spill folder,
+/// the system folders read-only, and nothing else. Paths are absolute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxView {
+    /// The workspace, mounted at its own path (the session's working folder).
+    pub workspace: PathBuf,
+    /// Whether the workspace is writable (false: every file tool and program sees it read-only).
+    pub writable: bool,
+    /// Folders hidden whether or not they exist yet: created empty when absent, then covered by
+    /// an empty read-only folder, so nothing can be created under them either (`.volcanic/`).
+    pub always_hidden: Vec<PathBuf>,
+    /// Paths hidden if they exist when the sandbox starts (the owner's private paths): a folder
+    /// shows empty and read-only, a file empty.
+    pub hidden: Vec<PathBuf>,
+    /// Files that are read-only in the sandbox. An absent one is created empty first (bwrap
+    /// can only cover what exists), so a session cannot create it either.
+    pub protected: Vec<PathBuf>,
+    /// Folders inside hidden ones that the session sees again (its own inbox), created when
+    /// absent; writable when the workspace is.
+    pub exposed: Vec<PathBuf>,
+}
+
+impl SandboxView {
+    /// The whole workspace, writable, nothing hidden.
+    pub fn new(workspace: &Path) -> Self {
+        SandboxView {
+            workspace: bwrap::normalize(workspace),
+            writable: true,
+            always_hidden: Vec::new(),
+            hidden: Vec::new(),
+            protected: Vec::new(),
+            exposed: Vec::new(),
+        }
+    }
+}
+
+/// A contained session's sandbox: how to start it and what it shows.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    pub sandbox: Arc<Sandbox>,
+    pub view: SandboxView,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_sets_hold_the_tools_their_tier_promises() {
+        let names = ["read", "write", "edit", "bash", "ls", "grep", "find", "send"];
+        let held = |set: ToolSet| -> Vec<&str> {
+            names.iter().copied().filter(|name| set.has(name)).collect()
+        };
+        assert_eq!(held(ToolSet::All), names.to_vec());
+        assert_eq!(held(ToolSet::ReadOnly), vec!["read", "ls", "grep", "find", "send"]);
+        assert_eq!(held(ToolSet::None), Vec::<&str>::new());
+    }
+}
