@@ -161,28 +161,45 @@ impl volcanic_core::channel::ChatChannel for A2aChatChannel {
     }
 
     async fn send_file(&self, path: &Path, caption: Option<&str>) -> Result<(), String> {
-        let task = self.target()?;
         let meta = tokio::fs::metadata(path).await.map_err(|e| e.to_string())?;
-        if meta.len() > self.max_file_bytes {
-            return Err(format!(
-                "the file is {} bytes; the limit is {} (A2A__MaxFileBytes)",
-                meta.len(),
-                self.max_file_bytes
-            ));
-        }
+        self.check_size(meta.len())?;
         let bytes = tokio::fs::read(path).await.map_err(|e| e.to_string())?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_else(|| "file".into());
+        self.send_file_bytes(&name, bytes, caption).await
+    }
+
+    async fn send_file_bytes(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        caption: Option<&str>,
+    ) -> Result<(), String> {
+        let task = self.target()?;
+        self.check_size(bytes.len() as u64)?;
         let media_type =
-            mime_guess::from_path(path).first_or_octet_stream().essence_str().to_string();
+            mime_guess::from_path(name).first_or_octet_stream().essence_str().to_string();
         let mut parts =
-            vec![a2a::Part::raw(bytes).with_filename(name.clone()).with_media_type(media_type)];
+            vec![a2a::Part::raw(bytes).with_filename(name.to_string()).with_media_type(media_type)];
         if let Some(caption) = caption {
             parts.push(a2a::Part::text(caption));
         }
-        task.add_artifact(Some(name), parts).await;
+        task.add_artifact(Some(name.to_string()), parts).await;
+        Ok(())
+    }
+}
+
+impl A2aChatChannel {
+    /// Refuses a file over `A2A__MaxFileBytes`.
+    fn check_size(&self, len: u64) -> Result<(), String> {
+        if len > self.max_file_bytes {
+            return Err(format!(
+                "the file is {len} bytes; the limit is {} (A2A__MaxFileBytes)",
+                self.max_file_bytes
+            ));
+        }
         Ok(())
     }
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod chat;
+mod containment;
 mod crash;
 mod memory;
 mod serve;
