@@ -17,7 +17,7 @@ RUN cargo build --release --locked -p volcanic \
 
 FROM debian:bookworm-slim
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates \
+    && apt-get install -y --no-install-recommends ca-certificates bubblewrap \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin volcanic \
     && mkdir -p /data/chats /data/state \

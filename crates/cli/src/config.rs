@@ -643,6 +643,43 @@ mod tests {
     }
 
     #[test]
+    fn sandbox_settings_from_env_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = load(None, dir.path(), &[]).unwrap().a2a.sandbox;
+        assert_eq!(
+            (default.mode, default.bwrap, default.hide, default.writable_context),
+            (SandboxMode::On, None, Vec::<String>::new(), false)
+        );
+        let set = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("A2A__Sandbox__Mode", "off"),
+                ("A2A__Sandbox__Bwrap", "/opt/bin/bwrap"),
+                ("A2A__Sandbox__Hide", "private, .env"),
+                ("A2A__Sandbox__WritableContext", "true"),
+                ("A2A__Sandbox__ReadOnlyPaths", "/opt/tools"),
+            ]),
+        )
+        .unwrap()
+        .a2a
+        .sandbox;
+        assert_eq!(set.mode, SandboxMode::Off);
+        assert_eq!(set.bwrap, Some(PathBuf::from("/opt/bin/bwrap")));
+        assert_eq!(set.hide, vec!["private".to_string(), ".env".to_string()]);
+        assert!(set.writable_context);
+        assert_eq!(set.read_only_paths, vec!["/opt/tools".to_string()]);
+        std::fs::write(
+            dir.path().join("volcanic.toml"),
+            "[a2a.sandbox]\nhide = [\"a\", \"b/c\"]\n",
+        )
+        .unwrap();
+        assert_eq!(load(None, dir.path(), &[]).unwrap().a2a.sandbox.hide, vec!["a", "b/c"]);
+        let err = load(None, dir.path(), &env(&[("A2A__Sandbox__Mode", "maybe")])).unwrap_err();
+        assert!(err.0.starts_with("a2a.sandbox.mode:"), "{}", err.0);
+    }
+
+    #[test]
     fn bad_values_name_the_key() {
         let dir = tempfile::tempdir().unwrap();
         let err = load(None, dir.path(), &env(&[("Agent__MaxTurns", "three")])).unwrap_err();

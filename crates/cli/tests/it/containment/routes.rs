@@ -320,7 +320,8 @@ fn a_contained_caller_still_works_in_the_workspace() {
         let fixture = Fixture::new(mode);
         let server = Server::start(&fixture, mode);
         let steps = json!([
-            bash("cat notes.txt > report.txt; echo made by bash >> report.txt; ls -a"),
+            bash("cat notes.txt > report.txt; echo made by bash >> report.txt; ls -a; \
+                  grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status"),
             tool("write", json!({"path": "sub/out.txt", "content": "written"})),
             tool("read", json!({"path": "sub/out.txt"})),
             tool("send", json!({"path": "report.txt"})),
@@ -334,6 +335,15 @@ fn a_contained_caller_still_works_in_the_workspace() {
             evidence.text
         );
         assert_eq!(std::fs::read_to_string(fixture.ws.join("sub/out.txt")).unwrap(), "written");
+        // No capability at all, and no way to gain one through exec.
+        for line in [
+            "CapPrm:\\t0000000000000000",
+            "CapEff:\\t0000000000000000",
+            "CapBnd:\\t0000000000000000",
+            "NoNewPrivs:\\t1",
+        ] {
+            assert!(evidence.text.contains(line), "{mode:?}: {line} in {}", evidence.text);
+        }
         assert_eq!(server.stop(), Some(0), "{mode:?}");
     }
 }
