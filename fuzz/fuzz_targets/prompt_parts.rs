@@ -1,5 +1,6 @@
 //! Prompt building from message parts: whatever the parts and their file names, every saved file
-//! lands directly in the caller's `inbox/`, one per byte part, under a name the prompt names.
+//! lands directly in the caller's folder `inbox/a2a/<caller>/`, one per byte part, under the
+//! workspace-relative path the prompt names.
 //!
 //! Input: a JSON array of 1.0 parts, or else one byte part built from `NAME\0MEDIA_TYPE\0BYTES`.
 #![no_main]
@@ -18,6 +19,10 @@ static ROOT: LazyLock<(TempDir, tokio::runtime::Runtime)> = LazyLock::new(|| {
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
     (dir, runtime)
 });
+
+/// The folders a prompt may create under the temp root: the workspace, its inbox, the A2A
+/// inbox and the caller's folder in it.
+const FOLDERS: [&str; 4] = ["ws", "ws/inbox", "ws/inbox/a2a", "ws/inbox/a2a/peer"];
 
 fn parts(data: &[u8]) -> Vec<Part> {
     if let Ok(parts) = serde_json::from_slice::<Vec<Part>>(data) {
@@ -84,21 +89,19 @@ fuzz_target!(|data: &[u8]| {
     for path in &found {
         let components: Vec<Component> = path.components().collect();
         match components.as_slice() {
-            [Component::Normal(ws)] | [Component::Normal(ws), Component::Normal(_)]
-                if *ws == "ws" && (components.len() == 1 || path.ends_with("inbox")) => {}
-            [Component::Normal(ws), Component::Normal(inbox), Component::Normal(name)]
-                if *ws == "ws" && *inbox == "inbox" =>
-            {
+            _ if FOLDERS.iter().any(|folder| path == Path::new(folder)) => {}
+            [_, _, _, _, Component::Normal(name)] if path.starts_with("ws/inbox/a2a/peer") => {
                 assert!(root.path().join(path).is_file(), "{path:?} is not a plain file");
                 saved.push(name.to_string_lossy().into_owned());
             }
-            _ => panic!("a file escaped inbox/: {path:?}"),
+            _ => panic!("a file escaped inbox/a2a/peer/: {path:?}"),
         }
     }
     let prompt = prompt.expect("writing into a temp inbox succeeds");
     assert_eq!(saved.len(), bytes_parts, "one file per byte part");
     for name in &saved {
-        assert!(prompt.contains(&format!("inbox/{name}")), "the prompt does not name {name}");
+        let named = format!("inbox/a2a/peer/{name}");
+        assert!(prompt.contains(&named), "the prompt does not name {named}");
     }
     std::fs::remove_dir_all(&workspace_dir).ok();
 });

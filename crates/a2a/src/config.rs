@@ -47,8 +47,9 @@ pub struct A2aOptions {
     /// Most connections served at once; further clients wait in the listen backlog until one
     /// closes. Default 512.
     pub max_connections: usize,
-    /// Most bytes of files the server saves under each workspace's `inbox/` (counted over the
-    /// `a2a-*` files there, so the owner frees room by deleting them); a file part that would
+    /// Most bytes of A2A files in each workspace's inbox, counted over the regular files in
+    /// `inbox/a2a/` and its caller folders plus the flat `inbox/a2a-*` files of earlier versions
+    /// (symlinks not counted), so the owner frees room by deleting them; a file part that would
     /// go over fails its task with the reason. Default 1 GiB.
     pub max_inbox_bytes: u64,
     /// Most task files per workspace; beyond it a new task is refused (continuing an existing

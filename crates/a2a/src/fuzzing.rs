@@ -32,7 +32,7 @@ pub async fn build_prompt(
     files::assemble(caller, parts, has_notifier, None, caps).await
 }
 
-/// The file name a part is saved under in `inbox/` (before the `a2a-<caller>-<time>-` prefix):
+/// The file name a part is saved under in `inbox/a2a/<caller>/` (before the `<time>-` prefix):
 /// its own name, else the URL's last segment, else `file` plus an extension for the media type.
 pub fn inbox_file_name(part: &Part, url: Option<&str>, content_type: Option<&str>) -> String {
     files::file_name(part, url, content_type)

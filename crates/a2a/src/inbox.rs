@@ -1,5 +1,6 @@
-//! A workspace's `inbox/`: where files received from others land (A2A file parts, Telegram
-//! attachments), under safe names that never overwrite anything.
+//! A workspace's `inbox/`: where files received from others land (A2A file parts in each
+//! caller's `inbox/a2a/<caller>/`, Telegram attachments in `inbox/` itself), under safe names
+//! that never overwrite anything.
 //!
 //! Shared by every host so that one set of naming rules applies to the folder.
 

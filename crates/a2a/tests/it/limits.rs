@@ -6,17 +6,6 @@ use volcanic_a2a::A2aOptions;
 
 use crate::support::*;
 
-fn inbox_names(server: &TestServer) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(server.ws().join("inbox"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[tokio::test]
 async fn max_tasks_refuses_new_tasks_but_lets_existing_ones_continue() {
     let server = TestServer::with(Setup {
@@ -74,12 +63,14 @@ async fn full_inbox_fails_the_task_with_the_reason_and_saves_nothing() {
         task["status"]["message"]["parts"][0]["text"],
         "message.parts[1]: the assistant's inbox is full (limit 10 bytes); the file was not saved"
     );
-    let names = inbox_names(&server);
-    assert_eq!(names.len(), 1, "{names:?}");
-    assert!(names[0].ends_with("-a.txt"), "{names:?}");
+    let names = server.inbox_files();
+    assert_eq!(
+        names.iter().map(|f| redact_stamps(f)).collect::<Vec<_>>(),
+        ["inbox/a2a/travel-bot/<time>-a.txt"]
+    );
     // Text still works, and deleting the old file makes room.
     assert_eq!(server.send("no files").await["task"]["status"]["state"], "TASK_STATE_COMPLETED");
-    std::fs::remove_file(server.ws().join("inbox").join(&names[0])).unwrap();
+    std::fs::remove_file(server.ws().join(&names[0])).unwrap();
     let answer = server.rpc(KEY, "SendMessage", file("Z29vZGJ5ZSE=", "b.txt")).await;
     assert_eq!(answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{answer}");
 }

@@ -327,7 +327,7 @@ async fn hops_emitted_on_event_bus() {
 }
 
 #[tokio::test]
-async fn files_inbound_part_saved_to_inbox() {
+async fn files_inbound_part_saved_to_the_caller_inbox_folder() {
     let server = TestServer::start().await;
     let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
         {"text": "see attached"},
@@ -335,19 +335,50 @@ async fn files_inbound_part_saved_to_inbox() {
         {"data": {"ticket": 42}}
     ]}});
     server.rpc(KEY, "SendMessage", params).await;
-    let inbox: Vec<String> = std::fs::read_dir(server.ws().join("inbox"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(inbox.len(), 1);
-    assert!(
-        inbox[0].starts_with("a2a-travel-bot-") && inbox[0].ends_with("-plan.pdf"),
-        "{inbox:?}"
+    let inbox = server.inbox_files();
+    assert_eq!(
+        inbox.iter().map(|f| redact_stamps(f)).collect::<Vec<_>>(),
+        ["inbox/a2a/travel-bot/<time>-plan.pdf"]
     );
-    assert_eq!(std::fs::read(server.ws().join("inbox").join(&inbox[0])).unwrap(), b"hello");
+    assert_eq!(std::fs::read(server.ws().join(&inbox[0])).unwrap(), b"hello");
     let prompt = server.faux.requests()[0].latest_user_text().unwrap().to_string();
-    assert!(prompt.contains(&format!("Files: inbox/{}", inbox[0])), "{prompt}");
-    assert!(prompt.contains("```json\n{\n  \"ticket\": 42\n}\n```"), "{prompt}");
+    let body = prompt.split_once("]\n\n").map(|(_, body)| body.to_string());
+    assert_eq!(
+        body,
+        Some(format!("see attached\nFiles: {}\n```json\n{{\n  \"ticket\": 42\n}}\n```", inbox[0]))
+    );
+}
+
+#[tokio::test]
+async fn files_of_two_callers_land_in_their_own_folders_and_prompts() {
+    let server = TestServer::start().await;
+    let file = |b64: &str| {
+        json!({"message": {"messageId": uuid(), "role": "ROLE_USER",
+            "parts": [{"text": "here"}, {"raw": b64, "filename": "notes.txt"}]}})
+    };
+    server.rpc(KEY, "SendMessage", file("dHJhdmVs")).await;
+    server.rpc(OTHER_KEY, "SendMessage", file("b3RoZXI=")).await;
+    let inbox = server.inbox_files();
+    assert_eq!(
+        inbox.iter().map(|f| redact_stamps(f)).collect::<Vec<_>>(),
+        ["inbox/a2a/other-bot/<time>-notes.txt", "inbox/a2a/travel-bot/<time>-notes.txt"]
+    );
+    let contents: Vec<String> =
+        inbox.iter().map(|f| std::fs::read_to_string(server.ws().join(f)).unwrap()).collect();
+    assert_eq!(contents, ["other", "travel"]);
+    let prompts: Vec<String> = server
+        .faux
+        .requests()
+        .iter()
+        .map(|r| redact_stamps(r.latest_user_text().unwrap().rsplit('\n').next().unwrap()))
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            "Files: inbox/a2a/travel-bot/<time>-notes.txt",
+            "Files: inbox/a2a/other-bot/<time>-notes.txt"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -513,16 +544,12 @@ async fn files_by_url_are_downloaded_through_the_guard() {
         {"text": "see"}, {"url": format!("{}/plan.txt", files.uri())}]}});
     let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
     assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
-    let inbox: Vec<String> = std::fs::read_dir(server.ws().join("inbox"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(inbox.len(), 1);
-    assert!(inbox[0].ends_with("-plan.txt"));
+    let inbox = server.inbox_files();
     assert_eq!(
-        std::fs::read_to_string(server.ws().join("inbox").join(&inbox[0])).unwrap(),
-        "the plan"
+        inbox.iter().map(|f| redact_stamps(f)).collect::<Vec<_>>(),
+        ["inbox/a2a/travel-bot/<time>-plan.txt"]
     );
+    assert_eq!(std::fs::read_to_string(server.ws().join(&inbox[0])).unwrap(), "the plan");
 
     let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
         {"url": format!("{}/missing.txt", files.uri())}]}});

@@ -204,6 +204,24 @@ impl TestServer {
         self.workspace.path()
     }
 
+    /// Every file under the workspace's `inbox/`, by its workspace-relative path, sorted.
+    pub fn inbox_files(&self) -> Vec<String> {
+        fn walk(root: &Path, at: &Path, found: &mut Vec<String>) {
+            for entry in std::fs::read_dir(at).into_iter().flatten() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(root, &path, found);
+                } else {
+                    found.push(path.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(self.ws(), &self.ws().join("inbox"), &mut found);
+        found.sort();
+        found
+    }
+
     pub fn task_path(&self, task_id: &str) -> PathBuf {
         self.ws().join(".volcanic/a2a/tasks").join(format!("{task_id}.json"))
     }
@@ -311,6 +329,27 @@ pub fn uuid() -> String {
         "m-{}",
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
     )
+}
+
+/// `text` with each `YYYYmmdd-HHMMSS-` stamp the A2A intake puts before a saved file's name
+/// replaced by `<time>-`.
+pub fn redact_stamps(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(|c: char| c.is_ascii_digit()) {
+        let (before, from) = rest.split_at(at);
+        out.push_str(before);
+        let is_stamp = from.len() >= 16
+            && from.bytes().take(16).enumerate().all(|(i, b)| match i {
+                8 | 15 => b == b'-',
+                _ => b.is_ascii_digit(),
+            });
+        let taken = if is_stamp { 16 } else { 1 };
+        out.push_str(if is_stamp { "<time>-" } else { &from[..1] });
+        rest = &from[taken..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A `faux>` directive line.
