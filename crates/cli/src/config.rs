@@ -142,6 +142,8 @@ pub struct SandboxSettings {
     /// Host paths callers' sandboxes see read-only besides the system folders.
     #[serde(deserialize_with = "string_list")]
     pub read_only_paths: Vec<String>,
+    /// Size cap of each sandbox's private `/tmp`, in bytes; default 256 MiB.
+    pub tmp_bytes: Option<u64>,
 }
 
 /// `a2a.sandbox.mode`.

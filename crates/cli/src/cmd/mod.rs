@@ -113,7 +113,8 @@ pub async fn containment(
     let bwrap = settings.bwrap.clone().unwrap_or_else(|| PathBuf::from("bwrap"));
     let sandbox = std::sync::Arc::new(
         volcanic_core::sandbox::Sandbox::new(bwrap, exe, vec![crate::TOOL_HOST_COMMAND.into()])
-            .read_only_paths(settings.read_only_paths.iter().map(PathBuf::from).collect()),
+            .read_only_paths(settings.read_only_paths.iter().map(PathBuf::from).collect())
+            .tmp_bytes(settings.tmp_bytes.unwrap_or(volcanic_core::sandbox::DEFAULT_TMP_BYTES)),
     );
     if let Err(reason) = sandbox.probe().await {
         return Ok(Containment::Unavailable { reason });

@@ -10,7 +10,8 @@
 //!
 //! The view, mounted in this order (later mounts cover earlier ones):
 //! 1. the system folders read-only (`/usr` and the merged-usr links, a few files of `/etc`, and
-//!    the host's extra read-only paths), a private `/tmp`, a minimal `/dev`, a fresh `/proc`;
+//!    the host's extra read-only paths), a private `/tmp` of at most `tmp_bytes` (it is memory),
+//!    a minimal `/dev`, a fresh `/proc`;
 //! 2. the workspace at its own path, writable or read-only;
 //! 3. each hidden path covered: a folder by an empty tmpfs, a file by `/dev/null`;
 //! 4. each protected path bound read-only onto itself;
@@ -81,7 +82,9 @@ pub(crate) fn arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path)
     for path in &sandbox.read_only_paths {
         args.pair("--ro-bind-try", path, path);
     }
-    args.flags(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    args.flags(&["--proc", "/proc", "--dev", "/dev", "--size"]);
+    args.0.push(sandbox.tmp_bytes.to_string().into());
+    args.flags(&["--tmpfs", "/tmp"]);
 
     let workspace = &view.workspace;
     args.pair(if view.writable { "--bind" } else { "--ro-bind" }, workspace, workspace);
@@ -90,6 +93,9 @@ pub(crate) fn arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path)
     for path in hidden {
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.is_dir() => {
+                // Only mount points for the exposed paths are made in it before it turns
+                // read-only.
+                args.flags(&["--size", "65536"]);
                 args.one("--tmpfs", path);
                 hidden_dirs.push(path);
             }

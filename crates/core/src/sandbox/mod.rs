@@ -62,7 +62,11 @@ pub struct Sandbox {
     tool_host: PathBuf,
     tool_host_args: Vec<String>,
     read_only_paths: Vec<PathBuf>,
+    tmp_bytes: u64,
 }
+
+/// Default size cap of a sandbox's private `/tmp` (a tmpfs, so it is memory): 256 MiB.
+pub const DEFAULT_TMP_BYTES: u64 = 256 * 1024 * 1024;
 
 impl Sandbox {
     /// `bwrap` is the bubblewrap program (a bare name is looked up in `PATH`); `tool_host` is a
@@ -78,7 +82,15 @@ impl Sandbox {
             tool_host: tool_host.into(),
             tool_host_args,
             read_only_paths: Vec::new(),
+            tmp_bytes: DEFAULT_TMP_BYTES,
         }
+    }
+
+    /// The size cap of each sandbox's private `/tmp` (default [`DEFAULT_TMP_BYTES`]): it lives
+    /// in memory, so without a cap one caller could fill half the machine's RAM.
+    pub fn tmp_bytes(mut self, bytes: u64) -> Self {
+        self.tmp_bytes = bytes;
+        self
     }
 
     /// Host paths every sandbox sees read-only besides the system folders (e.g. `/opt/tools`).

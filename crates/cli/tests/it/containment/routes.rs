@@ -321,7 +321,8 @@ fn a_contained_caller_still_works_in_the_workspace() {
         let server = Server::start(&fixture, mode);
         let steps = json!([
             bash("cat notes.txt > report.txt; echo made by bash >> report.txt; ls -a; \
-                  grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status"),
+                  grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status; \
+                  head -c 300M /dev/zero > /tmp/fill || echo tmp is capped; rm -f /tmp/fill"),
             tool("write", json!({"path": "sub/out.txt", "content": "written"})),
             tool("read", json!({"path": "sub/out.txt"})),
             tool("send", json!({"path": "report.txt"})),
@@ -335,6 +336,7 @@ fn a_contained_caller_still_works_in_the_workspace() {
             evidence.text
         );
         assert_eq!(std::fs::read_to_string(fixture.ws.join("sub/out.txt")).unwrap(), "written");
+        assert!(evidence.text.contains("tmp is capped"), "{mode:?}: /tmp holds at most 256 MiB");
         // No capability at all, and no way to gain one through exec.
         for line in [
             "CapPrm:\\t0000000000000000",
