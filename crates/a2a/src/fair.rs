@@ -2,7 +2,7 @@
 //!
 //! Three counts, each with its own cap from `A2aOptions`:
 //! - per caller, requests in progress (streams included), from authentication until the reply is
-//!   built or the stream ends ([`CallerShares::admit_request`]);
+//!   built or the stream ends ([`CallerShares::admit`]);
 //! - per caller, SSE streams open at once ([`CallerShares::admit_stream`]);
 //! - per peer address, connections that have not yet carried an authenticated request
 //!   ([`PeerGate::admit`]), checked by the accept loop before a byte is read.
@@ -41,17 +41,11 @@ struct Counts {
     streams: AtomicUsize,
 }
 
-/// Which count a [`CallerSlot`] holds.
-#[derive(Clone, Copy)]
-enum Kind {
-    Request,
-    Stream,
-}
-
-/// One request or stream of a caller, counted until dropped.
-pub(crate) struct CallerSlot {
+/// One request of a caller in progress, and its stream if it opened one; both counted until
+/// it is dropped.
+pub(crate) struct Admission {
     counts: Arc<Counts>,
-    kind: Kind,
+    streaming: bool,
 }
 
 impl CallerShares {
@@ -68,20 +62,27 @@ impl CallerShares {
     ///
     /// # Errors
     /// [`A2aError::TooManyRequests`] when the caller already has the most requests in progress.
-    pub(crate) fn admit_request(&self, caller: &Caller) -> Result<CallerSlot, A2aError> {
+    pub(crate) fn admit(&self, caller: &Caller) -> Result<Admission, A2aError> {
         let counts = self.counts(&caller.workspace.path, &caller.name);
-        take(counts, Kind::Request, self.max_requests)
-            .ok_or(A2aError::TooManyRequests { limit: self.max_requests })
+        if !take(&counts.requests, self.max_requests) {
+            return Err(A2aError::TooManyRequests { limit: self.max_requests });
+        }
+        Ok(Admission { counts, streaming: false })
     }
 
-    /// Counts an open stream of `caller`.
+    /// Counts the stream an admitted request opens (at most one per request).
     ///
     /// # Errors
     /// [`A2aError::TooManyStreams`] when the caller already has the most streams open.
-    pub(crate) fn admit_stream(&self, caller: &Caller) -> Result<CallerSlot, A2aError> {
-        let counts = self.counts(&caller.workspace.path, &caller.name);
-        take(counts, Kind::Stream, self.max_streams)
-            .ok_or(A2aError::TooManyStreams { limit: self.max_streams })
+    pub(crate) fn admit_stream(&self, admission: &mut Admission) -> Result<(), A2aError> {
+        if admission.streaming {
+            return Ok(());
+        }
+        if !take(&admission.counts.streams, self.max_streams) {
+            return Err(A2aError::TooManyStreams { limit: self.max_streams });
+        }
+        admission.streaming = true;
+        Ok(())
     }
 
     fn counts(&self, workspace: &Path, name: &str) -> Arc<Counts> {
@@ -98,41 +99,36 @@ impl CallerShares {
     }
 }
 
-/// Takes one unit of `kind` if fewer than `max` are taken. Two racing at the cap may both be
+/// Takes one unit of `counter` if fewer than `max` are taken. Two racing at the cap may both be
 /// refused, never both admitted.
-fn take(counts: Arc<Counts>, kind: Kind, max: usize) -> Option<CallerSlot> {
-    let counter = counter(&counts, kind);
+fn take(counter: &AtomicUsize, max: usize) -> bool {
     if counter.fetch_add(1, Ordering::AcqRel) >= max {
         counter.fetch_sub(1, Ordering::AcqRel);
-        return None;
+        return false;
     }
-    Some(CallerSlot { counts, kind })
+    true
 }
 
-fn counter(counts: &Counts, kind: Kind) -> &AtomicUsize {
-    match kind {
-        Kind::Request => &counts.requests,
-        Kind::Stream => &counts.streams,
-    }
-}
-
-impl Drop for CallerSlot {
+impl Drop for Admission {
     fn drop(&mut self) {
-        counter(&self.counts, self.kind).fetch_sub(1, Ordering::AcqRel);
+        self.counts.requests.fetch_sub(1, Ordering::AcqRel);
+        if self.streaming {
+            self.counts.streams.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
-/// A reply stream holding its caller's slots: they are given back when the stream ends, before
-/// the end reaches the client (so a client that saw its stream end can open the next one at
-/// once), or when the stream is dropped early (the client left).
+/// A reply stream holding its request's admission: it is given back when the stream ends,
+/// before the end reaches the client (so a client that saw its stream end can open the next one
+/// at once), or when the stream is dropped early (the client left).
 pub(crate) struct Held<S> {
     inner: S,
-    slots: Vec<CallerSlot>,
+    admission: Option<Admission>,
 }
 
 impl<S> Held<S> {
-    pub(crate) fn new(inner: S, slots: Vec<CallerSlot>) -> Self {
-        Held { inner, slots }
+    pub(crate) fn new(inner: S, admission: Admission) -> Self {
+        Held { inner, admission: Some(admission) }
     }
 }
 
@@ -142,7 +138,7 @@ impl<S: Stream + Unpin> Stream for Held<S> {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
         let polled = Pin::new(&mut self.inner).poll_next(cx);
         if matches!(polled, Poll::Ready(None)) {
-            self.slots.clear();
+            self.admission = None;
         }
         polled
     }
@@ -250,34 +246,43 @@ mod tests {
     fn caller_requests_over_the_cap_are_refused_until_one_ends() {
         let shares = CallerShares::new(2, 10);
         let bot = caller("/ws", "bot");
-        let first = shares.admit_request(&bot).unwrap();
-        let _second = shares.admit_request(&bot).unwrap();
-        assert_eq!(shares.admit_request(&bot).err(), Some(A2aError::TooManyRequests { limit: 2 }));
+        let first = shares.admit(&bot).unwrap();
+        let _second = shares.admit(&bot).unwrap();
+        assert_eq!(shares.admit(&bot).err(), Some(A2aError::TooManyRequests { limit: 2 }));
         drop(first);
-        assert!(shares.admit_request(&bot).is_ok());
+        assert!(shares.admit(&bot).is_ok());
     }
 
     #[test]
-    fn caller_streams_and_requests_are_counted_apart_per_caller_and_workspace() {
+    fn caller_streams_are_counted_apart_from_requests_per_caller_and_workspace() {
         let shares = CallerShares::new(10, 1);
         let bot = caller("/ws", "bot");
-        let _stream = shares.admit_stream(&bot).unwrap();
-        assert_eq!(shares.admit_stream(&bot).err(), Some(A2aError::TooManyStreams { limit: 1 }));
-        assert!(shares.admit_request(&bot).is_ok());
-        assert!(shares.admit_stream(&caller("/ws", "other")).is_ok());
-        assert!(shares.admit_stream(&caller("/elsewhere", "bot")).is_ok());
+        let mut streaming = shares.admit(&bot).unwrap();
+        shares.admit_stream(&mut streaming).unwrap();
+        // Asking twice for the same request's stream counts it once.
+        shares.admit_stream(&mut streaming).unwrap();
+        let mut refused = shares.admit(&bot).unwrap();
+        assert_eq!(
+            shares.admit_stream(&mut refused).err(),
+            Some(A2aError::TooManyStreams { limit: 1 })
+        );
+        let mut other = shares.admit(&caller("/ws", "other")).unwrap();
+        assert!(shares.admit_stream(&mut other).is_ok());
+        let mut elsewhere = shares.admit(&caller("/elsewhere", "bot")).unwrap();
+        assert!(shares.admit_stream(&mut elsewhere).is_ok());
+        drop(streaming);
+        assert!(shares.admit_stream(&mut refused).is_ok());
     }
 
     #[tokio::test]
-    async fn held_stream_gives_its_slots_back_when_it_ends() {
-        let shares = CallerShares::new(10, 1);
+    async fn held_stream_gives_its_admission_back_when_it_ends() {
+        let shares = CallerShares::new(1, 10);
         let bot = caller("/ws", "bot");
-        let slot = shares.admit_stream(&bot).unwrap();
-        let mut held = Held::new(futures_util::stream::iter([1, 2]), vec![slot]);
+        let mut held = Held::new(futures_util::stream::iter([1, 2]), shares.admit(&bot).unwrap());
         assert_eq!((held.next().await, held.next().await), (Some(1), Some(2)));
-        assert!(shares.admit_stream(&bot).is_err());
+        assert!(shares.admit(&bot).is_err());
         assert_eq!(held.next().await, None);
-        assert!(shares.admit_stream(&bot).is_ok());
+        assert!(shares.admit(&bot).is_ok());
     }
 
     #[test]

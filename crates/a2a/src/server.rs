@@ -27,7 +27,7 @@ use crate::card;
 use crate::config::A2aOptions;
 use crate::error::A2aError;
 use crate::extension::OwnerNotifier;
-use crate::fair::{CallerShares, CallerSlot, Held, PeerSlot};
+use crate::fair::{CallerShares, Held, PeerSlot};
 use crate::handler::Outcome;
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
@@ -395,8 +395,8 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     };
     // Taken before the body is read, so a caller over its cap costs no body buffer; the id is
     // not known yet, so the refusal's is null (JSON-RPC 2.0 §5).
-    let request_slot = match inner.shares.admit_request(&caller) {
-        Ok(slot) => slot,
+    let mut admission = match inner.shares.admit(&caller) {
+        Ok(admission) => admission,
         Err(err) => return refusal(&err, jsonrpc::encode_error(&Value::Null, &err)),
     };
     let base = || base_url(&inner, &parts.headers);
@@ -424,17 +424,17 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     };
     let streaming = decoded.request.is_streaming();
     let (id, version) = (decoded.id, decoded.version);
-    let slots = match admit_stream(&inner, &caller, streaming, request_slot) {
-        Ok(slots) => slots,
-        Err(err) => return refusal(&err, jsonrpc::encode_error(&id, &err)),
-    };
+    // Before the run starts, so a refused stream starts nothing.
+    if streaming && let Err(err) = inner.shares.admit_stream(&mut admission) {
+        return refusal(&err, jsonrpc::encode_error(&id, &err));
+    }
     tracing::debug!(caller = %caller.name, binding = "jsonrpc", version = version.as_str(), "a2a request");
     match inner.handle(&caller, decoded.request, &base).await {
         Ok(Outcome::Reply(reply)) => {
             json_bytes(StatusCode::OK, jsonrpc::encode_reply_bytes(&id, version, &reply))
         }
         Ok(Outcome::Stream(stream)) => {
-            let events = Held::new(stream, slots).map(move |item| {
+            let events = Held::new(stream, admission).map(move |item| {
                 Ok::<_, Infallible>(
                     Event::default()
                         .data(jsonrpc::encode_stream_item(&id, version, &item).to_string()),
@@ -463,8 +463,8 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
         json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), body)
     };
     // Taken before the body is read, so a caller over its cap costs no body buffer.
-    let request_slot = match inner.shares.admit_request(&caller) {
-        Ok(slot) => slot,
+    let mut admission = match inner.shares.admit(&caller) {
+        Ok(admission) => admission,
         Err(err) => return refusal(&err, rest::encode_error(&err).1),
     };
     let version =
@@ -491,39 +491,22 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
         Ok(request) => request,
         Err(err) => return rest_error(&err),
     };
-    let slots = match admit_stream(&inner, &caller, request.is_streaming(), request_slot) {
-        Ok(slots) => slots,
-        Err(err) => return refusal(&err, rest::encode_error(&err).1),
-    };
+    // Before the run starts, so a refused stream starts nothing.
+    if request.is_streaming()
+        && let Err(err) = inner.shares.admit_stream(&mut admission)
+    {
+        return refusal(&err, rest::encode_error(&err).1);
+    }
     tracing::debug!(caller = %caller.name, binding = "rest", "a2a request");
     match inner.handle(&caller, request, &base).await {
         Ok(Outcome::Reply(reply)) => {
             let (status, body) = rest::encode_reply_bytes(&reply);
             json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }
-        Ok(Outcome::Stream(stream)) => sse(Held::new(stream, slots).map(|item| {
+        Ok(Outcome::Stream(stream)) => sse(Held::new(stream, admission).map(|item| {
             Ok::<_, Infallible>(Event::default().data(rest::encode_stream_item(&item).to_string()))
         })),
         Err(err) => rest_error(&err),
-    }
-}
-
-/// The slots a request holds while it is handled: its request slot, plus a stream slot when it
-/// asks for a stream (taken before the run starts, so a refused stream starts nothing). A reply
-/// stream keeps them until it ends.
-///
-/// # Errors
-/// [`A2aError::TooManyStreams`] when the caller has its most streams open.
-fn admit_stream(
-    inner: &ServerInner,
-    caller: &Caller,
-    streaming: bool,
-    request_slot: CallerSlot,
-) -> Result<Vec<CallerSlot>, A2aError> {
-    if streaming {
-        Ok(vec![request_slot, inner.shares.admit_stream(caller)?])
-    } else {
-        Ok(vec![request_slot])
     }
 }
 
