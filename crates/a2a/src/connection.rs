@@ -40,6 +40,9 @@ const MAX_REFUSALS_IN_FLIGHT: usize = 64;
 /// How long a refused connection may take to receive its answer and close.
 const REFUSAL_TIME: Duration = Duration::from_secs(2);
 
+/// How long a refusal waits for the client to start its request before answering anyway.
+const REFUSAL_WAIT_FOR_REQUEST: Duration = Duration::from_secs(1);
+
 /// The connection limits (from `A2aOptions`).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -148,14 +151,21 @@ pub async fn serve(
     }
 }
 
-/// Writes the refusal, then reads what the client sent until it closes (bounded by
-/// [`REFUSAL_TIME`]): closing a socket with unread bytes resets it, and a reset can destroy the
-/// answer before the client reads it (RFC 9112 §9.6).
+/// Answers a refused connection: waits (briefly) for the client to start its request, since an
+/// HTTP client that is answered before it has asked takes the connection for broken; writes the
+/// refusal without parsing what came; then reads until the client closes, since closing a socket
+/// with unread bytes resets it, and a reset can destroy the answer before the client reads it
+/// (RFC 9112 §9.6). The whole exchange is bounded by [`REFUSAL_TIME`].
 async fn refuse(mut stream: TcpStream, refusal: &[u8]) {
     let answered = tokio::time::timeout(REFUSAL_TIME, async {
+        let mut sink = [0u8; 1024];
+        let first = tokio::time::timeout(REFUSAL_WAIT_FOR_REQUEST, stream.read(&mut sink)).await;
+        // A client that asked, or stayed silent, gets the answer; one that left does not.
+        if let Ok(Ok(0) | Err(_)) = first {
+            return Ok(());
+        }
         stream.write_all(refusal).await?;
         stream.shutdown().await?;
-        let mut sink = [0u8; 1024];
         while stream.read(&mut sink).await? > 0 {}
         Ok::<(), io::Error>(())
     })

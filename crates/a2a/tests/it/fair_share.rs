@@ -92,7 +92,12 @@ async fn answer(request: reqwest::RequestBuilder) -> (u16, Option<String>, Value
     let status = response.status().as_u16();
     let retry_after =
         response.headers().get("retry-after").map(|value| value.to_str().unwrap().to_string());
-    let text = response.text().await.unwrap();
+    // A stream that was not refused would run on: show its content type instead of reading it.
+    let content_type = response.headers().get("content-type").cloned();
+    if content_type.is_some_and(|value| value == "text/event-stream") {
+        return (status, retry_after, Value::String("an SSE stream".into()));
+    }
+    let text = tokio::time::timeout(DEADLINE, response.text()).await.unwrap().unwrap();
     (status, retry_after, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
@@ -367,6 +372,12 @@ connection or present an API key";
         serde_json::from_str::<Value>(body).unwrap(),
         rest_refusal("TOO_MANY_CONNECTIONS", message, 3)
     );
+    // An HTTP client on a new connection reads the refusal as the answer to its request.
+    let fresh = reqwest::Client::new();
+    assert_eq!(
+        answer(fresh.get(format!("{}/.well-known/agent-card.json", server.base))).await,
+        (429, Some("1".to_string()), rest_refusal("TOO_MANY_CONNECTIONS", message, 3))
+    );
     // The other caller's connection, and the card on it, still answer.
     assert_others_are_served(&server).await;
     // An idle connection that authenticates stops counting: a new one is accepted.
@@ -401,9 +412,11 @@ A2A-Version: 1.0\r\n\r\n"
 async fn refused_connection_text(server: &TestServer) -> String {
     let mut stream = connect(server).await;
     // The request may or may not be written before the refusal arrives; either way the answer
-    // must reach us intact.
+    // must reach us intact. (`Connection: close`, so a connection that is served ends too.)
     let _written = stream
-        .write_all(b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .write_all(
+            b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        )
         .await;
     let mut seen = Vec::new();
     tokio::time::timeout(DEADLINE, stream.read_to_end(&mut seen))
