@@ -47,6 +47,21 @@ pub struct A2aOptions {
     /// Most connections served at once; further clients wait in the listen backlog until one
     /// closes. Default 512.
     pub max_connections: usize,
+    /// Most connections from one peer address (IP) that have not yet carried a request with a
+    /// valid key; over it a new connection from that address is answered 429 with `Retry-After`
+    /// and closed before any request is read. A connection stops counting once a request on it
+    /// authenticates, so a caller's kept-alive connections never count; a client that only
+    /// fetches the public card is served and counts until it closes. Default 128 (a quarter of
+    /// `max_connections`, and twice a 64-connection benchmark client).
+    pub max_unauthenticated_connections_per_peer: usize,
+    /// Most requests one caller may have in progress at once, streams included (counted from
+    /// authentication until the reply is built or the stream ends); over it a request is
+    /// answered 429 with `Retry-After`. Default 256 (half of `max_connections`).
+    pub max_requests_per_caller: usize,
+    /// Most SSE streams (SendStreamingMessage, SubscribeToTask, in both bindings and versions)
+    /// one caller may have open at once; over it a stream is answered 429 with `Retry-After`
+    /// and no run starts. Default 128.
+    pub max_streams_per_caller: usize,
     /// Most bytes of A2A files in each workspace's inbox, counted over the regular files in
     /// `inbox/a2a/` and its caller folders plus the flat `inbox/a2a-*` files of earlier versions
     /// (symlinks not counted), so the owner frees room by deleting them; a file part that would
@@ -78,6 +93,9 @@ impl Default for A2aOptions {
             write_stall_timeout: Duration::from_secs(60),
             max_header_bytes: 64 * 1024,
             max_connections: 512,
+            max_unauthenticated_connections_per_peer: 128,
+            max_requests_per_caller: 256,
+            max_streams_per_caller: 128,
             max_inbox_bytes: 1024 * 1024 * 1024,
             max_tasks: 100_000,
             task_cache_bytes: crate::task::store::DEFAULT_CACHE_BYTES,

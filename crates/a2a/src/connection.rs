@@ -1,10 +1,12 @@
 //! The accept loop and the life of each HTTP/1.1 connection, with the limits that keep slow and
-//! hostile clients from holding the server: a cap on connections served at once, a deadline for
-//! each request head, an idle timeout between requests, and a stall timeout for clients that stop
-//! taking the response.
+//! hostile clients from holding the server: a cap on connections served at once, a cap per peer
+//! address on connections that have not authenticated, a deadline for each request head, an idle
+//! timeout between requests, and a stall timeout for clients that stop taking the response.
 //!
 //! It replaces `axum::serve`, which offers none of these. What a request means is the router's
-//! business; this module knows only bytes, connections and the clock. Request bodies are
+//! business; this module knows only bytes, connections, peer addresses and the clock. Whether a
+//! connection has authenticated is the router's word: each request of a connection not yet
+//! vouched for carries its [`PeerSlot`] as an extension, and the router marks it. Request bodies are
 //! bounded in `server::read_body` (size and total time), not here, so long-lived responses
 //! (SSE) are never cut by a request-side timeout.
 
@@ -19,15 +21,27 @@ use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use crate::fair::{PeerGate, PeerSlot};
+
 /// How long accepting pauses after an error such as running out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Refusals being written at once; past it an over-the-cap connection is closed unanswered, so
+/// a flood of refused connections cannot pile up tasks and sockets.
+const MAX_REFUSALS_IN_FLIGHT: usize = 64;
+
+/// How long a refused connection may take to receive its answer and close.
+const REFUSAL_TIME: Duration = Duration::from_secs(2);
+
+/// How long a refusal waits for the client to start its request before answering anyway.
+const REFUSAL_WAIT_FOR_REQUEST: Duration = Duration::from_secs(1);
 
 /// The connection limits (from `A2aOptions`).
 #[derive(Debug, Clone, Copy)]
@@ -38,18 +52,26 @@ pub struct Limits {
     pub max_connections: usize,
     /// Largest request head; beyond it hyper answers 431 and closes.
     pub max_header_bytes: usize,
+    /// Most connections of one peer address not yet vouched for by an authenticated request.
+    pub max_unauthenticated_per_peer: usize,
 }
 
 /// Serves `router` on `listener` until `shutdown` fires; then stops accepting, lets each
 /// connection finish its current response, and closes the rest after `grace`.
+///
+/// `refusal` is the whole HTTP response (429) written to a connection refused because its peer
+/// address has too many unauthenticated connections; the connection is closed after it.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: Limits,
+    refusal: Bytes,
     shutdown: CancellationToken,
     grace: Duration,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let gate = PeerGate::new(limits.max_unauthenticated_per_peer);
+    let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
     let connections = TaskTracker::new();
     // Fired after the grace period: connections still open are dropped.
     let force = CancellationToken::new();
@@ -73,10 +95,10 @@ pub async fn serve(
                 Err(_) => break,
             },
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(err) => {
                     // Per-connection failures (reset before accept) and resource exhaustion
                     // (EMFILE) both pass; back off so the loop does not spin.
@@ -91,10 +113,29 @@ pub async fn serve(
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(error = %err, "cannot set TCP_NODELAY");
         }
+        // Counted here, before a byte is read, so one address cannot fill every slot with
+        // connections that never present a key (idle, slow, or card-only).
+        let Some(slot) = gate.admit(peer.ip()) else {
+            drop(permit);
+            tracing::debug!(
+                peer = %peer.ip(),
+                limit = gate.max(),
+                "too many unauthenticated connections from one address; refusing"
+            );
+            if let Ok(refusing) = refusals.clone().try_acquire_owned() {
+                let refusal = refusal.clone();
+                connections.spawn(async move {
+                    refuse(stream, &refusal).await;
+                    drop(refusing);
+                });
+            }
+            continue;
+        };
         let (http, router, shutdown, force) =
             (http.clone(), router.clone(), shutdown.clone(), force.clone());
         connections.spawn(async move {
-            serve_connection(&http, stream, router, limits, &shutdown, &force).await;
+            serve_connection(&http, stream, Arc::new(slot), router, limits, &shutdown, &force)
+                .await;
             drop(permit);
         });
     }
@@ -110,6 +151,30 @@ pub async fn serve(
     }
 }
 
+/// Answers a refused connection: waits (briefly) for the client to start its request, since an
+/// HTTP client that is answered before it has asked takes the connection for broken; writes the
+/// refusal without parsing what came; then reads until the client closes, since closing a socket
+/// with unread bytes resets it, and a reset can destroy the answer before the client reads it
+/// (RFC 9112 §9.6). The whole exchange is bounded by [`REFUSAL_TIME`].
+async fn refuse(mut stream: TcpStream, refusal: &[u8]) {
+    let answered = tokio::time::timeout(REFUSAL_TIME, async {
+        let mut sink = [0u8; 1024];
+        let first = tokio::time::timeout(REFUSAL_WAIT_FOR_REQUEST, stream.read(&mut sink)).await;
+        // A client that asked, or stayed silent, gets the answer; one that left does not.
+        if let Ok(Ok(0) | Err(_)) = first {
+            return Ok(());
+        }
+        stream.write_all(refusal).await?;
+        stream.shutdown().await?;
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<(), io::Error>(())
+    })
+    .await;
+    if let Ok(Err(err)) = answered {
+        tracing::debug!(error = %err, "writing a refusal failed");
+    }
+}
+
 /// Why the watcher ends a connection.
 enum Verdict {
     /// Nothing in progress and nothing received for the idle timeout: close after the current
@@ -122,6 +187,7 @@ enum Verdict {
 async fn serve_connection(
     http: &hyper::server::conn::http1::Builder,
     stream: TcpStream,
+    peer: Arc<PeerSlot>,
     router: Router,
     limits: Limits,
     shutdown: &CancellationToken,
@@ -131,10 +197,13 @@ async fn serve_connection(
     let io = TokioIo::new(Watched { inner: stream, activity: activity.clone() });
     let service = {
         let activity = activity.clone();
-        hyper::service::service_fn(move |request: axum::http::Request<Incoming>| {
+        hyper::service::service_fn(move |mut request: axum::http::Request<Incoming>| {
             // Counted from here until the response body is dropped (sent or abandoned), so a
             // long SSE response is never taken for idleness.
             let guard = InFlight::enter(activity.clone());
+            if !peer.is_authenticated() {
+                request.extensions_mut().insert(peer.clone());
+            }
             let router = router.clone();
             async move {
                 let response = router.oneshot(request.map(Body::new)).await;

@@ -1,8 +1,23 @@
 //! The one place where failures become wire errors: every [`A2aError`] knows its JSON-RPC code,
 //! its HTTP status, its `google.rpc` status name and its ErrorInfo reason (PROTOCOL.md §7, the
 //! spec-1.0.1 column). Bindings call these methods; they never pick codes themselves.
+//!
+//! Fair-share refusals (issue 17) are not A2A errors: they are HTTP 429 with `Retry-After` on
+//! both bindings (JSON-RPC too, unlike every other JSON-RPC error), and on JSON-RPC they carry
+//! [`FAIR_SHARE_CODE`].
 
 use serde_json::{Value, json};
+
+/// The JSON-RPC code of a fair-share refusal (too many streams, requests or connections).
+///
+/// JSON-RPC leaves -32000..-32099 to the implementation. A2A numbers its errors upward from
+/// -32001 (-32009 in 1.0.1, PROTOCOL.md §7); -32029 echoes HTTP 429 and sits far enough past
+/// them that a later A2A error is unlikely to take it.
+pub const FAIR_SHARE_CODE: i64 = -32029;
+
+/// Seconds a refused client is asked to wait (`Retry-After`): in-flight requests end within
+/// moments, and a retry costs us little, so a short wait is the useful hint.
+const RETRY_AFTER_SECS: u64 = 1;
 
 /// An error answered to a caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +67,20 @@ pub enum A2aError {
     /// The request body did not arrive in time (HTTP 408 on both bindings, -32600 on JSON-RPC).
     #[error("Request body was not received within {secs} seconds")]
     BodyTimeout { secs: u64 },
+    /// The caller already has `limit` streams open (HTTP 429, [`FAIR_SHARE_CODE`]).
+    #[error("Too many open streams for this caller (limit {limit}); retry when one has ended")]
+    TooManyStreams { limit: usize },
+    /// The caller already has `limit` requests in progress (HTTP 429, [`FAIR_SHARE_CODE`]).
+    #[error(
+        "Too many requests in progress for this caller (limit {limit}); retry when one has finished"
+    )]
+    TooManyRequests { limit: usize },
+    /// The peer address already has `limit` connections that have not presented a valid key;
+    /// answered on the connection before any request is read (HTTP 429), then closed.
+    #[error(
+        "Too many unauthenticated connections from this address (limit {limit}); reuse a connection or present an API key"
+    )]
+    TooManyConnections { limit: usize },
 }
 
 impl A2aError {
@@ -73,6 +102,9 @@ impl A2aError {
             A2aError::MethodNotFound(_) => -32601,
             A2aError::InvalidParams(_) => -32602,
             A2aError::Internal => -32603,
+            A2aError::TooManyStreams { .. }
+            | A2aError::TooManyRequests { .. }
+            | A2aError::TooManyConnections { .. } => FAIR_SHARE_CODE,
         }
     }
 
@@ -84,6 +116,9 @@ impl A2aError {
             A2aError::PayloadTooLarge { .. } => 413,
             A2aError::BodyTimeout { .. } => 408,
             A2aError::UnsupportedMediaType(_) => 415,
+            A2aError::TooManyStreams { .. }
+            | A2aError::TooManyRequests { .. }
+            | A2aError::TooManyConnections { .. } => 429,
             A2aError::TaskNotCancelable { .. }
             | A2aError::PushNotSupported
             | A2aError::UnsupportedOperation(_)
@@ -101,7 +136,10 @@ impl A2aError {
         match self {
             A2aError::TaskNotFound { .. } | A2aError::MethodNotFound(_) => "NOT_FOUND",
             A2aError::Internal => "INTERNAL",
-            A2aError::PayloadTooLarge { .. } => "RESOURCE_EXHAUSTED",
+            A2aError::PayloadTooLarge { .. }
+            | A2aError::TooManyStreams { .. }
+            | A2aError::TooManyRequests { .. }
+            | A2aError::TooManyConnections { .. } => "RESOURCE_EXHAUSTED",
             A2aError::BodyTimeout { .. } => "DEADLINE_EXCEEDED",
             A2aError::TaskNotCancelable { .. }
             | A2aError::PushNotSupported
@@ -133,6 +171,34 @@ impl A2aError {
             A2aError::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
             A2aError::BodyTimeout { .. } => "REQUEST_TIMEOUT",
             A2aError::UnsupportedMediaType(_) => "UNSUPPORTED_MEDIA_TYPE",
+            A2aError::TooManyStreams { .. } => "TOO_MANY_STREAMS",
+            A2aError::TooManyRequests { .. } => "TOO_MANY_REQUESTS",
+            A2aError::TooManyConnections { .. } => "TOO_MANY_CONNECTIONS",
+        }
+    }
+
+    /// The `Retry-After` seconds of a refusal that goes out as HTTP 429 (on both bindings);
+    /// `None` for every other error.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            A2aError::TooManyStreams { .. }
+            | A2aError::TooManyRequests { .. }
+            | A2aError::TooManyConnections { .. } => Some(RETRY_AFTER_SECS),
+            A2aError::TaskNotFound { .. }
+            | A2aError::TaskNotCancelable { .. }
+            | A2aError::PushNotSupported
+            | A2aError::UnsupportedOperation(_)
+            | A2aError::ContentTypeNotSupported(_)
+            | A2aError::ExtendedCardNotConfigured
+            | A2aError::VersionNotSupported { .. }
+            | A2aError::Parse(_)
+            | A2aError::InvalidRequest(_)
+            | A2aError::MethodNotFound(_)
+            | A2aError::InvalidParams(_)
+            | A2aError::Internal
+            | A2aError::PayloadTooLarge { .. }
+            | A2aError::BodyTimeout { .. }
+            | A2aError::UnsupportedMediaType(_) => None,
         }
     }
 
@@ -158,6 +224,11 @@ impl A2aError {
             | A2aError::PayloadTooLarge { .. }
             | A2aError::BodyTimeout { .. }
             | A2aError::UnsupportedMediaType(_) => {}
+            A2aError::TooManyStreams { limit }
+            | A2aError::TooManyRequests { limit }
+            | A2aError::TooManyConnections { limit } => {
+                metadata.insert("limit".into(), Value::String(limit.to_string()));
+            }
         }
         let mut info = json!({
             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
@@ -228,6 +299,9 @@ mod tests {
             (A2aError::PayloadTooLarge { limit: 1 }, -32600, 413, "PAYLOAD_TOO_LARGE"),
             (A2aError::BodyTimeout { secs: 1 }, -32600, 408, "REQUEST_TIMEOUT"),
             (A2aError::UnsupportedMediaType("x".into()), -32600, 415, "UNSUPPORTED_MEDIA_TYPE"),
+            (A2aError::TooManyStreams { limit: 1 }, -32029, 429, "TOO_MANY_STREAMS"),
+            (A2aError::TooManyRequests { limit: 1 }, -32029, 429, "TOO_MANY_REQUESTS"),
+            (A2aError::TooManyConnections { limit: 1 }, -32029, 429, "TOO_MANY_CONNECTIONS"),
         ];
         for (error, code, status, reason) in cases {
             assert_eq!(
@@ -249,5 +323,23 @@ mod tests {
         );
         assert_eq!(error.rest_body()["error"]["status"], "NOT_FOUND");
         assert_eq!(error.rest_body()["error"]["code"], 404);
+    }
+
+    #[test]
+    fn fair_share_refusals_are_429_with_retry_after_and_the_limit() {
+        let error = A2aError::TooManyStreams { limit: 4 };
+        assert_eq!(error.retry_after_secs(), Some(1));
+        assert_eq!(A2aError::Internal.retry_after_secs(), None);
+        assert_eq!(
+            error.rest_body(),
+            json!({"error": {
+                "code": 429,
+                "status": "RESOURCE_EXHAUSTED",
+                "message": "Too many open streams for this caller (limit 4); retry when one has ended",
+                "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "TOO_MANY_STREAMS", "domain": "a2a-protocol.org",
+                    "metadata": {"limit": "4"}}],
+            }})
+        );
     }
 }

@@ -11,6 +11,8 @@
 //! - `server`: the axum router, authentication, SSE, shutdown; `handler`: the operations;
 //!   `live`: tasks with a run in progress; `pool`: sessions per (caller, context); `files`:
 //!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel.
+//! - `fair`: fair share, the per-caller caps on requests and streams and the per-peer cap on
+//!   unauthenticated connections; `connection`: the accept loop and connection limits.
 //! - [`inbox`]: the workspace's `inbox/` (safe names, no overwrites), shared with other hosts.
 //! - [`push`]: push configs and the sender, and all outbound HTTP (webhooks, file downloads)
 //!   behind the SSRF guard.
@@ -26,6 +28,7 @@ mod connection;
 pub mod containment;
 pub mod error;
 pub mod extension;
+mod fair;
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;

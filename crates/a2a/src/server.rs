@@ -21,13 +21,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use volcanic_core::SessionFactory;
 
-use crate::auth::{CallerDirectory, authenticate};
+use crate::auth::{AuthFailure, Caller, CallerDirectory, authenticate};
 use crate::binding::{self, jsonrpc, rest};
 use crate::card;
 use crate::config::A2aOptions;
 use crate::containment::Containment;
 use crate::error::A2aError;
 use crate::extension::OwnerNotifier;
+use crate::fair::{CallerShares, Held, PeerSlot};
 use crate::handler::Outcome;
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
@@ -60,6 +61,8 @@ pub struct ServerInner {
     pub(crate) push_url_check: UrlCheck,
     /// POSTs task updates to the webhooks of push configs.
     pub(crate) push: Arc<PushSender>,
+    /// Each caller's requests and streams in progress, against their caps.
+    shares: CallerShares,
     /// The public card's body for the last base URL it was built for: it depends on nothing
     /// else, and clients fetch it often.
     card_body: std::sync::Mutex<Option<(String, Bytes)>>,
@@ -143,8 +146,13 @@ impl A2aServerBuilder {
             )
             .with_containment(self.containment),
         );
+        let shares = CallerShares::new(
+            self.options.max_requests_per_caller,
+            self.options.max_streams_per_caller,
+        );
         Ok(A2aServer {
             inner: Arc::new(ServerInner {
+                shares,
                 options: self.options,
                 directory: self.directory,
                 store: Arc::new(
@@ -218,11 +226,22 @@ impl A2aServer {
             write_stall_timeout: options.write_stall_timeout,
             max_connections: options.max_connections,
             max_header_bytes: options.max_header_bytes,
+            max_unauthenticated_per_peer: options.max_unauthenticated_connections_per_peer,
         };
+        let refusal = connection_refusal(&A2aError::TooManyConnections {
+            limit: options.max_unauthenticated_connections_per_peer,
+        });
         // Graceful, but bounded: a client that never finishes its request (or keeps a stream of a
         // stuck task open) must not hold the server up; its connection is dropped after the grace.
-        crate::connection::serve(listener, self.router(), limits, shutdown.clone(), SHUTDOWN_GRACE)
-            .await;
+        crate::connection::serve(
+            listener,
+            self.router(),
+            limits,
+            refusal,
+            shutdown.clone(),
+            SHUTDOWN_GRACE,
+        )
+        .await;
         self.inner.tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, self.inner.tracker.wait()).await.is_err() {
             tracing::warn!(runs = self.inner.live.len(), "runs still settling at shutdown");
@@ -272,6 +291,49 @@ async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) 
 fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     card::base_url(&inner.options, text("host"), text("x-forwarded-proto"))
+}
+
+/// The caller a request's key names; its connection then no longer counts as unauthenticated
+/// against its peer address.
+///
+/// # Errors
+/// The key is missing, unknown or ambiguous (answered 401 on both bindings).
+fn authenticated(
+    inner: &ServerInner,
+    parts: &axum::http::request::Parts,
+) -> Result<Caller, AuthFailure> {
+    let caller = authenticate(
+        inner.directory.as_ref(),
+        header_text(&parts.headers, "x-api-key"),
+        header_text(&parts.headers, "authorization"),
+    )?;
+    if let Some(peer) = parts.extensions.get::<Arc<PeerSlot>>() {
+        peer.mark_authenticated();
+    }
+    Ok(caller)
+}
+
+/// A fair-share refusal: the error's status (429) and `Retry-After`, with the binding's body.
+fn refusal(err: &A2aError, body: Value) -> Response {
+    let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+    let mut response = json_response(status, body);
+    if let Some(secs) = err.retry_after_secs() {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
+
+/// The whole HTTP response written to a connection refused before any request was read: the
+/// binding is unknown then, so the body has the REST shape, like the 401.
+fn connection_refusal(err: &A2aError) -> Bytes {
+    let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+    let body = err.rest_body().to_string();
+    let retry_after =
+        err.retry_after_secs().map(|secs| format!("retry-after: {secs}\r\n")).unwrap_or_default();
+    Bytes::from(format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{retry_after}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    ))
 }
 
 /// 401 with `WWW-Authenticate`, the same body on both bindings.
@@ -341,13 +403,15 @@ fn body_error(err: &A2aError, body: Value) -> Response {
 
 async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
     let (parts, body) = request.into_parts();
-    let caller = match authenticate(
-        inner.directory.as_ref(),
-        header_text(&parts.headers, "x-api-key"),
-        header_text(&parts.headers, "authorization"),
-    ) {
+    let caller = match authenticated(&inner, &parts) {
         Ok(caller) => caller,
         Err(failure) => return unauthorized(&failure.to_string()),
+    };
+    // Taken before the body is read, so a caller over its cap costs no body buffer; the id is
+    // not known yet, so the refusal's is null (JSON-RPC 2.0 §5).
+    let mut admission = match inner.shares.admit(&caller) {
+        Ok(admission) => admission,
+        Err(err) => return refusal(&err, jsonrpc::encode_error(&Value::Null, &err)),
     };
     let base = || base_url(&inner, &parts.headers);
     let limit = inner.options.max_body_bytes();
@@ -374,13 +438,17 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     };
     let streaming = decoded.request.is_streaming();
     let (id, version) = (decoded.id, decoded.version);
+    // Before the run starts, so a refused stream starts nothing.
+    if streaming && let Err(err) = inner.shares.admit_stream(&mut admission) {
+        return refusal(&err, jsonrpc::encode_error(&id, &err));
+    }
     tracing::debug!(caller = %caller.name, binding = "jsonrpc", version = version.as_str(), "a2a request");
     match inner.handle(&caller, decoded.request, &base).await {
         Ok(Outcome::Reply(reply)) => {
             json_bytes(StatusCode::OK, jsonrpc::encode_reply_bytes(&id, version, &reply))
         }
         Ok(Outcome::Stream(stream)) => {
-            let events = stream.map(move |item| {
+            let events = Held::new(stream, admission).map(move |item| {
                 Ok::<_, Infallible>(
                     Event::default()
                         .data(jsonrpc::encode_stream_item(&id, version, &item).to_string()),
@@ -399,11 +467,7 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
 
 async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
     let (parts, body) = request.into_parts();
-    let caller = match authenticate(
-        inner.directory.as_ref(),
-        header_text(&parts.headers, "x-api-key"),
-        header_text(&parts.headers, "authorization"),
-    ) {
+    let caller = match authenticated(&inner, &parts) {
         Ok(caller) => caller,
         Err(failure) => return unauthorized(&failure.to_string()),
     };
@@ -411,6 +475,11 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     let rest_error = |err: &A2aError| {
         let (status, body) = rest::encode_error(err);
         json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), body)
+    };
+    // Taken before the body is read, so a caller over its cap costs no body buffer.
+    let mut admission = match inner.shares.admit(&caller) {
+        Ok(admission) => admission,
+        Err(err) => return refusal(&err, rest::encode_error(&err).1),
     };
     let version =
         binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query())
@@ -436,13 +505,19 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
         Ok(request) => request,
         Err(err) => return rest_error(&err),
     };
+    // Before the run starts, so a refused stream starts nothing.
+    if request.is_streaming()
+        && let Err(err) = inner.shares.admit_stream(&mut admission)
+    {
+        return refusal(&err, rest::encode_error(&err).1);
+    }
     tracing::debug!(caller = %caller.name, binding = "rest", "a2a request");
     match inner.handle(&caller, request, &base).await {
         Ok(Outcome::Reply(reply)) => {
             let (status, body) = rest::encode_reply_bytes(&reply);
             json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }
-        Ok(Outcome::Stream(stream)) => sse(stream.map(|item| {
+        Ok(Outcome::Stream(stream)) => sse(Held::new(stream, admission).map(|item| {
             Ok::<_, Infallible>(Event::default().data(rest::encode_stream_item(&item).to_string()))
         })),
         Err(err) => rest_error(&err),
@@ -522,11 +597,13 @@ mod tests {
             write_stall_timeout: Duration::from_secs(5),
             max_connections: 4,
             max_header_bytes: 8192,
+            max_unauthenticated_per_peer: 4,
         };
         let serving = tokio::spawn(crate::connection::serve(
             listener,
             edge_layers(routes, 1024),
             limits,
+            Bytes::from_static(b"HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\n\r\n"),
             shutdown.clone(),
             Duration::from_secs(1),
         ));

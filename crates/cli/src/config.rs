@@ -117,6 +117,9 @@ pub struct A2aSettings {
     #[serde(default, deserialize_with = "opt_duration")]
     pub write_stall_timeout: Option<Duration>,
     pub max_connections: Option<usize>,
+    pub max_unauthenticated_connections_per_peer: Option<usize>,
+    pub max_requests_per_caller: Option<usize>,
+    pub max_streams_per_caller: Option<usize>,
     pub max_header_bytes: Option<usize>,
     pub max_inbox_bytes: Option<u64>,
     pub max_tasks: Option<usize>,
@@ -228,6 +231,21 @@ impl A2aSettings {
         }
         let counts = [
             ("max_connections", self.max_connections, &mut options.max_connections),
+            (
+                "max_unauthenticated_connections_per_peer",
+                self.max_unauthenticated_connections_per_peer,
+                &mut options.max_unauthenticated_connections_per_peer,
+            ),
+            (
+                "max_requests_per_caller",
+                self.max_requests_per_caller,
+                &mut options.max_requests_per_caller,
+            ),
+            (
+                "max_streams_per_caller",
+                self.max_streams_per_caller,
+                &mut options.max_streams_per_caller,
+            ),
             ("max_header_bytes", self.max_header_bytes, &mut options.max_header_bytes),
             ("max_tasks", self.max_tasks, &mut options.max_tasks),
         ];
@@ -604,6 +622,9 @@ mod tests {
                 ("A2A__IdleConnectionTimeout", "7s"),
                 ("A2A__WriteStallTimeout", "2m"),
                 ("A2A__MaxConnections", "64"),
+                ("A2A__MaxUnauthenticatedConnectionsPerPeer", "8"),
+                ("A2A__MaxRequestsPerCaller", "16"),
+                ("A2A__MaxStreamsPerCaller", "4"),
                 ("A2A__MaxHeaderBytes", "16384"),
                 ("A2A__MaxInboxBytes", "1048576"),
                 ("A2A__MaxTasks", "2000"),
@@ -636,9 +657,20 @@ mod tests {
             ),
             (64, 16384, 1024 * 1024, 2000, 0)
         );
+        assert_eq!(
+            (
+                options.max_unauthenticated_connections_per_peer,
+                options.max_requests_per_caller,
+                options.max_streams_per_caller
+            ),
+            (8, 16, 4)
+        );
         let zero = load(None, dir.path(), &env(&[("A2A__MaxConnections", "0")])).unwrap();
         let err = zero.a2a.to_options().unwrap_err();
         assert_eq!(err.0, "a2a.max_connections: must be at least 1");
+        let zero = load(None, dir.path(), &env(&[("A2A__MaxStreamsPerCaller", "0")])).unwrap();
+        let err = zero.a2a.to_options().unwrap_err();
+        assert_eq!(err.0, "a2a.max_streams_per_caller: must be at least 1");
         let zero = load(None, dir.path(), &env(&[("A2A__HeaderReadTimeout", "0s")])).unwrap();
         let err = zero.a2a.to_options().unwrap_err();
         assert_eq!(err.0, "a2a.header_read_timeout: must be longer than zero");

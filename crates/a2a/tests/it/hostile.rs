@@ -130,6 +130,9 @@ async fn trickled_body_is_answered_408_on_both_bindings() {
 async fn idle_connections_are_closed_fresh_or_kept_alive() {
     let server = server_with(A2aOptions {
         idle_connection_timeout: Duration::from_millis(300),
+        // All 200 come from 127.0.0.1: over the default per-peer cap of unauthenticated
+        // connections (128) the rest would be refused (`fair_share.rs`), not left idle.
+        max_unauthenticated_connections_per_peer: 256,
         ..A2aOptions::default()
     })
     .await;

@@ -9,6 +9,7 @@ mod bad_bodies;
 mod bad_input;
 mod cards;
 mod concurrency;
+mod fair_share;
 mod guard;
 mod hostile;
 mod hygiene;
