@@ -14,6 +14,8 @@
 //! - [`channel`]: the chat-channel seam behind the `send` tool.
 //! - [`atomic`] and [`durable`]: atomic file writes and shared durability barriers.
 //! - [`redact`] and [`exec`]: secrets kept out of child processes, outputs, errors and journals.
+//! - [`safe_file`]: reading files others may have planted (only regular files, capped, never
+//!   blocking on a FIFO or device).
 //!
 //! Invariant: this crate knows nothing of HTTP servers, A2A or Telegram, never reads process
 //! environment variables or config files (hosts pass them in), and never prints.
@@ -30,6 +32,7 @@ pub mod fuzzing;
 pub mod message;
 pub mod provider;
 pub mod redact;
+pub mod safe_file;
 pub mod session;
 pub mod tool;
 pub mod workspace;
