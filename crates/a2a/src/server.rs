@@ -111,6 +111,7 @@ impl A2aServerBuilder {
     pub fn build(self) -> std::io::Result<A2aServer> {
         let allow_private = self.options.allow_private_push_urls;
         let cache_bytes = self.options.task_cache_bytes;
+        let file_cap = self.options.max_task_file_bytes();
         let guard =
             crate::push::guard::GuardedClient::new(allow_private).map_err(std::io::Error::other)?;
         // Pushes go through the same guarded client as downloads: one outbound path.
@@ -142,7 +143,8 @@ impl A2aServerBuilder {
                             push.notify(&file.task, &file.push_configs);
                         })
                     })
-                    .with_cache_bytes(cache_bytes),
+                    .with_cache_bytes(cache_bytes)
+                    .with_file_cap(file_cap),
                 ),
                 pool,
                 live: Arc::new(LiveTasks::default()),
@@ -328,10 +330,12 @@ fn body_error(err: &A2aError, body: Value) -> Response {
 async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
     let (parts, body) = request.into_parts();
     let caller = match authenticate(
-        inner.directory.as_ref(),
+        &inner.directory,
         header_text(&parts.headers, "x-api-key"),
         header_text(&parts.headers, "authorization"),
-    ) {
+    )
+    .await
+    {
         Ok(caller) => caller,
         Err(failure) => return unauthorized(&failure.to_string()),
     };
@@ -386,10 +390,12 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
 async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
     let (parts, body) = request.into_parts();
     let caller = match authenticate(
-        inner.directory.as_ref(),
+        &inner.directory,
         header_text(&parts.headers, "x-api-key"),
         header_text(&parts.headers, "authorization"),
-    ) {
+    )
+    .await
+    {
         Ok(caller) => caller,
         Err(failure) => return unauthorized(&failure.to_string()),
     };
