@@ -13,6 +13,7 @@ mod guard;
 mod hostile;
 mod hygiene;
 mod limits;
+mod planted;
 mod push;
 mod races;
 mod receiver;
