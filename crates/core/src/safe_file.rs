@@ -8,9 +8,9 @@
 //! read goes through here:
 //! - the open never blocks: `O_NONBLOCK` (a FIFO or device opens at once), `O_NOCTTY` (a
 //!   terminal does not become ours);
-//! - for files under `.volcanic/` ([`read_config`], [`open_config_at`]) a symbolic link as the
-//!   last component is refused (`O_NOFOLLOW`): the server's own files are never links, and
-//!   following one would read, or vouch for, a file outside the folder;
+//! - for files under `.volcanic/` ([`read_config`], [`open_config`], [`open_config_at`]) a
+//!   symbolic link as the last component is refused (`O_NOFOLLOW`): the server's own files are
+//!   never links, and following one would read, or vouch for, a file outside the folder;
 //! - the opened descriptor is checked with `fstat`, not the path beforehand, so nothing can be
 //!   swapped in between: anything but a regular file is treated as absent;
 //! - at most `cap + 1` bytes are read, so the size is known to be over the cap without reading
@@ -155,7 +155,7 @@ fn open(
             warn!(file = %shown.display(), kind = "symbolic link", "file is not a regular file, treating it as absent");
             return Ok(None);
         }
-        // A socket cannot be opened; nor can a FIFO's or device's missing other end.
+        // A socket cannot be opened (ENXIO), nor a device without its driver.
         Err(Errno::NXIO) => {
             warn!(file = %shown.display(), kind = "socket or device", "file is not a regular file, treating it as absent");
             return Ok(None);
