@@ -6,12 +6,15 @@
 //! a client that swaps in the extended card keeps talking the same way.
 //!
 //! card.json is small and read on every call, so an owner's edit applies to the next request.
+//! It is read through [`volcanic_core::safe_file`]: a regular file of at most
+//! [`CONFIG_FILE_CAP`] bytes, not a symbolic link; anything else falls back with a warning.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use tracing::warn;
+use volcanic_core::safe_file::{self, CONFIG_FILE_CAP};
 
 use crate::auth::A2aWorkspace;
 use crate::config::A2aOptions;
@@ -188,12 +191,12 @@ impl SkillFile {
     }
 }
 
-/// The parsed card.json; `None` when it is missing (silently) or unreadable or malformed (with
-/// a warning naming the file).
+/// The parsed card.json; `None` when it is missing (silently) or unreadable, malformed, not a
+/// regular file, a symbolic link or over [`CONFIG_FILE_CAP`] (with a warning naming the file).
 fn read_card_file(path: &Path) -> Option<CardFile> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+    let bytes = match safe_file::read_config(path, CONFIG_FILE_CAP) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return None,
         Err(err) => {
             warn!(file = %path.display(), error = %err, "card.json cannot be read, using the fallback card");
             return None;

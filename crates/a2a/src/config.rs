@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+/// How many file artifacts at `A2A__MaxFileBytes` a task file has room for
+/// ([`A2aOptions::max_task_file_bytes`]).
+pub const TASK_FILE_FILES: u64 = 8;
+
 /// Options of the A2A server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct A2aOptions {
@@ -109,5 +113,16 @@ impl A2aOptions {
     pub fn max_body_bytes(&self) -> usize {
         let file = usize::try_from(self.max_file_bytes).unwrap_or(usize::MAX);
         file.saturating_mul(4).div_ceil(3).saturating_add(1024 * 1024)
+    }
+
+    /// The largest task file the server reads: room for [`TASK_FILE_FILES`] file artifacts at
+    /// `max_file_bytes`, as base64 (4/3 of their bytes), plus 1 MiB of JSON around them (107.7
+    /// MiB for the default 10 MiB). A task's file bytes are only ever the files the assistant
+    /// sends (received files are saved to `inbox/`, the history keeps a note), and the cap keeps
+    /// a planted or runaway file from being read into memory whole; a bigger task file reads as
+    /// missing, with a warning naming it and the cap.
+    pub fn max_task_file_bytes(&self) -> u64 {
+        let file = self.max_file_bytes.saturating_mul(4).div_ceil(3);
+        file.saturating_mul(TASK_FILE_FILES).saturating_add(1024 * 1024)
     }
 }

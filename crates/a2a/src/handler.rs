@@ -103,7 +103,17 @@ impl ServerInner {
                 Ok(Outcome::Reply(Box::new(Reply::Deleted)))
             }
             Request::GetExtendedAgentCard => {
-                let card = card::extended_card(&self.options, &caller.workspace, &base_url());
+                // Blocking: it reads card.json and PERSONA.md.
+                let (options, workspace, base) =
+                    (self.options.clone(), caller.workspace.clone(), base_url());
+                let card = tokio::task::spawn_blocking(move || {
+                    card::extended_card(&options, &workspace, &base)
+                })
+                .await
+                .map_err(|err| {
+                    tracing::error!(error = %err, "building the extended card failed");
+                    A2aError::Internal
+                })?;
                 Ok(Outcome::Reply(Box::new(Reply::Card(Box::new(card)))))
             }
         }
@@ -385,20 +395,28 @@ impl ServerInner {
         let claim = match reservation {
             Reservation::Ready(claim) => claim,
             Reservation::Pending(opening) => {
-                let extension = {
+                // Blocking: the directory may read callers.json.
+                let entries = {
+                    let (directory, workspace) = (self.directory.clone(), caller.workspace.clone());
+                    tokio::task::spawn_blocking(move || directory.entries(&workspace)).await
+                };
+                let extension = entries.map(|entries| {
                     let caller = caller.clone();
                     let notifier = self.notifier.clone();
-                    let keys: Vec<String> = self
-                        .directory
-                        .entries(&caller.workspace)
-                        .into_iter()
-                        .map(|e| e.key.expose().to_string())
-                        .collect();
+                    let keys: Vec<String> =
+                        entries.into_iter().map(|e| e.key.expose().to_string()).collect();
                     move || -> Arc<dyn volcanic_core::Extension> {
                         Arc::new(A2aSessionExtension { caller, notifier, keys })
                     }
+                });
+                let opened = match extension {
+                    Ok(extension) => opening.open(extension).await,
+                    Err(err) => {
+                        tracing::error!(error = %err, "reading the callers failed on the blocking pool");
+                        Err(A2aError::Internal)
+                    }
                 };
-                match opening.open(extension).await {
+                match opened {
                     Ok(claim) => {
                         live.attach(claim.session.clone());
                         claim

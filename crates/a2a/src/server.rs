@@ -123,6 +123,7 @@ impl A2aServerBuilder {
     pub fn build(self) -> std::io::Result<A2aServer> {
         let allow_private = self.options.allow_private_push_urls;
         let cache_bytes = self.options.task_cache_bytes;
+        let file_cap = self.options.max_task_file_bytes();
         let guard =
             crate::push::guard::GuardedClient::new(allow_private).map_err(std::io::Error::other)?;
         // Pushes go through the same guarded client as downloads: one outbound path.
@@ -163,7 +164,8 @@ impl A2aServerBuilder {
                             push.notify(&file.task, &file.push_configs);
                         })
                     })
-                    .with_cache_bytes(cache_bytes),
+                    .with_cache_bytes(cache_bytes)
+                    .with_file_cap(file_cap),
                 ),
                 pool,
                 live: Arc::new(LiveTasks::default()),
@@ -298,15 +300,16 @@ fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {
 ///
 /// # Errors
 /// The key is missing, unknown or ambiguous (answered 401 on both bindings).
-fn authenticated(
+async fn authenticated(
     inner: &ServerInner,
     parts: &axum::http::request::Parts,
 ) -> Result<Caller, AuthFailure> {
     let caller = authenticate(
-        inner.directory.as_ref(),
+        &inner.directory,
         header_text(&parts.headers, "x-api-key"),
         header_text(&parts.headers, "authorization"),
-    )?;
+    )
+    .await?;
     if let Some(peer) = parts.extensions.get::<Arc<PeerSlot>>() {
         peer.mark_authenticated();
     }
@@ -403,7 +406,7 @@ fn body_error(err: &A2aError, body: Value) -> Response {
 
 async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
     let (parts, body) = request.into_parts();
-    let caller = match authenticated(&inner, &parts) {
+    let caller = match authenticated(&inner, &parts).await {
         Ok(caller) => caller,
         Err(failure) => return unauthorized(&failure.to_string()),
     };
@@ -467,7 +470,7 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
 
 async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
     let (parts, body) = request.into_parts();
-    let caller = match authenticated(&inner, &parts) {
+    let caller = match authenticated(&inner, &parts).await {
         Ok(caller) => caller,
         Err(failure) => return unauthorized(&failure.to_string()),
     };

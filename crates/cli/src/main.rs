@@ -46,6 +46,9 @@ pub const TOOL_HOST_COMMAND: &str = "sandbox-tool-host";
 /// Threads of the async runtime's blocking pool (file I/O).
 const MAX_BLOCKING_THREADS: usize = 32;
 
+/// How long the exit waits for blocking work left over once the command has finished.
+const STRAGGLER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A failure with the exit code it should produce.
 #[derive(Debug)]
 pub struct Failure {
@@ -119,6 +122,10 @@ fn main() -> ExitCode {
             Command::SandboxToolHost => Ok(0),
         }
     });
+    // The command has finished (serve has persisted its final states); blocking work still
+    // running, such as a read stuck on a slow or hostile file, must not hold the exit, which
+    // dropping the runtime would (it waits for the blocking pool without end).
+    runtime.shutdown_timeout(STRAGGLER_GRACE);
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {

@@ -5,43 +5,53 @@
 //! from a crash start with `.tmp` and are ignored by everything that lists folders. The barriers
 //! are [`crate::durable`]'s group commits: concurrent writers on one file system share their
 //! syncs.
+//!
+//! Symbolic links: a temp file is always created new (`O_CREAT | O_EXCL | O_NOFOLLOW`), so a
+//! link planted under its name is refused, never written through, and `rename` replaces a link
+//! at the target rather than following it. Only [`write_atomic`], for workspace files an owner
+//! may link (CLAUDE.md → AGENTS.md), looks up a link at the target and writes to where it
+//! points; the other writes are for files the server owns (task files), and a link planted in
+//! place of one is replaced by the new file.
 
 use std::io::{self, Write};
 use std::path::Path;
 
 /// Replaces `path` with `bytes` atomically and durably, creating parent folders. Keeps the
-/// permissions of the file it replaces.
+/// permissions of the file it replaces. When `path` is a symbolic link, the file it points to is
+/// replaced and the link stays.
 ///
 /// # Errors
 /// Any I/O error of the steps above; the target is untouched when it fails before the rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_atomic_with(path, bytes, &[])
+    replace(path, bytes, Durability::Durable(&[]), Links::Follow)
 }
 
-/// Like [`write_atomic`], and `also` (files or folders written before, e.g. a journal) is made
-/// durable by the same barrier as the new content, before the rename: one flush for both when
-/// they share a file system.
+/// Like [`write_atomic`] for a file the server owns: a symbolic link at `path` is replaced by
+/// the new file, never followed. And `also` (files or folders written before, e.g. a journal) is
+/// made durable by the same barrier as the new content, before the rename: one flush for both
+/// when they share a file system.
 ///
 /// # Errors
 /// As [`write_atomic`], and the error of syncing one of `also`.
 pub fn write_atomic_with(path: &Path, bytes: &[u8], also: &[&std::fs::File]) -> io::Result<()> {
-    replace(path, bytes, Durability::Durable(also))
+    replace(path, bytes, Durability::Durable(also), Links::Replace)
 }
 
-/// Like [`write_atomic`] without the barriers: readers and a killed process (SIGKILL, a panic)
-/// see the old or the new content, whole, but a power loss or an OS crash before the file
-/// system writes it back may leave the previous version, or an empty or torn file (readers of
-/// such files must cope). For an interim version of a file whose final version will be written
-/// with [`write_atomic`]; costs no disk flush.
+/// Like [`write_atomic_with`] without the barriers: readers and a killed process (SIGKILL, a
+/// panic) see the old or the new content, whole, but a power loss or an OS crash before the
+/// file system writes it back may leave the previous version, or an empty or torn file (readers
+/// of such files must cope). For an interim version of a file whose final version will be
+/// written durably; costs no disk flush. A symbolic link at `path` is replaced, never followed.
 ///
 /// # Errors
 /// As [`write_atomic`].
 pub fn write_atomic_interim(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, Durability::Interim)
+    replace(path, bytes, Durability::Interim, Links::Replace)
 }
 
 /// Creates `path` holding `bytes`, creating parent folders; fails with
-/// [`io::ErrorKind::AlreadyExists`] (and leaves the file alone) when `path` exists. Like
+/// [`io::ErrorKind::AlreadyExists`] (and leaves the file alone) when `path` exists, a symbolic
+/// link included (it is neither followed nor replaced). Like
 /// [`write_atomic_interim`] the file is whole from the moment it appears, for readers and across
 /// a killed process, and it is not flushed (a power loss may lose it or leave it empty or torn).
 ///
@@ -70,17 +80,36 @@ pub fn create_new_interim(path: &Path, bytes: &[u8]) -> io::Result<()> {
             return Ok(());
         }
     }
-    let mut tmp = match tempfile::Builder::new().prefix(".tmp").tempfile_in(dir) {
-        Ok(tmp) => tmp,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir)?;
-            tempfile::Builder::new().prefix(".tmp").tempfile_in(dir)?
-        }
-        Err(err) => return Err(err),
-    };
+    let mut tmp = temp_file_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.persist_noclobber(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// A new temp file (`.tmp…`, mode 0600) in `dir`, created when missing.
+fn temp_file_in(dir: &Path) -> io::Result<tempfile::NamedTempFile> {
+    let make = || tempfile::Builder::new().prefix(".tmp").make_in(dir, create_new);
+    match make() {
+        Ok(tmp) => Ok(tmp),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)?;
+            make()
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Creates the file `path`, which must not exist: `O_CREAT | O_EXCL` refuses any existing name,
+/// a symbolic link too (even a dangling one), and `O_NOFOLLOW` says so again for any reader.
+fn create_new(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let nofollow = rustix::fs::OFlags::NOFOLLOW.bits();
+    std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(i32::try_from(nofollow).unwrap_or(0))
+        .open(path)
 }
 
 #[cfg(target_os = "linux")]
@@ -124,8 +153,15 @@ enum Durability<'a> {
     Interim,
 }
 
-fn replace(path: &Path, bytes: &[u8], durability: Durability<'_>) -> io::Result<()> {
-    let staged = stage(path, bytes)?;
+/// Whether a symbolic link at the target is followed or replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Links {
+    Follow,
+    Replace,
+}
+
+fn replace(path: &Path, bytes: &[u8], durability: Durability<'_>, links: Links) -> io::Result<()> {
+    let staged = stage(path, bytes, links)?;
     match durability {
         Durability::Interim => {
             staged.tmp.persist(&staged.path).map_err(|e| e.error)?;
@@ -145,17 +181,18 @@ fn replace(path: &Path, bytes: &[u8], durability: Durability<'_>) -> io::Result<
 /// New content written to a temp file beside its target, not yet renamed into place.
 struct Staged {
     tmp: tempfile::NamedTempFile,
-    /// The target (a symlink's target: the link survives).
+    /// The target (with [`Links::Follow`], a symlink's target: the link survives).
     path: std::path::PathBuf,
     /// The target's folder.
     dir: std::path::PathBuf,
 }
 
 /// Writes `bytes` to a temp file in `path`'s folder (created when missing), with the
-/// permissions of the file it will replace.
-fn stage(path: &Path, bytes: &[u8]) -> io::Result<Staged> {
+/// permissions of the regular file it will replace.
+fn stage(path: &Path, bytes: &[u8], links: Links) -> io::Result<Staged> {
+    let is_link = || std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
     // Write through a symlink to its target, so the link survives (CLAUDE.md → AGENTS.md).
-    let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+    let path = if links == Links::Follow && is_link() {
         std::fs::canonicalize(path)?
     } else {
         path.to_path_buf()
@@ -164,16 +201,12 @@ fn stage(path: &Path, bytes: &[u8]) -> io::Result<Staged> {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
-    let mut tmp = match tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir) {
-        Ok(tmp) => tmp,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(&dir)?;
-            tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir)?
-        }
-        Err(err) => return Err(err),
-    };
+    let mut tmp = temp_file_in(&dir)?;
     tmp.write_all(bytes)?;
-    if let Ok(meta) = std::fs::metadata(&path) {
+    // The replaced file itself, never what a link there points to.
+    if let Ok(meta) = std::fs::symlink_metadata(&path)
+        && meta.is_file()
+    {
         tmp.as_file().set_permissions(meta.permissions())?;
     }
     Ok(Staged { tmp, path, dir })
@@ -288,6 +321,48 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(names, vec!["task.json"]);
+    }
+
+    #[test]
+    fn server_writes_replace_a_planted_symlink_and_leave_its_target_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside.txt");
+        std::fs::write(&outside, "owner's").unwrap();
+        type Write = fn(&Path) -> io::Result<()>;
+        let writes: [(&str, Write); 2] = [
+            ("interim", |path| write_atomic_interim(path, b"new")),
+            ("durable", |path| write_atomic_with(path, b"new", &[])),
+        ];
+        for (label, write) in writes {
+            let path = dir.path().join(format!("{label}.json"));
+            std::os::unix::fs::symlink(&outside, &path).unwrap();
+            write(&path).unwrap();
+            assert!(std::fs::symlink_metadata(&path).unwrap().is_file(), "{label}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "new", "{label}");
+            assert_eq!(std::fs::read_to_string(&outside).unwrap(), "owner's", "{label}");
+        }
+        // A new file refuses a link planted in its place, and the link's target is untouched.
+        let planted = dir.path().join("created.json");
+        std::os::unix::fs::symlink(dir.path().join("nowhere.txt"), &planted).unwrap();
+        let refused = create_new_interim(&planted, b"new").unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::AlreadyExists);
+        assert!(!dir.path().join("nowhere.txt").exists());
+    }
+
+    #[test]
+    fn temp_files_are_never_created_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside.txt");
+        std::fs::write(&outside, "owner's").unwrap();
+        let planted = dir.path().join(".tmpPLANTED");
+        std::os::unix::fs::symlink(&outside, &planted).unwrap();
+        let dangling = dir.path().join(".tmpDANGLING");
+        std::os::unix::fs::symlink(dir.path().join("nowhere.txt"), &dangling).unwrap();
+        for path in [&planted, &dangling] {
+            assert_eq!(create_new(path).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        }
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "owner's");
+        assert!(!dir.path().join("nowhere.txt").exists());
     }
 
     #[test]

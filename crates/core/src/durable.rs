@@ -30,12 +30,18 @@ pub fn sync_files(files: &[&File]) -> io::Result<()> {
     imp::sync_files(files)
 }
 
-/// [`sync_files`] for paths (files or folders), opened read-only for the purpose.
+/// [`sync_files`] for paths (files or folders), opened read-only for the purpose, without
+/// blocking (`O_NONBLOCK`: a FIFO planted at a path opens at once, and its sync fails).
 ///
 /// # Errors
 /// As [`sync_files`], and the error of opening a path.
 pub fn sync_paths(paths: &[&Path]) -> io::Result<()> {
-    let files = paths.iter().map(File::open).collect::<io::Result<Vec<_>>>()?;
+    let open = |path: &&Path| {
+        use std::os::unix::fs::OpenOptionsExt;
+        let nonblock = rustix::fs::OFlags::NONBLOCK.bits() | rustix::fs::OFlags::NOCTTY.bits();
+        File::options().read(true).custom_flags(i32::try_from(nonblock).unwrap_or(0)).open(path)
+    };
+    let files = paths.iter().map(open).collect::<io::Result<Vec<_>>>()?;
     sync_files(&files.iter().collect::<Vec<_>>())
 }
 

@@ -14,6 +14,8 @@
 //! - [`channel`]: the chat-channel seam behind the `send` tool.
 //! - [`atomic`] and [`durable`]: atomic file writes and shared durability barriers.
 //! - [`redact`] and [`exec`]: secrets kept out of child processes, outputs, errors and journals.
+//! - [`safe_file`]: reading files others may have planted (only regular files, capped, never
+//!   blocking on a FIFO or device).
 //! - [`sandbox`]: which tools a session has, and the bubblewrap sandbox a contained session's
 //!   tools run in.
 //!
@@ -32,6 +34,7 @@ pub mod fuzzing;
 pub mod message;
 pub mod provider;
 pub mod redact;
+pub mod safe_file;
 pub mod sandbox;
 pub mod session;
 pub mod tool;

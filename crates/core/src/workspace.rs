@@ -118,16 +118,11 @@ pub fn persona_summary(workspace: &Path) -> Option<String> {
 }
 
 /// Reads a regular file (symlinks followed), at most enough bytes for `max_chars` characters plus
-/// a marker's worth, so a FIFO, a device or a huge file cannot stall or exhaust the run.
+/// a marker's worth, so a FIFO, a device or a huge file cannot stall or exhaust the run (see
+/// [`crate::safe_file`]).
 fn read_capped(path: &Path, max_chars: usize) -> Option<String> {
-    use std::io::Read;
-    if !std::fs::metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let file = std::fs::File::open(path).ok()?;
     let limit = u64::try_from(max_chars.saturating_add(1).saturating_mul(4)).unwrap_or(u64::MAX);
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes).ok()?;
+    let bytes = crate::safe_file::read_prefix(path, limit)?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 

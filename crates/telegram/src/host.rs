@@ -84,6 +84,11 @@ impl TelegramHostBuilder {
             })
         };
         let directory = Arc::new(WorkspaceCallerDirectory::new(workspaces));
+        // The `/a2a` listing reads task files under the same cap as the server.
+        let file_cap = self.a2a.as_ref().map_or_else(
+            || A2aOptions::default().max_task_file_bytes(),
+            |(options, _)| options.max_task_file_bytes(),
+        );
         let a2a = match self.a2a {
             None => None,
             Some((options, listener)) => {
@@ -105,7 +110,7 @@ impl TelegramHostBuilder {
             shutdown: self.shutdown,
             a2a,
             directory,
-            tasks: Arc::new(TaskStore::new()),
+            tasks: Arc::new(TaskStore::new().with_file_cap(file_cap)),
         })
     }
 }

@@ -4,9 +4,11 @@
 //! This module knows no HTTP framework: the glue passes the two header values in. Every failure
 //! is the same 401 on the wire; [`AuthFailure`] says which for logs and tests.
 
-use tracing::warn;
+use std::sync::Arc;
 
-use super::{Caller, CallerDirectory};
+use tracing::{error, warn};
+
+use super::{ApiKey, Caller, CallerDirectory};
 
 /// Why a request is not authenticated. Carries no key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -57,17 +59,39 @@ fn bearer_credentials(authorization: &str) -> Option<&str> {
 /// Resolves the request's key (see [`presented_key`]) to exactly one caller of `directory`.
 /// A key held by several callers is refused with a warning naming their owners, never the key.
 ///
-/// Blocking: the directory may read callers files.
+/// The directory is asked on this thread when it can answer from what it holds
+/// ([`CallerDirectory::find_cached`]), else on the blocking pool: a callers file is never read
+/// on an async worker, so one that is slow or hostile to read stalls only its own request.
 ///
 /// # Errors
 /// Every [`AuthFailure`]; all of them are answered with 401.
-pub fn authenticate(
-    directory: &dyn CallerDirectory,
+///
+/// # Cancel safety
+/// Dropping the future abandons the lookup; a read already on the blocking pool finishes there.
+pub async fn authenticate(
+    directory: &Arc<dyn CallerDirectory>,
     x_api_key: Option<&str>,
     authorization: Option<&str>,
 ) -> Result<Caller, AuthFailure> {
     let key = presented_key(x_api_key, authorization)?;
-    let mut callers = directory.find(key);
+    let callers = match directory.find_cached(key) {
+        Some(callers) => callers,
+        None => {
+            let (directory, key) = (directory.clone(), ApiKey::new(key));
+            match tokio::task::spawn_blocking(move || directory.find(key.expose())).await {
+                Ok(callers) => callers,
+                Err(err) => {
+                    error!(error = %err, "the caller lookup failed on the blocking pool");
+                    Vec::new()
+                }
+            }
+        }
+    };
+    one_caller(callers)
+}
+
+/// The one caller of `callers`, or why not.
+fn one_caller(mut callers: Vec<Caller>) -> Result<Caller, AuthFailure> {
     match callers.len() {
         0 => Err(AuthFailure::UnknownKey),
         1 => callers.pop().ok_or(AuthFailure::UnknownKey),
@@ -97,7 +121,6 @@ pub fn authenticate(
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
-    use std::sync::Arc;
 
     use super::*;
     use crate::auth::{A2aWorkspace, CallerEntry, CallerMode};
@@ -155,34 +178,39 @@ mod tests {
         }
     }
 
-    #[test]
-    fn authenticate_one_match_returns_the_caller() {
-        let directory = Fixed(vec![caller("41", "a")]);
-        assert_eq!(authenticate(&directory, Some("sekrit-key"), None), Ok(caller("41", "a")));
+    fn fixed(callers: Vec<Caller>) -> Arc<dyn CallerDirectory> {
+        Arc::new(Fixed(callers))
+    }
+
+    #[tokio::test]
+    async fn authenticate_one_match_returns_the_caller() {
+        let directory = fixed(vec![caller("41", "a")]);
+        assert_eq!(authenticate(&directory, Some("sekrit-key"), None).await, Ok(caller("41", "a")));
         assert_eq!(
-            authenticate(&directory, None, Some("Bearer sekrit-key")),
+            authenticate(&directory, None, Some("Bearer sekrit-key")).await,
             Ok(caller("41", "a"))
         );
     }
 
-    #[test]
-    fn authenticate_unknown_or_missing_key_fails() {
-        let directory = Fixed(vec![caller("41", "a")]);
-        assert_eq!(authenticate(&directory, Some("other"), None), Err(AuthFailure::UnknownKey));
-        assert_eq!(authenticate(&directory, None, None), Err(AuthFailure::MissingKey));
+    #[tokio::test]
+    async fn authenticate_unknown_or_missing_key_fails() {
+        let directory = fixed(vec![caller("41", "a")]);
         assert_eq!(
-            authenticate(&directory, Some("sekrit-key"), Some("Bearer other")),
+            authenticate(&directory, Some("other"), None).await,
+            Err(AuthFailure::UnknownKey)
+        );
+        assert_eq!(authenticate(&directory, None, None).await, Err(AuthFailure::MissingKey));
+        assert_eq!(
+            authenticate(&directory, Some("sekrit-key"), Some("Bearer other")).await,
             Err(AuthFailure::ConflictingKeys)
         );
     }
 
     #[test]
     fn authenticate_ambiguous_key_fails_and_warns_with_owners_not_the_key() {
-        let directory = Fixed(vec![caller("41", "a"), caller("42", "b"), caller("41", "c")]);
+        let callers = vec![caller("41", "a"), caller("42", "b"), caller("41", "c")];
         let mut result = None;
-        let logs = capture_logs(|| {
-            result = Some(authenticate(&directory, None, Some("Bearer sekrit-key")));
-        });
+        let logs = capture_logs(|| result = Some(one_caller(callers)));
         assert_eq!(result, Some(Err(AuthFailure::AmbiguousKey { matches: 3 })));
         assert!(logs.contains("key matches 3 callers (owners: 41, 42)"), "{logs}");
         assert!(!logs.contains("sekrit"), "{logs}");

@@ -2,8 +2,13 @@
 //! `<workspace>/.volcanic/a2a/callers.json`, and the [`WorkspaceCallerDirectory`] built on it.
 //!
 //! The file is the truth: an owner's edit applies to the next request. Parsed files are cached by
-//! path and re-validated on every read by (mtime, size); a file whose mtime is within
-//! [`SETTLE`] of the cached read is parsed again, so a same-tick edit of equal size is not missed.
+//! path and re-validated on every read by (mtime, size) of an `lstat`; a file whose mtime is
+//! within [`SETTLE`] of the cached read is parsed again, so a same-tick edit of equal size is not
+//! missed. The `lstat` never opens the file, so it cannot block; it may run on an async worker
+//! ([`CallersCache::current`]). The read goes through [`volcanic_core::safe_file`] and is
+//! blocking: a regular file of at most [`CONFIG_FILE_CAP`] bytes, not a symbolic link, opened
+//! without blocking; anything else is treated as an empty file with a warning, and cached by its
+//! stamp like any other, so restoring a regular file is seen on the next request.
 //!
 //! Invariant: no log line of this module contains a key. Warnings name the file and, for
 //! entries, their index or (valid) name, never the `key` field nor an echo of the file's text.
@@ -16,6 +21,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 use tracing::warn;
+use volcanic_core::safe_file::{self, CONFIG_FILE_CAP};
 
 use super::{A2aWorkspace, ApiKey, Caller, CallerDirectory, CallerEntry, CallerMode};
 
@@ -156,11 +162,24 @@ impl CallersCache {
         CallersCache::default()
     }
 
-    /// The entries of the callers file at `path`: empty when it is missing, unreadable or
-    /// malformed (with a warning for the last two). Blocking: it may stat and read the file.
+    /// The entries of the callers file at `path` when the cache holds them and they are
+    /// current: one `lstat`, no read (it cannot block on what the path is). `None`: the file
+    /// must be read, with [`CallersCache::entries`].
+    pub fn current(&self, path: &Path) -> Option<Arc<[CallerEntry]>> {
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        let mtime = meta.modified().ok()?;
+        let files = self.lock();
+        let cached = files.get(path)?;
+        cached.is_current(mtime, meta.len()).then(|| cached.entries.clone())
+    }
+
+    /// The entries of the callers file at `path`: empty when it is missing, unreadable,
+    /// malformed, not a regular file, a symbolic link or larger than [`CONFIG_FILE_CAP`] (with a
+    /// warning for all but the first). Blocking: it may stat and read the file.
     pub fn entries(&self, path: &Path) -> Arc<[CallerEntry]> {
         let read_at = SystemTime::now();
-        let meta = match std::fs::metadata(path) {
+        // `lstat`: the stamp of what the read below opens (it does not follow a final link).
+        let meta = match std::fs::symlink_metadata(path) {
             Ok(meta) => meta,
             Err(err) => {
                 if err.kind() != io::ErrorKind::NotFound {
@@ -182,8 +201,8 @@ impl CallersCache {
         {
             return cached.entries.clone();
         }
-        let entries: Arc<[CallerEntry]> = match std::fs::read(path) {
-            Ok(bytes) => match String::from_utf8(bytes) {
+        let entries: Arc<[CallerEntry]> = match safe_file::read_config(path, CONFIG_FILE_CAP) {
+            Ok(Some(bytes)) => match String::from_utf8(bytes) {
                 Ok(text) => Arc::from(parse_callers(path, &text)),
                 Err(_) => {
                     warn!(
@@ -193,14 +212,14 @@ impl CallersCache {
                     Arc::from(Vec::new())
                 }
             },
+            // Missing since the stat (silently), or refused (`safe_file` warned).
+            Ok(None) => Arc::from(Vec::new()),
             Err(err) => {
-                if err.kind() != io::ErrorKind::NotFound {
-                    warn!(
-                        file = %path.display(),
-                        error = %err,
-                        "callers.json cannot be read, treating it as empty"
-                    );
-                }
+                warn!(
+                    file = %path.display(),
+                    error = %err,
+                    "callers.json cannot be read, treating it as empty"
+                );
                 Arc::from(Vec::new())
             }
         };
@@ -245,13 +264,17 @@ impl std::fmt::Debug for WorkspaceCallerDirectory {
     }
 }
 
-impl CallerDirectory for WorkspaceCallerDirectory {
-    /// Compares `key` with every entry of every workspace (no early exit), so that a key held by
-    /// several callers is seen as ambiguous. Blocking: reads changed callers files.
-    fn find(&self, key: &str) -> Vec<Caller> {
+impl WorkspaceCallerDirectory {
+    /// The callers of every workspace whose key is `key`, with `entries_of` giving a callers
+    /// file's entries (`None`: not without a read, and then the whole answer is `None`).
+    fn find_with(
+        &self,
+        key: &str,
+        entries_of: impl Fn(&Path) -> Option<Arc<[CallerEntry]>>,
+    ) -> Option<Vec<Caller>> {
         let mut found = Vec::new();
         for workspace in (self.workspaces)() {
-            let entries = self.cache.entries(&callers_path(&workspace.path));
+            let entries = entries_of(&callers_path(&workspace.path))?;
             let workspace = Arc::new(workspace);
             for entry in entries.iter() {
                 if entry.key.matches(key) {
@@ -263,7 +286,20 @@ impl CallerDirectory for WorkspaceCallerDirectory {
                 }
             }
         }
-        found
+        Some(found)
+    }
+}
+
+impl CallerDirectory for WorkspaceCallerDirectory {
+    /// Compares `key` with every entry of every workspace (no early exit), so that a key held by
+    /// several callers is seen as ambiguous. Blocking: reads changed callers files.
+    fn find(&self, key: &str) -> Vec<Caller> {
+        self.find_with(key, |path| Some(self.cache.entries(path))).unwrap_or_default()
+    }
+
+    /// [`CallerDirectory::find`] from the cache alone: one `lstat` per workspace.
+    fn find_cached(&self, key: &str) -> Option<Vec<Caller>> {
+        self.find_with(key, |path| self.cache.current(path))
     }
 
     fn entries(&self, workspace: &A2aWorkspace) -> Vec<CallerEntry> {
@@ -410,6 +446,40 @@ mod tests {
         // A change of size (or mtime) is always seen.
         write_callers(dir.path(), r#"[{"name":"aaaa","key":"key-1"}]"#);
         assert_eq!(cache.entries(&path).to_vec(), vec![entry("aaaa", "key-1", None)]);
+    }
+
+    #[test]
+    fn callers_cache_planted_file_is_empty_with_a_warning_and_a_restored_one_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CallersCache::new();
+        let path = callers_path(dir.path());
+        let good = r#"[{"name":"aaa","key":"sekrit-1"}]"#;
+        write_callers(dir.path(), good);
+        assert_eq!(cache.entries(&path).to_vec(), vec![entry("aaa", "sekrit-1", None)]);
+        let mut seen = Vec::new();
+        let logs = capture_logs(|| {
+            std::fs::remove_file(&path).unwrap();
+            let fifo = std::process::Command::new("mkfifo").arg(&path).status().unwrap();
+            assert!(fifo.success());
+            // Not even the stat-only look-up offers the old entries.
+            seen.push((cache.current(&path).is_some(), cache.entries(&path).to_vec()));
+            std::fs::remove_file(&path).unwrap();
+            std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+            seen.push((cache.current(&path).is_some(), cache.entries(&path).to_vec()));
+            std::fs::remove_file(&path).unwrap();
+            let padded = format!("{good}{}", " ".repeat(2 * 1024 * 1024));
+            write_callers(dir.path(), &padded);
+            seen.push((cache.current(&path).is_some(), cache.entries(&path).to_vec()));
+        });
+        assert_eq!(seen, vec![(false, vec![]), (false, vec![]), (false, vec![])]);
+        assert!(logs.contains("file is not a regular file"), "{logs}");
+        assert!(logs.contains("FIFO") && logs.contains("symbolic link"), "{logs}");
+        assert!(logs.contains("file is larger than its cap"), "{logs}");
+        assert!(logs.contains("cap=1048576"), "{logs}");
+        assert!(logs.contains(&path.display().to_string()), "{logs}");
+        assert!(!logs.contains("sekrit"), "{logs}");
+        write_callers(dir.path(), good);
+        assert_eq!(cache.entries(&path).to_vec(), vec![entry("aaa", "sekrit-1", None)]);
     }
 
     #[test]

@@ -101,8 +101,16 @@ pub struct CallerEntry {
 
 /// Where callers come from. Implementations read their files on every call (cheaply).
 pub trait CallerDirectory: Send + Sync {
-    /// Every caller whose key is `key` (more than one = ambiguous, refused).
+    /// Every caller whose key is `key` (more than one = ambiguous, refused). Blocking: it may
+    /// read files; async code calls it on the blocking pool (see [`authenticate`]).
     fn find(&self, key: &str) -> Vec<Caller>;
+
+    /// [`CallerDirectory::find`] when it can answer without reading a file (a `stat` is fine:
+    /// it never blocks on what the file is), so an async worker may call it; `None` when a file
+    /// must be read. The default always says so.
+    fn find_cached(&self, _key: &str) -> Option<Vec<Caller>> {
+        None
+    }
 
     /// Every entry of a workspace's callers.json (for redaction of keys and for listings).
     fn entries(&self, workspace: &A2aWorkspace) -> Vec<CallerEntry>;

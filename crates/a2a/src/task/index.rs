@@ -297,6 +297,8 @@ struct FolderState {
 #[derive(Debug)]
 pub(crate) struct WorkspaceIndex {
     dir: PathBuf,
+    /// The largest task file read (see `A2aOptions::max_task_file_bytes`).
+    file_cap: u64,
     /// Keyed inline (see `task::key`): GetTask's owner check looks a task up here per request.
     entries: HashMap<TaskKey, Entry>,
     callers: HashMap<String, CallerTasks>,
@@ -305,9 +307,11 @@ pub(crate) struct WorkspaceIndex {
 }
 
 impl WorkspaceIndex {
-    pub fn new(dir: PathBuf) -> WorkspaceIndex {
+    /// The index of the task folder `dir`, whose files are read up to `file_cap` bytes.
+    pub fn new(dir: PathBuf, file_cap: u64) -> WorkspaceIndex {
         WorkspaceIndex {
             dir,
+            file_cap,
             entries: HashMap::new(),
             callers: HashMap::new(),
             generation: 0,
@@ -403,7 +407,7 @@ impl WorkspaceIndex {
                 continue;
             }
             // Stat before read: a change after the stat shows up as a new stamp next time.
-            let summary = read_summary(&dirent.path(), id);
+            let summary = read_summary(&dirent.path(), id, self.file_cap);
             self.upsert(id, summary, stamp, generation);
         }
         let gone: Vec<TaskKey> = self
@@ -573,9 +577,10 @@ struct SummaryStatus {
 }
 
 /// A file that cannot be read, does not parse or names another task id is malformed: it reads
-/// as missing, without a log line (design: "Files").
-fn read_summary(path: &Path, id: &str) -> Option<Summary> {
-    let bytes = fs::read(path).ok()?;
+/// as missing, without a log line (design: "Files"). One that is not a regular file (by the time
+/// it is opened), or is over `cap`, reads as missing with a warning (`safe_file`).
+fn read_summary(path: &Path, id: &str, cap: u64) -> Option<Summary> {
+    let bytes = volcanic_core::safe_file::read_config(path, cap).ok()??;
     let file: SummaryFile = serde_json::from_slice(&bytes).ok()?;
     (file.id == id).then_some(Summary {
         caller: file.caller,
@@ -619,7 +624,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "t1", &summary("alice", "c1", 1));
         set_folder_mtime(dir.path(), Duration::from_secs(3600));
-        let mut index = WorkspaceIndex::new(dir.path().to_path_buf());
+        let mut index = WorkspaceIndex::new(dir.path().to_path_buf(), u64::MAX);
         index.ensure_current(Instant::now());
         assert_eq!(index.generation, 1);
         index.ensure_current(Instant::now());
@@ -636,7 +641,7 @@ mod tests {
     fn index_of_a_folder_changed_within_the_settle_window_scans_again() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "t1", &summary("alice", "c1", 1));
-        let mut index = WorkspaceIndex::new(dir.path().to_path_buf());
+        let mut index = WorkspaceIndex::new(dir.path().to_path_buf(), u64::MAX);
         index.ensure_current(Instant::now());
         // The folder's mtime is seconds old at most: a change in the same timestamp tick would
         // not show, so the next list scans again.
@@ -647,7 +652,7 @@ mod tests {
     #[test]
     fn index_concurrent_lists_share_a_scan_that_started_after_them() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = WorkspaceIndex::new(dir.path().to_path_buf());
+        let mut index = WorkspaceIndex::new(dir.path().to_path_buf(), u64::MAX);
         let requested_at = Instant::now();
         index.ensure_current(requested_at);
         index.ensure_current(requested_at);
@@ -657,7 +662,7 @@ mod tests {
     #[test]
     fn index_pages_by_caller_and_context_with_totals() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = WorkspaceIndex::new(dir.path().to_path_buf());
+        let mut index = WorkspaceIndex::new(dir.path().to_path_buf(), u64::MAX);
         for (id, caller, context, secs) in [
             ("t1", "alice", "c1", 1),
             ("t2", "alice", "c2", 2),
@@ -689,7 +694,7 @@ mod tests {
     #[test]
     fn index_context_of_one_task_pages_and_empties() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = WorkspaceIndex::new(dir.path().to_path_buf());
+        let mut index = WorkspaceIndex::new(dir.path().to_path_buf(), u64::MAX);
         index.record("t1", summary("alice", "solo", 1));
         index.record("t2", summary("alice", "pair", 2));
         index.record("t3", summary("alice", "pair", 3));

@@ -25,6 +25,7 @@ use std::time::{Instant, SystemTime};
 
 use chrono::{SubsecRound, Utc};
 use tracing::error;
+use volcanic_core::safe_file::{self, RegularFile};
 
 use super::TaskFile;
 use super::cache::{CachedTask, PageTask, TaskCache, TaskJson, TaskPage, TaskView};
@@ -84,6 +85,8 @@ pub struct TaskStore {
     swept: Mutex<HashSet<PathBuf>>,
     /// Settled tasks' JSON (`task::cache`); every write of a task file drops its entry.
     cache: Arc<TaskCache>,
+    /// The largest task file read ([`crate::config::A2aOptions::max_task_file_bytes`]).
+    file_cap: u64,
 }
 
 /// A task read for an answer: settled ones as their cached JSON, the others as the file.
@@ -101,6 +104,7 @@ impl Default for TaskStore {
             started: SystemTime::now(),
             swept: Mutex::default(),
             cache: Arc::new(TaskCache::new(DEFAULT_CACHE_BYTES)),
+            file_cap: crate::config::A2aOptions::default().max_task_file_bytes(),
         }
     }
 }
@@ -125,6 +129,14 @@ impl TaskStore {
     /// A store that reports every task lazy recovery rewrites (its state changed).
     pub fn with_recovery_hook(hook: RecoveryHook) -> Self {
         TaskStore { on_recovered: Some(hook), ..TaskStore::default() }
+    }
+
+    /// Reads task files of at most `bytes` (see
+    /// [`crate::config::A2aOptions::max_task_file_bytes`]); a bigger one reads as missing, with
+    /// a warning naming it and the cap.
+    #[must_use]
+    pub fn with_file_cap(self, bytes: u64) -> Self {
+        TaskStore { file_cap: bytes, ..self }
     }
 
     /// Keeps at most `bytes` of settled tasks' JSON in memory (0: none).
@@ -239,9 +251,10 @@ impl TaskStore {
         let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
         self.may_read(caller, task_id).await?;
         let path = task_path(&caller.workspace.path, task_id);
-        let id = task_id.to_string();
-        let file =
-            blocking(move || read_task_file(&path, &id)).await?.map_err(|e| read_failed(&e))?;
+        let (id, cap) = (task_id.to_string(), self.file_cap);
+        let file = blocking(move || read_task_file(&path, &id, cap))
+            .await?
+            .map_err(|e| read_failed(&e))?;
         let mut file = file.filter(|file| file.caller == caller.name).ok_or_else(not_found)?;
         self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
         Ok(file)
@@ -284,9 +297,9 @@ impl TaskStore {
                 Probe::Hit(cached) => Some(Loaded::Settled(cached)),
                 Probe::Missing => None,
                 Probe::Miss => {
-                    let (cache, workspace, id) =
-                        (self.cache.clone(), workspace.clone(), task_id.to_string());
-                    blocking(move || read_and_cache(&cache, &workspace, &id, &path))
+                    let (cache, workspace, id, cap) =
+                        (self.cache.clone(), workspace.clone(), task_id.to_string(), self.file_cap);
+                    blocking(move || read_and_cache(&cache, &workspace, &id, &path, cap))
                         .await?
                         .map_err(|e| read_failed(&e))?
                 }
@@ -336,11 +349,12 @@ impl TaskStore {
         let requested_at = Instant::now();
         let index = self.index(&caller.workspace.path);
         let page_of = {
-            let (index, name, workspace, cache) = (
+            let (index, name, workspace, cache, cap) = (
                 index.clone(),
                 caller.name.clone(),
                 caller.workspace.path.clone(),
                 self.cache.clone(),
+                self.file_cap,
             );
             move |query: Query, refresh: bool| {
                 let page = {
@@ -357,7 +371,7 @@ impl TaskStore {
                 let files = page
                     .ids
                     .iter()
-                    .map(|id| read_through(&cache, &workspace, id))
+                    .map(|id| read_through(&cache, &workspace, id, cap))
                     .collect::<io::Result<Vec<_>>>()
                     .map(|files| files.into_iter().flatten().collect::<Vec<_>>());
                 (active, page, files)
@@ -505,6 +519,16 @@ impl TaskStore {
             error!(task_id = %id, error = %err, "cannot serialize a task file");
             A2aError::Internal
         })?;
+        if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > self.file_cap {
+            // Written all the same (the run's record is not dropped here), but reads will not
+            // take it: the owner raises A2A__MaxFileBytes to read it again.
+            error!(
+                task_id = %id,
+                bytes = bytes.len(),
+                cap = self.file_cap,
+                "task file is larger than the task file cap and will read as missing"
+            );
+        }
         self.sweep_once(&workspace.path).await;
         let path = task_path(&workspace.path, &id);
         let index = self.index(&workspace.path);
@@ -561,7 +585,9 @@ impl TaskStore {
         }
         indexes
             .entry(workspace.to_path_buf())
-            .or_insert_with(|| Arc::new(Mutex::new(WorkspaceIndex::new(tasks_dir(workspace)))))
+            .or_insert_with(|| {
+                Arc::new(Mutex::new(WorkspaceIndex::new(tasks_dir(workspace), self.file_cap)))
+            })
             .clone()
     }
 }
@@ -689,15 +715,12 @@ fn task_path(workspace: &Path, id: &str) -> PathBuf {
 }
 
 /// The task file of `id`: `None` when there is none, or when it does not parse as this task (a
-/// hand edit gone wrong reads as missing). Other I/O errors (out of descriptors, permissions) are
-/// errors, never "not found", so a failing disk cannot pass for an empty store.
-fn read_task_file(path: &Path, id: &str) -> io::Result<Option<TaskFile>> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(err),
-    };
-    Ok(parse_task_file(&bytes, id))
+/// hand edit gone wrong reads as missing), or when it is not a regular file, is a symbolic link
+/// or is over `cap` bytes (with a warning: `safe_file`). Other I/O errors (out of descriptors,
+/// permissions) are errors, never "not found", so a failing disk cannot pass for an empty
+/// store.
+fn read_task_file(path: &Path, id: &str, cap: u64) -> io::Result<Option<TaskFile>> {
+    Ok(safe_file::read_config(path, cap)?.and_then(|bytes| parse_task_file(&bytes, id)))
 }
 
 /// `bytes` as task `id`'s file: `None`, without a log line, when they do not parse or name
@@ -706,53 +729,55 @@ fn parse_task_file(bytes: &[u8], id: &str) -> Option<TaskFile> {
     serde_json::from_slice::<TaskFile>(bytes).ok().filter(|file| file.task.id == id)
 }
 
-/// The rest of an open task file, whose metadata is `meta`, as task `id`'s file.
+/// An opened task file (`shown` is its path) as task `id`'s file, with the stamp of the bytes
+/// read (from the open descriptor).
 fn read_open_task_file(
-    mut file: std::fs::File,
-    meta: &std::fs::Metadata,
+    file: RegularFile,
+    shown: &Path,
     id: &str,
-) -> io::Result<Option<TaskFile>> {
-    use std::io::Read;
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes)?;
-    Ok(parse_task_file(&bytes, id))
+    cap: u64,
+) -> io::Result<Option<(TaskFile, Option<Stamp>)>> {
+    let stamp = Stamp::of(file.metadata());
+    let Some(bytes) = file.read_capped(shown, cap)? else { return Ok(None) };
+    Ok(parse_task_file(&bytes, id).map(|file| (file, stamp)))
 }
 
-/// [`read_task_file`], with the stamp of the file it read (from the open file, so it is the
-/// stamp of these bytes).
-fn read_task_file_stamped(path: &Path, id: &str) -> io::Result<Option<(TaskFile, Option<Stamp>)>> {
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(err),
-    };
-    let meta = file.metadata()?;
-    Ok(read_open_task_file(file, &meta, id)?.map(|file| (file, Stamp::of(&meta))))
+/// [`read_task_file`], with the stamp of the file it read.
+fn read_task_file_stamped(
+    path: &Path,
+    id: &str,
+    cap: u64,
+) -> io::Result<Option<(TaskFile, Option<Stamp>)>> {
+    match safe_file::open_config(path)? {
+        Some(file) => read_open_task_file(file, path, id, cap),
+        None => Ok(None),
+    }
 }
 
-/// [`read_task_file_stamped`] for task `id` in the watched task folder `folder`, read through
-/// it, and whether the watch can vouch for the file: a regular file (not a symbolic link) with
-/// one link, so a change to it is a change in the folder, which the watch reports.
+/// [`read_task_file_stamped`] for task `id` (at `path`) in the watched task folder `folder`,
+/// read through it, and whether the watch can vouch for the file: a regular file (not a
+/// symbolic link: those are refused anyway) with one link, so a change to it is a change in the
+/// folder, which the watch reports.
 #[cfg(target_os = "linux")]
 fn read_watched_task_file(
     folder: &std::os::fd::OwnedFd,
+    path: &Path,
     id: &str,
+    cap: u64,
 ) -> io::Result<Option<(TaskFile, Option<Stamp>, bool)>> {
-    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use rustix::fs::{AtFlags, FileType};
+    use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;
     let name = format!("{id}.json");
-    let file =
-        match rustix::fs::openat(folder, &name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
-            Ok(fd) => std::fs::File::from(fd),
-            Err(rustix::io::Errno::NOENT) => return Ok(None),
-            Err(err) => return Err(err.into()),
-        };
-    let meta = file.metadata()?;
+    let Some(file) = safe_file::open_config_at(folder.as_fd(), &name, path)? else {
+        return Ok(None);
+    };
+    let meta = file.metadata();
     let link = rustix::fs::statat(folder, &name, AtFlags::SYMLINK_NOFOLLOW)?;
     let vouched = FileType::from_raw_mode(link.st_mode) == FileType::RegularFile
         && link.st_nlink == 1
         && (link.st_dev, link.st_ino) == (meta.dev(), meta.ino());
-    Ok(read_open_task_file(file, &meta, id)?.map(|file| (file, Stamp::of(&meta), vouched)))
+    Ok(read_open_task_file(file, path, id, cap)?.map(|(file, stamp)| (file, stamp, vouched)))
 }
 
 /// What the cache knows of a task file.
@@ -766,7 +791,8 @@ enum Probe {
 }
 
 /// A cache lookup: without a `stat` when the task folder's watch vouches for the entry, else
-/// one `stat` of the task file at `path` and a lookup with its stamp.
+/// one `lstat` of the task file at `path` (it never opens the file, and a symbolic link's own
+/// stamp matches no entry) and a lookup with its stamp.
 fn probe(cache: &TaskCache, workspace: &Path, id: &str, path: &Path) -> io::Result<Probe> {
     if !cache.enabled() {
         return Ok(Probe::Miss);
@@ -776,7 +802,7 @@ fn probe(cache: &TaskCache, workspace: &Path, id: &str, path: &Path) -> io::Resu
     {
         return Ok(Probe::Hit(cached));
     }
-    let meta = match std::fs::metadata(path) {
+    let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Probe::Missing),
         Err(err) => return Err(err),
@@ -787,12 +813,17 @@ fn probe(cache: &TaskCache, workspace: &Path, id: &str, path: &Path) -> io::Resu
 }
 
 /// Reads `workspace`'s task `id` through the cache (blocking).
-fn read_through(cache: &TaskCache, workspace: &Path, id: &str) -> io::Result<Option<Loaded>> {
+fn read_through(
+    cache: &TaskCache,
+    workspace: &Path,
+    id: &str,
+    cap: u64,
+) -> io::Result<Option<Loaded>> {
     let path = task_path(workspace, id);
     match probe(cache, workspace, id, &path)? {
         Probe::Hit(cached) => Ok(Some(Loaded::Settled(cached))),
         Probe::Missing => Ok(None),
-        Probe::Miss => read_and_cache(cache, workspace, id, &path),
+        Probe::Miss => read_and_cache(cache, workspace, id, &path, cap),
     }
 }
 
@@ -803,17 +834,18 @@ fn read_and_cache(
     workspace: &Path,
     id: &str,
     path: &Path,
+    cap: u64,
 ) -> io::Result<Option<Loaded>> {
     // Before the read: a write that lands during it keeps what was read out of the cache.
     let mut token = cache.read_token(workspace, path.parent().unwrap_or(workspace));
     // Under a watch, the file is read through the watched folder (see `task::watch`).
     #[cfg(target_os = "linux")]
     let read = match token.folder() {
-        Some(folder) => read_watched_task_file(folder, id)?,
-        None => read_task_file_stamped(path, id)?.map(|(file, stamp)| (file, stamp, false)),
+        Some(folder) => read_watched_task_file(folder, path, id, cap)?,
+        None => read_task_file_stamped(path, id, cap)?.map(|(file, stamp)| (file, stamp, false)),
     };
     #[cfg(not(target_os = "linux"))]
-    let read = read_task_file_stamped(path, id)?.map(|(file, stamp)| (file, stamp, false));
+    let read = read_task_file_stamped(path, id, cap)?.map(|(file, stamp)| (file, stamp, false));
     let Some((file, stamp, vouched)) = read else { return Ok(None) };
     if !vouched {
         token = token.unwatched();

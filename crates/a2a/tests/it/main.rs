@@ -14,6 +14,7 @@ mod guard;
 mod hostile;
 mod hygiene;
 mod limits;
+mod planted;
 mod push;
 mod races;
 mod receiver;

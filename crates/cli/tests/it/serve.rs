@@ -179,6 +179,77 @@ fn serve_keeps_a_scheduling_policy_it_was_started_with() {
     assert!(threads.iter().all(|&(_, policy)| policy == SCHED_IDLE), "{threads:?}");
 }
 
+/// `GET path` over std: the status and the whole response.
+fn get(base: &str, path: &str) -> (u16, String) {
+    let address = base.strip_prefix("http://").unwrap();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, response)
+}
+
+/// [`stop`], failing the test when the server has not exited within `deadline` (it is then
+/// killed, so a regression cannot leave it behind).
+fn stop_within(served: Served, deadline: Duration) -> (i32, String) {
+    let pid = served.child.id().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(stop(served)));
+    match rx.recv_timeout(deadline) {
+        Ok(stopped) => stopped,
+        Err(_) => {
+            // Best effort: the test fails either way.
+            let _ = Command::new("kill").arg("-KILL").arg(&pid).status();
+            panic!("volcanic serve did not exit within {deadline:?} of SIGTERM");
+        }
+    }
+}
+
+/// Kills the server if the test fails before stopping it, and releases readers blocked on the
+/// FIFO (opening it for writing without blocking), so a regression fails instead of hanging.
+struct Cleanup {
+    pid: u32,
+    fifo: std::path::PathBuf,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let nonblock = i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap();
+        // ENXIO when nobody waits to read it, the normal case.
+        let _ = std::fs::File::options().write(true).custom_flags(nonblock).open(&self.fifo);
+        if std::thread::panicking() {
+            let _ = Command::new("kill").arg("-KILL").arg(self.pid.to_string()).status();
+        }
+    }
+}
+
+#[test]
+fn serve_with_a_fifo_callers_file_answers_and_exits_0_on_sigterm() {
+    // Issue 17: after `rm callers.json && mkfifo callers.json` every request hung, the public
+    // card too, and SIGTERM was ignored.
+    let ws = workspace_with_caller();
+    let callers = ws.path().join(".volcanic/a2a/callers.json");
+    std::fs::remove_file(&callers).unwrap();
+    assert!(Command::new("mkfifo").arg(&callers).status().unwrap().success());
+    let state = tempfile::tempdir().unwrap();
+    let served = serve(ws.path(), state.path(), &[]);
+    let _cleanup = Cleanup { pid: served.child.id(), fifo: callers.clone() };
+    // More authenticated requests than the server has async workers: each is answered, as if
+    // there were no callers (each request is bounded by the client's 20 s read timeout).
+    for _ in 0..4 {
+        assert_eq!(post(&served.base, KEY, SEND).0, 401);
+    }
+    let (status, card) = get(&served.base, "/.well-known/agent-card.json");
+    assert_eq!(status, 200, "{card}");
+    let (code, stderr) = stop_within(served, Duration::from_secs(20));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("file is not a regular file"), "{stderr}");
+}
+
 #[test]
 fn serve_without_provider_exits_2() {
     let ws = workspace_with_caller();

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -232,7 +233,12 @@ async fn read_for_send(
         if !absolute.starts_with(&workspace) {
             return Err(ToolError("can only send files inside the workspace".into()));
         }
-        let file = std::fs::File::open(&absolute)
+        // Non-blocking, so a FIFO planted under the name is refused below instead of hanging.
+        let nonblocking = i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nonblocking)
+            .open(&absolute)
             .map_err(|err| ToolError(format!("could not read {shown}: {err}")))?;
         let meta = file.metadata()?;
         if !meta.is_file() {
@@ -364,6 +370,21 @@ mod tests {
         match host.reply().await {
             Reply::Failed { id, message } => {
                 assert_eq!((id, message.as_str()), (2, "can only send files inside the workspace"));
+            }
+            other => panic!("unexpected reply: {other:?}"),
+        }
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            dir.path().join("fifo"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        host.send(&Request::ReadFile { id: 4, path: "fifo".into(), max_bytes: 100 }).await;
+        match host.reply().await {
+            Reply::Failed { id, message } => {
+                assert_eq!((id, message.as_str()), (4, "fifo is not a regular file"));
             }
             other => panic!("unexpected reply: {other:?}"),
         }
