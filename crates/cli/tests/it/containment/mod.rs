@@ -168,6 +168,11 @@ pub struct Server {
 
 impl Server {
     pub fn start(fixture: &Fixture, mode: Mode) -> Server {
+        Server::start_with(fixture, mode, &[])
+    }
+
+    /// [`Server::start`] with more environment variables.
+    pub fn start_with(fixture: &Fixture, mode: Mode, extra_env: &[(&str, &str)]) -> Server {
         let volcanic = Command::cargo_bin("volcanic").unwrap();
         let mut cmd = if mode == Mode::SandboxedUnprivileged {
             let mut cmd = Command::new("setpriv");
@@ -197,6 +202,9 @@ impl Server {
             .stderr(Stdio::piped());
         if mode == Mode::OptOut {
             cmd.env("A2A__Sandbox__Mode", "off");
+        }
+        for (name, value) in extra_env {
+            cmd.env(name, value);
         }
         let mut child = cmd.spawn().unwrap();
         let stdout = child.stdout.take().unwrap();

@@ -349,3 +349,87 @@ fn a_contained_caller_still_works_in_the_workspace() {
         assert_eq!(server.stop(), Some(0), "{mode:?}");
     }
 }
+
+/// Opens a raw connection and sends `request`; the status of the answer, or `None` when none
+/// came within `wait` (the connection is kept open either way).
+fn open_stream(address: &str, request: &str, wait: Duration) -> (std::net::TcpStream, Option<u16>) {
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut head = [0u8; 64];
+    let status = match stream.read(&mut head) {
+        Ok(n) if n > 12 => std::str::from_utf8(&head[9..12]).ok().and_then(|s| s.parse().ok()),
+        _ => None,
+    };
+    (stream, status)
+}
+
+#[test]
+fn five_hundred_streams_from_one_caller_do_not_starve_the_card_or_other_callers() {
+    const STREAMS: usize = 520;
+    // With the fair-share caps at their defaults, then lifted (the mechanism off), where the
+    // flood must take every connection slot.
+    for capped in [true, false] {
+        let mode = Mode::Sandboxed;
+        let fixture = Fixture::new(mode);
+        let extra: &[(&str, &str)] = if capped {
+            &[]
+        } else {
+            &[("A2A__MaxStreamsPerCaller", "100000"), ("A2A__MaxRequestsPerCaller", "100000")]
+        };
+        let server = Server::start_with(&fixture, mode, extra);
+        let params = json!({
+            "message": {"messageId": "long", "role": "ROLE_USER",
+                        "parts": [{"text": directive(json!([{"sleep_ms": 60000}, {"text": "late"}]))}]},
+            "configuration": {"returnImmediately": true}
+        });
+        let task = server.rpc(&fixture.mallory_key, "SendMessage", params)["result"]["task"]["id"]
+            .as_str()
+            .expect("the long task")
+            .to_string();
+        let address = server.base.strip_prefix("http://").unwrap().to_string();
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task}})
+                .to_string();
+        let request = format!(
+            "POST /a2a HTTP/1.1\r\nHost: {address}\r\nX-API-Key: {}\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            fixture.mallory_key,
+            body.len()
+        );
+        let mut held = Vec::new();
+        let (mut open, mut refused) = (0, 0);
+        for _ in 0..STREAMS {
+            let (stream, status) = open_stream(&address, &request, Duration::from_millis(300));
+            match status {
+                Some(200) => open += 1,
+                Some(429) => refused += 1,
+                _ => {}
+            }
+            held.push(stream);
+        }
+        let card =
+            server.request("GET", "/.well-known/agent-card.json", None, "", Duration::from_secs(5));
+        let list =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).to_string();
+        let other = server.request(
+            "POST",
+            "/a2a",
+            Some(&fixture.secrets.alice_key),
+            &list,
+            Duration::from_secs(5),
+        );
+        drop(held);
+        if capped {
+            assert_eq!((open, refused), (128, STREAMS - 128), "the default stream cap holds");
+            assert_eq!(card.map(|(s, _)| s), Some(200), "the card answers");
+            assert_eq!(other.map(|(s, _)| s), Some(200), "another caller is served");
+        } else {
+            assert!(
+                card.is_none() || other.is_none(),
+                "without the caps the flood should starve them"
+            );
+        }
+        server.rpc(&fixture.mallory_key, "CancelTask", json!({"id": task}));
+        assert_eq!(server.stop(), Some(0));
+    }
+}
