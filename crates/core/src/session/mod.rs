@@ -144,6 +144,12 @@ impl SessionFactoryBuilder {
     }
 }
 
+/// What a contained session's model is told about where its tools run, so it does not spend
+/// calls finding out.
+const SANDBOX_NOTE: &str = "Your tools run in a sandbox: you see the workspace (without its \
+.volcanic/ folder and some private files; PERSONA.md, MEMORY.md, AGENTS.md and CLAUDE.md may be \
+read-only), /tmp is private and emptied when this conversation closes, and there is no network.";
+
 /// How to open one session.
 pub struct SessionOptions {
     /// The session's name: its journal lives in `<state dir>/sessions/<scope>/`.
@@ -304,6 +310,9 @@ impl SessionFactory {
         let mut secrets = self.shared.secrets.clone();
         secrets.extend(registrar.secrets);
         let redactor = self.redactor(secrets);
+        if options.confinement.is_some() && options.tool_set != ToolSet::None {
+            registrar.fragments.push(SANDBOX_NOTE.to_string());
+        }
         let host = self.tool_host(&options.scope, options.confinement);
         let (tools, specs) =
             self.tools(options.channel.is_some(), options.tool_set, host.as_ref(), registrar.tools);
