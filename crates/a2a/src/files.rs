@@ -331,6 +331,7 @@ mod tests {
         Caller {
             name: "peer".into(),
             mode: CallerMode::Isolated,
+            tier: crate::auth::CallerTier::Workspace,
             workspace: Arc::new(A2aWorkspace {
                 path: dir.to_path_buf(),
                 scope_prefix: "serve".into(),

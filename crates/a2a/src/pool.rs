@@ -522,6 +522,7 @@ mod tests {
         Caller {
             name: name.into(),
             mode: CallerMode::Isolated,
+            tier: crate::auth::CallerTier::Workspace,
             workspace: Arc::new(A2aWorkspace {
                 path,
                 scope_prefix: "t".into(),
