@@ -16,6 +16,7 @@ mod limits;
 mod push;
 mod races;
 mod receiver;
+mod redaction;
 mod runs;
 mod support;
 mod tasks;
