@@ -69,10 +69,8 @@ pub struct LiveTask {
 /// The answer a task is streaming.
 #[derive(Default)]
 struct ResponseStream {
-    /// The answer's text so far, as the model wrote it.
-    raw: String,
-    /// The redacted text streams have been sent so far.
-    sent: String,
+    /// The end of the answer held back: it could be the start of a secret (raw, not yet sent).
+    held: String,
     /// Whether a chunk of this answer has been sent (the next one appends).
     started: bool,
 }
@@ -311,9 +309,11 @@ impl LiveTask {
     }
 
     /// Streams a piece of the answer into the response artifact (not persisted per chunk).
-    /// `append: false` starts a new answer. What goes out is the redacted answer so far, less
-    /// an end that could be the start of a secret until `last_chunk` (see the module docs); when
-    /// redacting the longer text changed what was already sent, the chunk replaces the answer.
+    /// `append: false` starts a new answer. What goes out is the chunk redacted together with the
+    /// end of the previous one that was held back, less an end that could be the start of a
+    /// secret, held until the next chunk or `last_chunk` (see the module docs). Each chunk costs
+    /// its own length, not the answer's: a secret shape (not a known value) split across chunks
+    /// is caught by [`LiveTask::set_final_text`], which then replaces what streams showed.
     pub async fn stream_text(&self, text: String, append: bool, last_chunk: bool) {
         let redactor = self.redactor();
         let mut file = self.state.lock().await;
@@ -322,22 +322,25 @@ impl LiveTask {
             if !append {
                 *stream = ResponseStream::default();
             }
-            stream.raw.push_str(&text);
-            let redacted = redactor.redact(&stream.raw);
+            let mut pending = std::mem::take(&mut stream.held);
+            pending.push_str(&text);
+            let redacted = redactor.redact(&pending);
             let hold = if last_chunk { 0 } else { redactor.partial_match_len(&redacted) };
-            let mut end = redacted.len().saturating_sub(hold);
+            let mut end = redacted.len() - hold;
             while !redacted.is_char_boundary(end) {
                 end -= 1;
             }
-            let ready = &redacted[..end];
-            let (chunk, append) = match ready.strip_prefix(stream.sent.as_str()) {
-                Some(rest) => (rest.to_string(), stream.started),
-                None => (ready.to_string(), false),
-            };
+            // Only raw text can be held (redaction left it as it was): never part of a marker.
+            if !pending.ends_with(&redacted[end..]) {
+                end = redacted.len();
+            }
+            let held = redacted.len() - end;
+            stream.held = pending[pending.len() - held..].to_string();
+            let chunk = redacted[..end].to_string();
             if chunk.is_empty() && !last_chunk {
                 return;
             }
-            stream.sent = ready.to_string();
+            let append = stream.started;
             stream.started = true;
             (chunk, append)
         };
