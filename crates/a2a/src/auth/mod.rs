@@ -1,4 +1,5 @@
-//! Who may call: the caller directory seam, the callers.json reader, and key extraction.
+//! Who may call: the caller directory seam, the callers.json reader (keys plain or hashed, and
+//! each caller's tier), and key extraction.
 //!
 //! Invariant: caller keys never leave this module except as redaction values; they are never
 //! logged, never in errors, and `Debug` prints them as `[redacted]`.
@@ -183,7 +184,9 @@ impl fmt::Debug for KeyHash {
 /// How a callers.json entry holds its key: in plain text (`"key"`) or hashed (`"keyHash"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallerKey {
+    /// The key itself: also a redaction value of the workspace's sessions.
     Plain(ApiKey),
+    /// Its SHA-256: the server never holds the key.
     Hashed(KeyHash),
 }
 
@@ -225,6 +228,7 @@ pub struct Caller {
     /// `[a-z0-9-]{1,40}`, unique in its callers.json.
     pub name: String,
     pub mode: CallerMode,
+    /// What the caller's sessions may do with the workspace (callers.json `"tier"`).
     pub tier: CallerTier,
     pub workspace: Arc<A2aWorkspace>,
 }
@@ -233,8 +237,10 @@ pub struct Caller {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallerEntry {
     pub name: String,
+    /// `"key"` (plain) or `"keyHash"` (SHA-256): exactly one of them.
     pub key: CallerKey,
     pub mode: CallerMode,
+    /// `"tier"`; [`CallerTier::Workspace`] when absent.
     pub tier: CallerTier,
     pub note: Option<String>,
 }
