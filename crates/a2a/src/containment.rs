@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use volcanic_core::sandbox::{Confinement, Sandbox, SandboxView, ToolSet};
 
-use crate::auth::Caller;
+use crate::auth::{Caller, CallerTier};
 
 /// The workspace files that shape the owner's sessions' system prompt: read-only to callers
 /// unless [`ViewPolicy::writable_context`].
@@ -47,20 +47,11 @@ pub struct ViewPolicy {
 
 /// What a caller tier allows, as the core's tool set (the A2A tools `request_input` and
 /// `notify_owner` are not built-ins and stay in every tier).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tier {
-    Chat,
-    Read,
-    Workspace,
-}
-
-impl Tier {
-    fn tool_set(self) -> ToolSet {
-        match self {
-            Tier::Chat => ToolSet::None,
-            Tier::Read => ToolSet::ReadOnly,
-            Tier::Workspace => ToolSet::All,
-        }
+fn tool_set(tier: CallerTier) -> ToolSet {
+    match tier {
+        CallerTier::Chat => ToolSet::None,
+        CallerTier::Read => ToolSet::ReadOnly,
+        CallerTier::Workspace => ToolSet::All,
     }
 }
 
@@ -70,15 +61,16 @@ pub fn caller_inbox(workspace: &Path, caller: &str) -> PathBuf {
 }
 
 impl Containment {
-    /// The tools and sandbox of `caller`'s session given its tier.
-    pub(crate) fn for_caller(&self, caller: &Caller, tier: Tier) -> (ToolSet, Option<Confinement>) {
+    /// The tools and sandbox of `caller`'s session, by its tier.
+    pub(crate) fn for_caller(&self, caller: &Caller) -> (ToolSet, Option<Confinement>) {
+        let tier = caller.tier;
         match self {
             Containment::Unavailable { .. } => (ToolSet::None, None),
-            Containment::Off => (tier.tool_set(), None),
-            Containment::Sandbox { .. } if tier == Tier::Chat => (ToolSet::None, None),
+            Containment::Off => (tool_set(tier), None),
+            Containment::Sandbox { .. } if tier == CallerTier::Chat => (ToolSet::None, None),
             Containment::Sandbox { sandbox, policy } => {
                 let view = view(&caller.workspace.path, &caller.name, tier, policy);
-                (tier.tool_set(), Some(Confinement { sandbox: sandbox.clone(), view }))
+                (tool_set(tier), Some(Confinement { sandbox: sandbox.clone(), view }))
             }
         }
     }
@@ -106,10 +98,10 @@ impl Containment {
 }
 
 /// The sandbox view of `caller` in `workspace`.
-fn view(workspace: &Path, caller: &str, tier: Tier, policy: &ViewPolicy) -> SandboxView {
+fn view(workspace: &Path, caller: &str, tier: CallerTier, policy: &ViewPolicy) -> SandboxView {
     let mut view = SandboxView::new(workspace);
     let root = view.workspace.clone();
-    view.writable = tier == Tier::Workspace;
+    view.writable = tier == CallerTier::Workspace;
     view.always_hidden = vec![root.join(".volcanic"), crate::inbox::inbox_dir(&root).join("a2a")];
     view.exposed = vec![caller_inbox(&root, caller)];
     view.hidden = policy
@@ -129,9 +121,10 @@ mod tests {
     use super::*;
     use crate::auth::{A2aWorkspace, CallerMode};
 
-    fn caller(workspace: &Path) -> Caller {
+    fn caller(workspace: &Path, tier: CallerTier) -> Caller {
         Caller {
             name: "peer".into(),
+            tier,
             workspace: Arc::new(A2aWorkspace {
                 path: workspace.to_path_buf(),
                 scope_prefix: "serve".into(),
@@ -148,7 +141,7 @@ mod tests {
             hide: vec!["private".into(), "../outside".into(), "/w/ws/notes/secret.txt".into()],
             writable_context: false,
         };
-        let view = view(ws, "peer", Tier::Workspace, &policy);
+        let view = view(ws, "peer", CallerTier::Workspace, &policy);
         assert_eq!(
             view,
             SandboxView {
@@ -161,28 +154,28 @@ mod tests {
             }
         );
         let open = ViewPolicy { hide: vec![], writable_context: true };
-        let read = super::view(ws, "peer", Tier::Read, &open);
+        let read = super::view(ws, "peer", CallerTier::Read, &open);
         assert_eq!((read.writable, read.protected), (false, Vec::<PathBuf>::new()));
     }
 
     #[test]
     fn containment_gives_each_tier_its_tools() {
         let dir = tempfile::tempdir().unwrap();
-        let caller = caller(dir.path());
         let sandbox = Containment::Sandbox {
             sandbox: Arc::new(Sandbox::new("bwrap", "/bin/true", vec![])),
             policy: ViewPolicy::default(),
         };
         let got = |c: &Containment, tier| {
-            let (set, confinement) = c.for_caller(&caller, tier);
+            let (set, confinement) = c.for_caller(&caller(dir.path(), tier));
             (set, confinement.is_some())
         };
-        assert_eq!(got(&sandbox, Tier::Workspace), (ToolSet::All, true));
-        assert_eq!(got(&sandbox, Tier::Read), (ToolSet::ReadOnly, true));
-        assert_eq!(got(&sandbox, Tier::Chat), (ToolSet::None, false));
+        assert_eq!(got(&sandbox, CallerTier::Workspace), (ToolSet::All, true));
+        assert_eq!(got(&sandbox, CallerTier::Read), (ToolSet::ReadOnly, true));
+        assert_eq!(got(&sandbox, CallerTier::Chat), (ToolSet::None, false));
         let unavailable = Containment::default();
-        assert_eq!(got(&unavailable, Tier::Workspace), (ToolSet::None, false));
-        assert_eq!(got(&Containment::Off, Tier::Workspace), (ToolSet::All, false));
-        assert_eq!(got(&Containment::Off, Tier::Read), (ToolSet::ReadOnly, false));
+        assert_eq!(got(&unavailable, CallerTier::Workspace), (ToolSet::None, false));
+        assert_eq!(got(&Containment::Off, CallerTier::Workspace), (ToolSet::All, false));
+        assert_eq!(got(&Containment::Off, CallerTier::Read), (ToolSet::ReadOnly, false));
+        assert_eq!(got(&Containment::Off, CallerTier::Chat), (ToolSet::None, false));
     }
 }

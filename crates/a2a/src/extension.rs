@@ -1,18 +1,20 @@
 //! What an A2A session gets on top of a normal one: the `request_input` tool (ends the run; the
 //! task becomes input-required), the `notify_owner` tool (only when the host has a notifier), the
-//! workspace's caller keys as redaction values, and the chat channel that turns `send` into task
-//! artifacts.
+//! workspace's secrets as redaction values that follow callers.json and push config changes
+//! ([`WorkspaceSecrets`]), and the chat channel that turns `send` into task artifacts.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 use volcanic_core::provider::ToolSpec;
+use volcanic_core::redact::{Secret, SecretSnapshot, SecretSource};
 use volcanic_core::tool::{Tool, ToolContext, ToolControl, ToolError, ToolOutput, parse_args};
 use volcanic_core::{Extension, Registrar};
 
-use crate::auth::Caller;
+use crate::auth::{A2aWorkspace, Caller, CallerDirectory, CallerEntry};
 use crate::live::LiveTask;
+use crate::push::secrets::PushSecrets;
 
 /// Reaches an assistant's owner (Telegram: a message in the owner's chat).
 #[async_trait::async_trait]
@@ -28,8 +30,69 @@ pub trait OwnerNotifier: Send + Sync {
 pub struct A2aSessionExtension {
     pub caller: Caller,
     pub notifier: Option<Arc<dyn OwnerNotifier>>,
-    /// Keys of every caller of the workspace: redacted wherever the session writes.
-    pub keys: Vec<String>,
+    /// The workspace's secrets (every plaintext caller key, every push token and credential):
+    /// redacted wherever the session writes, and in everything the server sends back.
+    pub secrets: Arc<dyn SecretSource>,
+}
+
+/// The plaintext caller keys of a workspace's callers.json and the push tokens and credentials
+/// of its tasks, as a [`SecretSource`]: each snapshot asks the caller directory (one `stat` of
+/// callers.json while it is unchanged) and the push registry (a map lookup), and the version
+/// moves only when the values did.
+pub struct WorkspaceSecrets {
+    directory: Arc<dyn CallerDirectory>,
+    workspace: Arc<A2aWorkspace>,
+    push: Arc<PushSecrets>,
+    last: Mutex<LastSnapshot>,
+}
+
+#[derive(Default)]
+struct LastSnapshot {
+    /// The directory's entries the snapshot was made from (the same `Arc` while unchanged).
+    callers: Option<Arc<[CallerEntry]>>,
+    push_version: u64,
+    version: u64,
+    secrets: Option<Arc<[Secret]>>,
+}
+
+impl WorkspaceSecrets {
+    pub(crate) fn new(
+        directory: Arc<dyn CallerDirectory>,
+        workspace: Arc<A2aWorkspace>,
+        push: Arc<PushSecrets>,
+    ) -> Self {
+        WorkspaceSecrets { directory, workspace, push, last: Mutex::default() }
+    }
+}
+
+impl SecretSource for WorkspaceSecrets {
+    fn snapshot(&self) -> SecretSnapshot {
+        let callers = self.directory.entries(&self.workspace);
+        let push = self.push.snapshot(&self.workspace.path);
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let unchanged = last.callers.as_ref().is_some_and(|c| Arc::ptr_eq(c, &callers))
+            && last.push_version == push.version;
+        if !unchanged || last.secrets.is_none() {
+            let mut secrets: Vec<Secret> = callers
+                .iter()
+                .filter_map(|entry| entry.key.plain())
+                .map(|key| Secret { name: "a2a-caller-key".into(), value: key.expose().into() })
+                .collect();
+            secrets.extend(push.secrets.iter().cloned());
+            let same = last.secrets.as_ref().is_some_and(|old| {
+                old.len() == secrets.len()
+                    && old.iter().zip(&secrets).all(|(a, b)| a.name == b.name && a.value == b.value)
+            });
+            if !same {
+                last.version += 1;
+                last.secrets = Some(Arc::from(secrets));
+            }
+            last.callers = Some(callers);
+            last.push_version = push.version;
+        }
+        let secrets = last.secrets.clone().unwrap_or_else(|| Arc::from(Vec::new()));
+        SecretSnapshot { version: last.version, secrets }
+    }
 }
 
 impl Extension for A2aSessionExtension {
@@ -45,9 +108,7 @@ impl Extension for A2aSessionExtension {
                 notifier: notifier.clone(),
             }));
         }
-        for key in &self.keys {
-            registrar.secret("a2a-caller-key", key.clone());
-        }
+        registrar.secret_source(self.secrets.clone());
     }
 }
 
@@ -143,6 +204,10 @@ impl A2aChatChannel {
         *self.target.lock().unwrap_or_else(PoisonError::into_inner) = task;
     }
 
+    /// The task now running.
+    ///
+    /// # Errors
+    /// When none is.
     fn target(&self) -> Result<Arc<LiveTask>, String> {
         self.target
             .lock()
@@ -179,6 +244,23 @@ impl volcanic_core::channel::ChatChannel for A2aChatChannel {
     ) -> Result<(), String> {
         let task = self.target()?;
         self.check_size(bytes.len() as u64)?;
+        let mut bytes = bytes;
+        let redactor = task.redactor();
+        match std::str::from_utf8(&bytes) {
+            // Text goes out redacted, like any other text.
+            Ok(text) => {
+                if let std::borrow::Cow::Owned(redacted) = redactor.redact(text) {
+                    bytes = redacted.into_bytes();
+                }
+            }
+            // Binary data cannot be redacted in place without breaking it: refuse it whole.
+            Err(_) if redactor.bytes_contain_value(&bytes) => {
+                return Err(
+                    "the file contains a secret (or its base64 form) and cannot be sent".into()
+                );
+            }
+            Err(_) => {}
+        }
         let media_type =
             mime_guess::from_path(name).first_or_octet_stream().essence_str().to_string();
         let mut parts =

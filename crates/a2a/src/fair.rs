@@ -234,6 +234,7 @@ mod tests {
         Caller {
             name: name.into(),
             mode: CallerMode::Isolated,
+            tier: crate::auth::CallerTier::Workspace,
             workspace: Arc::new(A2aWorkspace {
                 path: workspace.into(),
                 scope_prefix: "test".into(),

@@ -402,6 +402,7 @@ mod tests {
         Caller {
             name: name.into(),
             mode: CallerMode::Isolated,
+            tier: crate::auth::CallerTier::Workspace,
             workspace: Arc::new(A2aWorkspace {
                 path: dir.to_path_buf(),
                 scope_prefix: "serve".into(),

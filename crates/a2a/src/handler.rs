@@ -16,7 +16,7 @@ use volcanic_core::{EventKind, RunHandle, RunOutcome, session::Role};
 
 use crate::auth::Caller;
 use crate::error::A2aError;
-use crate::extension::{A2aSessionExtension, REQUEST_INPUT};
+use crate::extension::{A2aSessionExtension, REQUEST_INPUT, WorkspaceSecrets};
 use crate::live::LiveTask;
 use crate::pool::{CONTEXT_BUSY, Claim, Reservation};
 use crate::push::StoredPushConfig;
@@ -395,27 +395,31 @@ impl ServerInner {
         let claim = match reservation {
             Reservation::Ready(claim) => claim,
             Reservation::Pending(opening) => {
-                // Blocking: the directory may read callers.json.
-                let entries = {
-                    let (directory, workspace) = (self.directory.clone(), caller.workspace.clone());
-                    tokio::task::spawn_blocking(move || directory.entries(&workspace)).await
-                };
-                let extension = entries.map(|entries| {
+                // The push secrets of task files written before this process started are read
+                // once per workspace, before its first session can see them.
+                let push_secrets = self.store.push_secrets().clone();
+                if !push_secrets.is_loaded(&caller.workspace.path) {
+                    let path = caller.workspace.path.clone();
+                    let loaded =
+                        tokio::task::spawn_blocking(move || push_secrets.load(&path)).await;
+                    if loaded.is_err() {
+                        tracing::error!(task_id = %live.task_id, "reading push secrets panicked");
+                    }
+                }
+                let extension = {
                     let caller = caller.clone();
                     let notifier = self.notifier.clone();
-                    let keys: Vec<String> =
-                        entries.into_iter().map(|e| e.key.expose().to_string()).collect();
+                    let secrets: Arc<dyn volcanic_core::redact::SecretSource> =
+                        Arc::new(WorkspaceSecrets::new(
+                            self.directory.clone(),
+                            caller.workspace.clone(),
+                            self.store.push_secrets().clone(),
+                        ));
                     move || -> Arc<dyn volcanic_core::Extension> {
-                        Arc::new(A2aSessionExtension { caller, notifier, keys })
-                    }
-                });
-                let opened = match extension {
-                    Ok(extension) => opening.open(extension).await,
-                    Err(err) => {
-                        tracing::error!(error = %err, "reading the callers failed on the blocking pool");
-                        Err(A2aError::Internal)
+                        Arc::new(A2aSessionExtension { caller, notifier, secrets })
                     }
                 };
+                let opened = opening.open(extension).await;
                 match opened {
                     Ok(claim) => {
                         live.attach(claim.session.clone());

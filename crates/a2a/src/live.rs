@@ -4,6 +4,14 @@
 //! Every change goes through one async mutex per task: mutate, persist when the status changed,
 //! then broadcast. A subscriber takes the same lock to snapshot the task and subscribe, so it sees
 //! every event after its snapshot and none before.
+//!
+//! Invariant: this is the one way agent output reaches a caller, and every text in it (the
+//! response, its streamed chunks, status messages, the text and UTF-8 files of artifacts) passes
+//! through the session's redactor here, before it enters the task. Task files, streams, GetTask
+//! and push payloads are all made from the task, so none of them carries a secret the session
+//! knows. Streamed chunks hold back the end of the answer that could be the start of a secret
+//! until the next chunk or the end shows whether it is one, so a secret split across chunks
+//! never goes out in part.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,6 +27,7 @@ use crate::error::A2aError;
 use crate::push::StoredPushConfig;
 use crate::task::TaskFile;
 use crate::task::store::TaskStore;
+use volcanic_core::redact::Redactor;
 
 /// Events a stream may fall behind by before it skips (it still gets the final status).
 const EVENT_CAPACITY: usize = 1024;
@@ -53,6 +62,17 @@ pub struct LiveTask {
     /// Whether the last durable write of the task file (its final state, or input-required)
     /// succeeded: until one has, the first version's own flush must not be skipped.
     durably_written: std::sync::atomic::AtomicBool,
+    /// The answer being streamed, raw and as sent (redacted); locked under `state`.
+    stream: Mutex<ResponseStream>,
+}
+
+/// The answer a task is streaming.
+#[derive(Default)]
+struct ResponseStream {
+    /// The end of the answer held back: it could be the start of a secret (raw, not yet sent).
+    held: String,
+    /// Whether a chunk of this answer has been sent (the next one appends).
+    started: bool,
 }
 
 impl LiveTask {
@@ -85,7 +105,17 @@ impl LiveTask {
             response_id,
             cancel_requested: std::sync::atomic::AtomicBool::new(false),
             durably_written: std::sync::atomic::AtomicBool::new(false),
+            stream: Mutex::new(ResponseStream::default()),
         })
+    }
+
+    /// The redactor for what this task sends out: its session's, as the session's secrets are
+    /// now. Before the session is open only fixed texts go out, so none is needed then.
+    pub fn redactor(&self) -> Arc<Redactor> {
+        match self.session.get() {
+            Some(session) => session.redactor(),
+            None => Arc::new(Redactor::default()),
+        }
     }
 
     /// Gives the task its run's session, once open. Set once; a second call is ignored.
@@ -218,6 +248,7 @@ impl LiveTask {
     /// session's journal in the same barrier; the ones before it are interim writes (no disk
     /// flush: a crash fails the task on its next read whichever version survives).
     pub async fn set_status(&self, state: TaskState, message: Option<String>) {
+        let message = message.map(|text| self.redactor().redact(&text).into_owned());
         let mut file = self.state.lock().await;
         let status = TaskStatus {
             state,
@@ -278,8 +309,41 @@ impl LiveTask {
     }
 
     /// Streams a piece of the answer into the response artifact (not persisted per chunk).
+    /// `append: false` starts a new answer. What goes out is the chunk redacted together with the
+    /// end of the previous one that was held back, less an end that could be the start of a
+    /// secret, held until the next chunk or `last_chunk` (see the module docs). Each chunk costs
+    /// its own length, not the answer's: a secret shape (not a known value) split across chunks
+    /// is caught by [`LiveTask::set_final_text`], which then replaces what streams showed.
     pub async fn stream_text(&self, text: String, append: bool, last_chunk: bool) {
+        let redactor = self.redactor();
         let mut file = self.state.lock().await;
+        let (text, append) = {
+            let mut stream = self.stream.lock().unwrap_or_else(PoisonError::into_inner);
+            if !append {
+                *stream = ResponseStream::default();
+            }
+            let mut pending = std::mem::take(&mut stream.held);
+            pending.push_str(&text);
+            let redacted = redactor.redact(&pending);
+            let hold = if last_chunk { 0 } else { redactor.partial_match_len(&redacted) };
+            let mut end = redacted.len() - hold;
+            while !redacted.is_char_boundary(end) {
+                end -= 1;
+            }
+            // Only raw text can be held (redaction left it as it was): never part of a marker.
+            if !pending.ends_with(&redacted[end..]) {
+                end = redacted.len();
+            }
+            let held = redacted.len() - end;
+            stream.held = pending[pending.len() - held..].to_string();
+            let chunk = redacted[..end].to_string();
+            if chunk.is_empty() && !last_chunk {
+                return;
+            }
+            let append = stream.started;
+            stream.started = true;
+            (chunk, append)
+        };
         let artifacts = file.task.artifacts.get_or_insert_with(Vec::new);
         match artifacts.iter_mut().find(|a| a.artifact_id == self.response_id) {
             Some(artifact) if append => append_text(artifact, &text),
@@ -304,7 +368,10 @@ impl LiveTask {
     /// run consumer that falls behind, and a stream may join after the answer began), streams get
     /// the final answer as one replacing update, so what a stream shows matches GetTask.
     pub async fn set_final_text(&self, text: &str) {
+        let redactor = self.redactor();
+        let text: &str = &redactor.redact(text);
         let mut file = self.state.lock().await;
+        *self.stream.lock().unwrap_or_else(PoisonError::into_inner) = ResponseStream::default();
         let artifacts = file.task.artifacts.get_or_insert_with(Vec::new);
         let streamed = artifacts
             .iter()
@@ -331,8 +398,14 @@ impl LiveTask {
         }
     }
 
-    /// Adds a new artifact (something the agent sent), persists and broadcasts it.
-    pub async fn add_artifact(&self, name: Option<String>, parts: Vec<Part>) {
+    /// Adds a new artifact (something the agent sent), persists and broadcasts it. Its text
+    /// parts and its files that are UTF-8 text are redacted; binary files must have been
+    /// checked by whoever made them (see [`Redactor::bytes_contain_value`]).
+    pub async fn add_artifact(&self, name: Option<String>, mut parts: Vec<Part>) {
+        let redactor = self.redactor();
+        for part in &mut parts {
+            redact_part(&redactor, part);
+        }
         let artifact = Artifact {
             artifact_id: uuid::Uuid::new_v4().to_string(),
             name,
@@ -432,6 +505,30 @@ fn append_text(artifact: &mut Artifact, text: &str) {
         existing.push_str(text);
     } else {
         artifact.parts.push(Part::text(text));
+    }
+}
+
+/// Redacts a part's text, or its bytes when they are UTF-8 text, in place.
+fn redact_part(redactor: &Redactor, part: &mut Part) {
+    match &mut part.content {
+        a2a::PartContent::Text(text) => {
+            if let std::borrow::Cow::Owned(redacted) = redactor.redact(text) {
+                *text = redacted;
+            }
+        }
+        a2a::PartContent::Raw(bytes) => {
+            if let Ok(text) = std::str::from_utf8(bytes)
+                && let std::borrow::Cow::Owned(redacted) = redactor.redact(text)
+            {
+                *bytes = redacted.into_bytes();
+            }
+        }
+        a2a::PartContent::Data(value) => redactor.redact_json_values(value),
+        a2a::PartContent::Url(url) => {
+            if let std::borrow::Cow::Owned(redacted) = redactor.redact(url) {
+                *url = redacted;
+            }
+        }
     }
 }
 

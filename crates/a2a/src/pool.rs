@@ -168,8 +168,7 @@ impl Opening {
         let pool = self.pool.clone();
         pool.close_sessions(std::mem::take(&mut self.evicted), "to make room").await;
         let channel = Arc::new(A2aChatChannel::new(pool.max_file_bytes));
-        let (tool_set, confinement) =
-            pool.containment.for_caller(&self.caller, crate::containment::Tier::Workspace);
+        let (tool_set, confinement) = pool.containment.for_caller(&self.caller);
         let options = SessionOptions {
             scope: self.scope.clone(),
             cwd: self.caller.workspace.path.clone(),
@@ -538,6 +537,7 @@ mod tests {
         Caller {
             name: name.into(),
             mode: CallerMode::Isolated,
+            tier: crate::auth::CallerTier::Workspace,
             workspace: Arc::new(A2aWorkspace {
                 path,
                 scope_prefix: "t".into(),

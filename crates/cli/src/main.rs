@@ -34,6 +34,8 @@ enum Command {
     Serve(cmd::serve::ServeArgs),
     /// Run the Telegram bot: one assistant per allowed chat, and A2A when enabled.
     Telegram(cmd::telegram::TelegramArgs),
+    /// Manage who may call a workspace's assistant (callers.json).
+    Callers(cmd::callers::CallersArgs),
     /// Internal: the tool host a sandboxed session's tools run in (started by the server inside
     /// bubblewrap; talks JSON lines on stdin and stdout).
     #[command(name = "sandbox-tool-host", hide = true)]
@@ -83,7 +85,7 @@ fn main() -> ExitCode {
     }
     // The server logs its lifecycle and owner notifications; chat keeps the terminal quiet.
     logging::init(match cli.command {
-        Command::Chat(_) => "warn",
+        Command::Chat(_) | Command::Callers(_) => "warn",
         Command::Serve(_) | Command::Telegram(_) | Command::SandboxToolHost => "info",
     });
     // The servers' threads yield to each other instead of preempting (see `sched`); before the
@@ -119,6 +121,7 @@ fn main() -> ExitCode {
             Command::Chat(args) => cmd::chat::run(args).await,
             Command::Serve(args) => cmd::serve::run(args).await,
             Command::Telegram(args) => cmd::telegram::run(args).await,
+            Command::Callers(args) => cmd::callers::run(args),
             Command::SandboxToolHost => Ok(0),
         }
     });

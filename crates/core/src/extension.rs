@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::redact::Secret;
+use crate::redact::{Secret, SecretSource};
 use crate::session::SessionEvent;
 use crate::tool::Tool;
 
@@ -33,6 +33,7 @@ pub struct Registrar {
     pub(crate) fragments: Vec<String>,
     pub(crate) listeners: Vec<Listener>,
     pub(crate) secrets: Vec<Secret>,
+    pub(crate) secret_sources: Vec<Arc<dyn SecretSource>>,
     bus: EventBus,
 }
 
@@ -43,6 +44,7 @@ impl Registrar {
             fragments: Vec::new(),
             listeners: Vec::new(),
             secrets: Vec::new(),
+            secret_sources: Vec::new(),
             bus,
         }
     }
@@ -65,6 +67,12 @@ impl Registrar {
     /// Adds values to redact wherever the session writes (for example caller keys).
     pub fn secret(&mut self, name: impl Into<String>, value: impl Into<String>) {
         self.secrets.push(Secret { name: name.into(), value: value.into() });
+    }
+
+    /// Adds values to redact that can change while the session is open (for example the keys
+    /// of a callers.json): the session asks `source` before each use of its redactor.
+    pub fn secret_source(&mut self, source: Arc<dyn SecretSource>) {
+        self.secret_sources.push(source);
     }
 
     /// The session's event bus.

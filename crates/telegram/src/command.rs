@@ -89,9 +89,10 @@ pub fn a2a_listing(
         out.push_str(&format!("\nCallers ({}):\n", callers.len()));
         for caller in callers {
             out.push_str(&format!(
-                "• {} · {} · key {}\n",
+                "• {} · {} · tier {} · key {}\n",
                 caller.name,
                 caller.mode.as_str(),
+                caller.tier.as_str(),
                 caller.key.masked()
             ));
         }

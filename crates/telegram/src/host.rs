@@ -305,6 +305,7 @@ didn't take this one. Send it again later, or /stop to clear the queue."
             let path = workspace.path.clone();
             let callers = tokio::task::spawn_blocking(move || directory.entries(&workspace))
                 .await
+                .map(|entries| entries.to_vec())
                 .unwrap_or_default();
             let recent = match tasks.recent(&path, command::A2A_TASKS).await {
                 Ok(recent) => recent,

@@ -161,8 +161,8 @@ mod tests {
             if key == "sekrit-key" { self.0.clone() } else { Vec::new() }
         }
 
-        fn entries(&self, _workspace: &A2aWorkspace) -> Vec<CallerEntry> {
-            Vec::new()
+        fn entries(&self, _workspace: &A2aWorkspace) -> Arc<[CallerEntry]> {
+            Arc::from(Vec::new())
         }
     }
 
@@ -170,6 +170,7 @@ mod tests {
         Caller {
             name: name.into(),
             mode: CallerMode::Isolated,
+            tier: crate::auth::CallerTier::Workspace,
             workspace: Arc::new(A2aWorkspace {
                 path: PathBuf::from(format!("/ws/{owner}")),
                 scope_prefix: format!("telegram-{owner}"),

@@ -23,7 +23,10 @@ use serde_json::Value;
 use tracing::warn;
 use volcanic_core::safe_file::{self, CONFIG_FILE_CAP};
 
-use super::{A2aWorkspace, ApiKey, Caller, CallerDirectory, CallerEntry, CallerMode};
+use super::{
+    A2aWorkspace, ApiKey, Caller, CallerDirectory, CallerEntry, CallerKey, CallerMode, CallerTier,
+    KeyHash,
+};
 
 /// How long after a file's mtime a cached parse is still re-checked by content. Covers
 /// filesystems whose timestamps are coarse (FAT: 2 s, some network filesystems: 1 s).
@@ -39,6 +42,9 @@ pub fn callers_path(workspace: &Path) -> PathBuf {
     PARTS.iter().for_each(|part| path.push(part));
     path
 }
+
+/// Plain keys shorter than this many characters get a warning when the file is read.
+pub const WEAK_KEY_CHARS: usize = 16;
 
 /// Whether `name` is a valid caller name: `[a-z0-9-]{1,40}`.
 pub fn is_valid_caller_name(name: &str) -> bool {
@@ -101,18 +107,51 @@ fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
             return None;
         }
     };
-    let key = match fields.get("key") {
-        Some(Value::String(key)) if !key.is_empty() => ApiKey::new(key.clone()),
-        Some(_) | None => {
+    let key = match (fields.get("key"), fields.get("keyHash")) {
+        (Some(Value::String(key)), None) if !key.is_empty() => {
+            CallerKey::Plain(ApiKey::new(key.clone()))
+        }
+        (None, Some(Value::String(hash))) if KeyHash::parse(hash).is_some() => {
+            CallerKey::Hashed(KeyHash::parse(hash)?)
+        }
+        (Some(_), Some(_)) => {
             warn!(
                 file = %file.display(),
                 index,
                 name = %name,
-                "callers.json entry has no key (a non-empty string), skipping it"
+                "callers.json entry has both key and keyHash (give exactly one), skipping it"
+            );
+            return None;
+        }
+        (None, Some(_)) => {
+            warn!(
+                file = %file.display(),
+                index,
+                name = %name,
+                "callers.json entry has a keyHash that is not sha256:<64 hex digits>, skipping it"
+            );
+            return None;
+        }
+        (Some(_), None) | (None, None) => {
+            warn!(
+                file = %file.display(),
+                index,
+                name = %name,
+                "callers.json entry has no key (a non-empty string) nor keyHash, skipping it"
             );
             return None;
         }
     };
+    if let CallerKey::Plain(key) = &key
+        && key.expose().chars().count() < WEAK_KEY_CHARS
+    {
+        warn!(
+            file = %file.display(),
+            index,
+            name = %name,
+            "callers.json entry has a key shorter than {WEAK_KEY_CHARS} characters: easy to guess, and redacting it can hide ordinary text; mint one with `volcanic callers add`"
+        );
+    }
     let mode = match fields.get("mode") {
         None | Some(Value::Null) => CallerMode::Isolated,
         Some(Value::String(mode)) if mode == CallerMode::Isolated.as_str() => CallerMode::Isolated,
@@ -129,8 +168,25 @@ fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
             return None;
         }
     };
+    let tier = match fields.get("tier") {
+        None | Some(Value::Null) => CallerTier::default(),
+        Some(Value::String(tier)) if CallerTier::parse(tier).is_some() => {
+            CallerTier::parse(tier).unwrap_or_default()
+        }
+        Some(other) => {
+            let tier = other.as_str().filter(|t| t.len() <= 20 && is_valid_caller_name(t));
+            warn!(
+                file = %file.display(),
+                index,
+                name = %name,
+                tier = tier.unwrap_or("?"),
+                "callers.json entry has an unknown tier (chat, read or workspace), skipping it"
+            );
+            return None;
+        }
+    };
     let note = fields.get("note").and_then(Value::as_str).map(str::to_string);
-    Some(CallerEntry { name, key, mode, note })
+    Some(CallerEntry { name, key, mode, tier, note })
 }
 
 /// Parsed callers files by path, re-validated by (mtime, size) on every read.
@@ -145,6 +201,10 @@ struct CachedFile {
     size: u64,
     /// When the cached content was read (taken before the stat that produced `mtime`).
     read_at: SystemTime,
+    /// The text the entries were parsed from: a re-read of the same text (within [`SETTLE`]
+    /// of an edit) keeps the entries, so their warnings come once per change, not per request,
+    /// and a redactor built from them is not rebuilt.
+    text: Vec<u8>,
     entries: Arc<[CallerEntry]>,
 }
 
@@ -201,9 +261,26 @@ impl CallersCache {
         {
             return cached.entries.clone();
         }
-        let entries: Arc<[CallerEntry]> = match safe_file::read_config(path, CONFIG_FILE_CAP) {
-            Ok(Some(bytes)) => match String::from_utf8(bytes) {
-                Ok(text) => Arc::from(parse_callers(path, &text)),
+        // `None`: missing since the stat (silently), refused (`safe_file` warned) or unreadable.
+        let bytes = match safe_file::read_config(path, CONFIG_FILE_CAP) {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                warn!(
+                    file = %path.display(),
+                    error = %err,
+                    "callers.json cannot be read, treating it as empty"
+                );
+                None
+            }
+        };
+        let unchanged = bytes.as_ref().and_then(|bytes| {
+            self.lock().get(path).filter(|c| &c.text == bytes).map(|c| c.entries.clone())
+        });
+        let entries: Arc<[CallerEntry]> = match (&bytes, unchanged) {
+            (_, Some(entries)) => entries,
+            (None, None) => Arc::from(Vec::new()),
+            (Some(bytes), None) => match std::str::from_utf8(bytes) {
+                Ok(text) => Arc::from(parse_callers(path, text)),
                 Err(_) => {
                     warn!(
                         file = %path.display(),
@@ -212,20 +289,11 @@ impl CallersCache {
                     Arc::from(Vec::new())
                 }
             },
-            // Missing since the stat (silently), or refused (`safe_file` warned).
-            Ok(None) => Arc::from(Vec::new()),
-            Err(err) => {
-                warn!(
-                    file = %path.display(),
-                    error = %err,
-                    "callers.json cannot be read, treating it as empty"
-                );
-                Arc::from(Vec::new())
-            }
         };
         // Without an mtime nothing can be validated later, so nothing is cached.
         if let Some(mtime) = mtime {
-            let cached = CachedFile { mtime, size, read_at, entries: entries.clone() };
+            let text = bytes.unwrap_or_default();
+            let cached = CachedFile { mtime, size, read_at, text, entries: entries.clone() };
             self.lock().insert(path.to_path_buf(), cached);
         }
         entries
@@ -273,14 +341,18 @@ impl WorkspaceCallerDirectory {
         entries_of: impl Fn(&Path) -> Option<Arc<[CallerEntry]>>,
     ) -> Option<Vec<Caller>> {
         let mut found = Vec::new();
+        // Hashed once per request, and only when some entry holds a hash.
+        let mut hash = None;
+        let mut presented_hash = || *hash.get_or_insert_with(|| KeyHash::of(key));
         for workspace in (self.workspaces)() {
             let entries = entries_of(&callers_path(&workspace.path))?;
             let workspace = Arc::new(workspace);
             for entry in entries.iter() {
-                if entry.key.matches(key) {
+                if entry.key.matches(key, &mut presented_hash) {
                     found.push(Caller {
                         name: entry.name.clone(),
                         mode: entry.mode,
+                        tier: entry.tier,
                         workspace: workspace.clone(),
                     });
                 }
@@ -302,8 +374,8 @@ impl CallerDirectory for WorkspaceCallerDirectory {
         self.find_with(key, |path| self.cache.current(path))
     }
 
-    fn entries(&self, workspace: &A2aWorkspace) -> Vec<CallerEntry> {
-        self.cache.entries(&callers_path(&workspace.path)).to_vec()
+    fn entries(&self, workspace: &A2aWorkspace) -> Arc<[CallerEntry]> {
+        self.cache.entries(&callers_path(&workspace.path))
     }
 }
 
@@ -315,8 +387,9 @@ mod tests {
     fn entry(name: &str, key: &str, note: Option<&str>) -> CallerEntry {
         CallerEntry {
             name: name.into(),
-            key: ApiKey::new(key),
+            key: CallerKey::Plain(ApiKey::new(key)),
             mode: CallerMode::Isolated,
+            tier: CallerTier::Workspace,
             note: note.map(str::to_string),
         }
     }
@@ -399,6 +472,78 @@ mod tests {
         for (label, text, expected) in cases {
             assert_eq!(parse_callers(Path::new("callers.json"), text), expected, "{label}");
         }
+    }
+
+    #[test]
+    fn parse_callers_reads_tiers_and_skips_unknown_ones() {
+        let text = r#"[{"name":"a","key":"k1","tier":"chat"},{"name":"b","key":"k2","tier":"read"},
+            {"name":"c","key":"k3","tier":"workspace"},{"name":"d","key":"k4","tier":null},
+            {"name":"e","key":"k5","tier":"root"},{"name":"f","key":"k6","tier":2}]"#;
+        let with_tier =
+            |name: &str, key: &str, tier| CallerEntry { tier, ..entry(name, key, None) };
+        assert_eq!(
+            parse_callers(Path::new("callers.json"), text),
+            vec![
+                with_tier("a", "k1", CallerTier::Chat),
+                with_tier("b", "k2", CallerTier::Read),
+                with_tier("c", "k3", CallerTier::Workspace),
+                with_tier("d", "k4", CallerTier::Workspace),
+            ]
+        );
+    }
+
+    #[test]
+    fn parse_callers_takes_exactly_one_of_key_and_key_hash() {
+        let hash = KeyHash::of("the-key").to_text();
+        let text = format!(
+            r#"[{{"name":"a","keyHash":"{hash}"}},{{"name":"b","key":"k","keyHash":"{hash}"}},
+                {{"name":"c","keyHash":"sha256:abc"}},{{"name":"d","keyHash":"{}"}},
+                {{"name":"e"}}]"#,
+            hash.replace("sha256", "sha1")
+        );
+        let logs = capture_logs(|| {
+            assert_eq!(
+                parse_callers(Path::new("callers.json"), &text),
+                vec![CallerEntry {
+                    key: CallerKey::Hashed(KeyHash::of("the-key")),
+                    ..entry("a", "unused", None)
+                }]
+            );
+        });
+        assert!(logs.contains("has both key and keyHash"), "{logs}");
+        assert!(logs.contains("not sha256:<64 hex digits>"), "{logs}");
+    }
+
+    #[test]
+    fn parse_callers_warns_about_short_plain_keys_by_name_only() {
+        let logs = capture_logs(|| {
+            parse_callers(
+                Path::new("callers.json"),
+                r#"[{"name":"weak","key":"sekrit-9"},{"name":"strong","key":"0123456789abcdef"}]"#,
+            );
+        });
+        assert!(logs.contains("shorter than 16 characters"), "{logs}");
+        assert!(logs.contains("weak"), "{logs}");
+        assert!(!logs.contains("strong"), "{logs}");
+        assert!(!logs.contains("sekrit-9"), "{logs}");
+    }
+
+    #[test]
+    fn directory_finds_a_hashed_key_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let hash = KeyHash::of("0123456789abcdef0123456789abcdef").to_text();
+        write_callers(
+            dir.path(),
+            &format!(
+                r#"[{{"name":"h","keyHash":"{hash}"}},{{"name":"p","key":"plain-key-1234567"}}]"#
+            ),
+        );
+        let directory = WorkspaceCallerDirectory::fixed(workspace(dir.path(), "7"));
+        let names = |key: &str| directory.find(key).into_iter().map(|c| c.name).collect::<Vec<_>>();
+        assert_eq!(names("0123456789abcdef0123456789abcdef"), vec!["h".to_string()]);
+        assert_eq!(names("plain-key-1234567"), vec!["p".to_string()]);
+        assert_eq!(names("0123456789abcdef0123456789abcdeF"), Vec::<String>::new());
+        assert_eq!(names(&hash), Vec::<String>::new());
     }
 
     #[test]
@@ -497,11 +642,13 @@ mod tests {
                 Caller {
                     name: "a".into(),
                     mode: CallerMode::Isolated,
+                    tier: CallerTier::Workspace,
                     workspace: Arc::new(workspace(one.path(), "41")),
                 },
                 Caller {
                     name: "c".into(),
                     mode: CallerMode::Isolated,
+                    tier: CallerTier::Workspace,
                     workspace: Arc::new(workspace(two.path(), "42")),
                 },
             ]
@@ -516,9 +663,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let directory = WorkspaceCallerDirectory::fixed(workspace(dir.path(), "7"));
         let ws = workspace(dir.path(), "7");
-        assert_eq!(directory.entries(&ws), vec![]);
+        assert_eq!(directory.entries(&ws).to_vec(), vec![]);
         write_callers(dir.path(), r#"[{"name":"a","key":"k1"}]"#);
-        assert_eq!(directory.entries(&ws), vec![entry("a", "k1", None)]);
+        assert_eq!(directory.entries(&ws).to_vec(), vec![entry("a", "k1", None)]);
         assert_eq!(directory.find("k1").len(), 1);
         write_callers(dir.path(), r#"[{"name":"a","key":"k2"}]"#);
         assert_eq!(directory.find("k1"), vec![]);

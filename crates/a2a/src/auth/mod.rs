@@ -1,4 +1,5 @@
-//! Who may call: the caller directory seam, the callers.json reader, and key extraction.
+//! Who may call: the caller directory seam, the callers.json reader (keys plain or hashed, and
+//! each caller's tier), and key extraction.
 //!
 //! Invariant: caller keys never leave this module except as redaction values; they are never
 //! logged, never in errors, and `Debug` prints them as `[redacted]`.
@@ -37,6 +38,53 @@ impl CallerMode {
         match self {
             CallerMode::Isolated => "isolated",
         }
+    }
+}
+
+/// What a caller's session may do with the owner's workspace (callers.json `"tier"`). The
+/// server carries it with the caller; the tools a session gets follow from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CallerTier {
+    /// Conversation only: no workspace tools (the A2A session tools stay).
+    Chat,
+    /// Read-only file tools inside the contained view, no bash.
+    Read,
+    /// Contained bash and file tools, no network. The default.
+    #[default]
+    Workspace,
+}
+
+impl CallerTier {
+    /// Every tier, in order of what they allow.
+    pub const ALL: [CallerTier; 3] = [CallerTier::Chat, CallerTier::Read, CallerTier::Workspace];
+
+    /// The name used in callers.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallerTier::Chat => "chat",
+            CallerTier::Read => "read",
+            CallerTier::Workspace => "workspace",
+        }
+    }
+
+    /// The tier named `name` as callers.json spells it (`chat`, `read`, `workspace`).
+    pub fn parse(name: &str) -> Option<CallerTier> {
+        CallerTier::ALL.into_iter().find(|tier| tier.as_str() == name)
+    }
+}
+
+impl std::str::FromStr for CallerTier {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        CallerTier::parse(name)
+            .ok_or_else(|| format!("unknown tier {name:?}: expected chat, read or workspace"))
+    }
+}
+
+impl fmt::Display for CallerTier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -81,12 +129,107 @@ impl fmt::Debug for ApiKey {
     }
 }
 
+/// The SHA-256 of a key (callers.json `"keyHash": "sha256:<64 hex>"`): the server can check a
+/// presented key without holding it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct KeyHash([u8; 32]);
+
+impl KeyHash {
+    /// The prefix of the text form.
+    pub const PREFIX: &str = "sha256:";
+
+    /// The hash of `key`.
+    pub fn of(key: &str) -> KeyHash {
+        use sha2::Digest;
+        KeyHash(sha2::Sha256::digest(key.as_bytes()).into())
+    }
+
+    /// Parses `sha256:<64 hex digits>` (either case).
+    pub fn parse(text: &str) -> Option<KeyHash> {
+        let hex = text.strip_prefix(KeyHash::PREFIX)?.as_bytes();
+        if hex.len() != 64 {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+            let digit = |c: u8| char::from(c).to_digit(16);
+            *byte = u8::try_from(digit(pair[0])? * 16 + digit(pair[1])?).ok()?;
+        }
+        Some(KeyHash(bytes))
+    }
+
+    /// Constant-time comparison.
+    pub fn matches(&self, other: &KeyHash) -> bool {
+        use subtle::ConstantTimeEq;
+        self.0.ct_eq(&other.0).into()
+    }
+
+    /// `sha256:` and its 64 lower-case hex digits, as callers.json holds it.
+    pub fn to_text(&self) -> String {
+        let mut text = String::with_capacity(KeyHash::PREFIX.len() + 64);
+        text.push_str(KeyHash::PREFIX);
+        for byte in self.0 {
+            text.push_str(&format!("{byte:02x}"));
+        }
+        text
+    }
+}
+
+impl fmt::Debug for KeyHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyHash([redacted])")
+    }
+}
+
+/// How a callers.json entry holds its key: in plain text (`"key"`) or hashed (`"keyHash"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallerKey {
+    /// The key itself: also a redaction value of the workspace's sessions.
+    Plain(ApiKey),
+    /// Its SHA-256: the server never holds the key.
+    Hashed(KeyHash),
+}
+
+impl CallerKey {
+    /// Whether `presented` is this key; `presented_hash` is its hash, computed at most once
+    /// per request by the caller of this method (only hashed keys ask for it).
+    pub fn matches(&self, presented: &str, presented_hash: &mut dyn FnMut() -> KeyHash) -> bool {
+        match self {
+            CallerKey::Plain(key) => key.matches(presented),
+            CallerKey::Hashed(hash) => hash.matches(&presented_hash()),
+        }
+    }
+
+    /// The key in plain text, when the entry holds it (for redaction only).
+    pub fn plain(&self) -> Option<&ApiKey> {
+        match self {
+            CallerKey::Plain(key) => Some(key),
+            CallerKey::Hashed(_) => None,
+        }
+    }
+
+    /// For listings: [`ApiKey::masked`] for a plain key, `sha256:` and the hash's first 8 hex
+    /// digits then `…` for a hashed one.
+    pub fn masked(&self) -> String {
+        match self {
+            CallerKey::Plain(key) => key.masked(),
+            CallerKey::Hashed(hash) => {
+                let text = hash.to_text();
+                let shown = KeyHash::PREFIX.len() + 8;
+                format!("{}…", &text[..shown])
+            }
+        }
+    }
+}
+
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     /// `[a-z0-9-]{1,40}`, unique in its callers.json.
     pub name: String,
     pub mode: CallerMode,
+    /// What the caller's sessions may do with the workspace (callers.json `"tier"`).
+    pub tier: CallerTier,
     pub workspace: Arc<A2aWorkspace>,
 }
 
@@ -94,8 +237,11 @@ pub struct Caller {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallerEntry {
     pub name: String,
-    pub key: ApiKey,
+    /// `"key"` (plain) or `"keyHash"` (SHA-256): exactly one of them.
+    pub key: CallerKey,
     pub mode: CallerMode,
+    /// `"tier"`; [`CallerTier::Workspace`] when absent.
+    pub tier: CallerTier,
     pub note: Option<String>,
 }
 
@@ -112,8 +258,9 @@ pub trait CallerDirectory: Send + Sync {
         None
     }
 
-    /// Every entry of a workspace's callers.json (for redaction of keys and for listings).
-    fn entries(&self, workspace: &A2aWorkspace) -> Vec<CallerEntry>;
+    /// Every entry of a workspace's callers.json (for redaction of keys and for listings),
+    /// shared: a file that did not change gives the same `Arc` again.
+    fn entries(&self, workspace: &A2aWorkspace) -> Arc<[CallerEntry]>;
 }
 
 #[cfg(test)]
@@ -124,12 +271,41 @@ mod tests {
     fn api_key_debug_is_redacted() {
         let entry = CallerEntry {
             name: "a".into(),
-            key: ApiKey::new("sekrit-key"),
+            key: CallerKey::Plain(ApiKey::new("sekrit-key")),
             mode: CallerMode::Isolated,
+            tier: CallerTier::Workspace,
             note: None,
         };
-        assert_eq!(format!("{:?}", entry.key), "[redacted]");
+        assert_eq!(format!("{:?}", entry.key), "Plain([redacted])");
         assert!(!format!("{entry:?}").contains("sekrit"));
+    }
+
+    #[test]
+    fn tier_names_parse_back_and_unknown_ones_do_not() {
+        for tier in CallerTier::ALL {
+            assert_eq!(CallerTier::parse(tier.as_str()), Some(tier));
+        }
+        assert_eq!(CallerTier::parse("admin"), None);
+        assert_eq!(CallerTier::parse("Chat"), None);
+        assert_eq!(CallerTier::default(), CallerTier::Workspace);
+    }
+
+    #[test]
+    fn key_hash_parses_its_text_form_and_checks_keys() {
+        let hash = KeyHash::of("abc");
+        let text = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(hash.to_text(), text);
+        assert_eq!(KeyHash::parse(text), Some(hash));
+        assert_eq!(KeyHash::parse(&text.to_uppercase().replace("SHA256", "sha256")), Some(hash));
+        for bad in
+            ["", "sha256:", "ba7816bf", "md5:ba78", &text[..text.len() - 1], &format!("{text}0")]
+        {
+            assert_eq!(KeyHash::parse(bad), None, "{bad}");
+        }
+        let key = CallerKey::Hashed(hash);
+        assert!(key.matches("abc", &mut || KeyHash::of("abc")));
+        assert!(!key.matches("abd", &mut || KeyHash::of("abd")));
+        assert_eq!(key.masked(), "sha256:ba7816bf…");
     }
 
     #[test]

@@ -23,6 +23,10 @@ const CHANGE_WAIT: Duration = Duration::from_secs(10);
 /// How long to wait before looking at a busy context again.
 const CHANGE_RETRY: Duration = Duration::from_millis(20);
 
+/// Push tokens and credentials shorter than this are refused at registration: they are redacted
+/// from everything a session sends out, and a short one would match ordinary text.
+pub const MIN_PUSH_SECRET_CHARS: usize = 8;
+
 /// The payload shape a webhook gets: the version the config was registered through.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PushFormat {
@@ -227,6 +231,25 @@ impl ServerInner {
             && !is_header_value(token)
         {
             return Err("token is not a valid HTTP header value".into());
+        }
+        // Both are redaction values of every session of the workspace: a short one would hide
+        // ordinary text in answers.
+        if let Some(token) = &config.token
+            && !token.is_empty()
+            && token.chars().count() < MIN_PUSH_SECRET_CHARS
+        {
+            return Err(format!(
+                "token is shorter than {MIN_PUSH_SECRET_CHARS} characters; use a longer, random one"
+            ));
+        }
+        if let Some(credentials) =
+            config.authentication.as_ref().and_then(|auth| auth.credentials.as_deref())
+            && !credentials.is_empty()
+            && credentials.chars().count() < MIN_PUSH_SECRET_CHARS
+        {
+            return Err(format!(
+                "authentication.credentials is shorter than {MIN_PUSH_SECRET_CHARS} characters; use a longer, random one"
+            ));
         }
         if let Some(auth) = &config.authentication {
             let value = format!("{} {}", auth.scheme, auth.credentials.as_deref().unwrap_or(""));

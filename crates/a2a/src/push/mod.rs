@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 pub(crate) mod config;
 pub mod guard;
+pub(crate) mod secrets;
 pub(crate) mod sender;
 
 pub use config::{PushFormat, StoredPushConfig};

@@ -32,6 +32,7 @@ use super::cache::{CachedTask, PageTask, TaskCache, TaskJson, TaskPage, TaskView
 use super::index::{Filter, SortKey, Stamp, Summary, WorkspaceIndex, is_active};
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
+use crate::push::secrets::PushSecrets;
 
 /// ListTasks page size when the request has none (PROTOCOL.md §2.8).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -87,6 +88,8 @@ pub struct TaskStore {
     cache: Arc<TaskCache>,
     /// The largest task file read ([`crate::config::A2aOptions::max_task_file_bytes`]).
     file_cap: u64,
+    /// Every task's push tokens and credentials: told of each write before the file changes.
+    push_secrets: Arc<PushSecrets>,
 }
 
 /// A task read for an answer: settled ones as their cached JSON, the others as the file.
@@ -105,6 +108,7 @@ impl Default for TaskStore {
             swept: Mutex::default(),
             cache: Arc::new(TaskCache::new(DEFAULT_CACHE_BYTES)),
             file_cap: crate::config::A2aOptions::default().max_task_file_bytes(),
+            push_secrets: Arc::new(PushSecrets::new()),
         }
     }
 }
@@ -143,6 +147,11 @@ impl TaskStore {
     #[must_use]
     pub fn with_cache_bytes(self, bytes: usize) -> Self {
         TaskStore { cache: Arc::new(TaskCache::new(bytes)), ..self }
+    }
+
+    /// The push tokens and credentials of every task this store wrote or read a workspace for.
+    pub fn push_secrets(&self) -> &Arc<PushSecrets> {
+        &self.push_secrets
     }
 
     /// Writes a new task file (atomically, whole for readers and across a killed process) in
@@ -530,6 +539,8 @@ impl TaskStore {
             );
         }
         self.sweep_once(&workspace.path).await;
+        // Before the file exists: a session that reads it must already redact its tokens.
+        self.push_secrets.record(&workspace.path, &id, &file.push_configs);
         let path = task_path(&workspace.path, &id);
         let index = self.index(&workspace.path);
         let summary = Summary::of(file);

@@ -28,7 +28,12 @@ fn workspace(path: &Path) -> Arc<A2aWorkspace> {
 }
 
 fn caller(workspace: &Arc<A2aWorkspace>, name: &str) -> Caller {
-    Caller { name: name.into(), mode: CallerMode::Isolated, workspace: workspace.clone() }
+    Caller {
+        name: name.into(),
+        mode: CallerMode::Isolated,
+        tier: crate::auth::CallerTier::Workspace,
+        workspace: workspace.clone(),
+    }
 }
 
 fn at(offset_secs: i64) -> DateTime<Utc> {

@@ -18,6 +18,7 @@ mod planted;
 mod push;
 mod races;
 mod receiver;
+mod redaction;
 mod runs;
 mod support;
 mod tasks;

@@ -24,15 +24,15 @@ async fn push_config_crud_over_jsonrpc() {
         .rpc(
             KEY,
             "CreateTaskPushNotificationConfig",
-            json!({"taskId": task, "url": HOOK, "token": "tok",
-                   "authentication": {"scheme": "Bearer", "credentials": "secret"}}),
+            json!({"taskId": task, "url": HOOK, "token": "tok-0123456789",
+                   "authentication": {"scheme": "Bearer", "credentials": "secret-0123456789"}}),
         )
         .await["result"]
         .clone();
     let id = created["id"].as_str().unwrap().to_string();
     assert!(!id.is_empty());
-    let config = json!({"taskId": task, "id": id, "url": HOOK, "token": "tok",
-                        "authentication": {"scheme": "Bearer", "credentials": "secret"}});
+    let config = json!({"taskId": task, "id": id, "url": HOOK, "token": "tok-0123456789",
+                        "authentication": {"scheme": "Bearer", "credentials": "secret-0123456789"}});
     assert_eq!(created, config);
 
     let got =
@@ -44,8 +44,8 @@ async fn push_config_crud_over_jsonrpc() {
     let stored = task_file(&server, &task)["pushConfigs"].clone();
     assert_eq!(
         stored,
-        json!([{"taskId": task, "id": id, "url": HOOK, "token": "tok",
-                "authentication": {"scheme": "Bearer", "credentials": "secret"}, "format": "1.0"}])
+        json!([{"taskId": task, "id": id, "url": HOOK, "token": "tok-0123456789",
+                "authentication": {"scheme": "Bearer", "credentials": "secret-0123456789"}, "format": "1.0"}])
     );
 
     for _ in 0..2 {
@@ -88,11 +88,12 @@ async fn push_config_crud_over_rest() {
     let server = TestServer::start().await;
     let task = task_id(&server).await;
     let path = format!("/tasks/{task}/pushNotificationConfigs");
-    let (status, created) =
-        server.rest(KEY, Method::POST, &path, Some(json!({"url": HOOK, "token": "tok"}))).await;
+    let (status, created) = server
+        .rest(KEY, Method::POST, &path, Some(json!({"url": HOOK, "token": "tok-0123456789"})))
+        .await;
     assert_eq!(status, 200, "{created}");
     let id = created["id"].as_str().unwrap().to_string();
-    let config = json!({"taskId": task, "id": id, "url": HOOK, "token": "tok"});
+    let config = json!({"taskId": task, "id": id, "url": HOOK, "token": "tok-0123456789"});
     assert_eq!(created, config);
 
     let (status, got) = server.rest(KEY, Method::GET, &format!("{path}/{id}"), None).await;
@@ -119,14 +120,14 @@ async fn push_config_crud_over_v03() {
     };
     let created = v03(
         "tasks/pushNotificationConfig/set",
-        json!({"taskId": task, "pushNotificationConfig": {"url": HOOK, "token": "tok",
-               "authentication": {"schemes": ["Bearer"], "credentials": "secret"}}}),
+        json!({"taskId": task, "pushNotificationConfig": {"url": HOOK, "token": "tok-0123456789",
+               "authentication": {"schemes": ["Bearer"], "credentials": "secret-0123456789"}}}),
     )
     .await["result"]
         .clone();
     let id = created["pushNotificationConfig"]["id"].as_str().unwrap().to_string();
     let config = json!({"taskId": task, "pushNotificationConfig": {"id": id, "url": HOOK,
-        "token": "tok", "authentication": {"schemes": ["Bearer"], "credentials": "secret"}}});
+        "token": "tok-0123456789", "authentication": {"schemes": ["Bearer"], "credentials": "secret-0123456789"}}});
     assert_eq!(created, config);
     assert_eq!(task_file(&server, &task)["pushConfigs"][0]["format"], "0.3");
 
@@ -285,7 +286,7 @@ async fn push_delivered_with_token() {
     let server = TestServer::with(Setup { options, ..Setup::default() }).await;
     let mut params = send_params("hello", None);
     params["configuration"] = json!({"taskPushNotificationConfig": {
-        "url": format!("{}/hook", webhook.uri()), "token": "tok-123",
+        "url": format!("{}/hook", webhook.uri()), "token": "tok-1234567",
         "authentication": {"scheme": "Bearer", "credentials": "hook-secret"}}});
     let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
@@ -307,7 +308,7 @@ async fn push_delivered_with_token() {
         "in order, one per state change"
     );
     for request in &requests {
-        assert_eq!(request.headers["x-a2a-notification-token"], "tok-123");
+        assert_eq!(request.headers["x-a2a-notification-token"], "tok-1234567");
         assert_eq!(request.headers["authorization"], "Bearer hook-secret");
         let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
         assert_eq!(body["task"]["id"], task["id"]);
@@ -315,7 +316,7 @@ async fn push_delivered_with_token() {
     // The config is stored with the task.
     let configs =
         server.rpc(KEY, "ListTaskPushNotificationConfigs", json!({"taskId": task["id"]})).await;
-    assert_eq!(configs["result"]["configs"][0]["token"], "tok-123");
+    assert_eq!(configs["result"]["configs"][0]["token"], "tok-1234567");
 }
 
 #[tokio::test]
@@ -402,7 +403,7 @@ async fn push_inline_in_v03_send_gets_the_v03_payload() {
     let server = TestServer::with(Setup { options, ..Setup::default() }).await;
     let params = json!({
         "message": {"kind": "message", "messageId": uuid(), "role": "user", "parts": [{"kind": "text", "text": "hi"}]},
-        "configuration": {"pushNotificationConfig": {"url": format!("{}/hook", webhook.uri()), "token": "t03"}}
+        "configuration": {"pushNotificationConfig": {"url": format!("{}/hook", webhook.uri()), "token": "t03-0123456789"}}
     });
     let body = server.rpc_versioned(KEY, None, "message/send", params).await;
     assert_eq!(body["result"]["status"]["state"], "completed", "{body}");

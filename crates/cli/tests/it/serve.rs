@@ -10,14 +10,14 @@ use assert_cmd::cargo::CommandCargoExt;
 
 const KEY: &str = "k_serve_test_key_77";
 /// A blocking SendMessage of one text part (JSON-RPC, A2A 1.0).
-const SEND: &str = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
+pub(crate) const SEND: &str = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
 
-struct Served {
+pub(crate) struct Served {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
-fn serve(workspace: &Path, state: &Path, extra_env: &[(&str, &str)]) -> Served {
+pub(crate) fn serve(workspace: &Path, state: &Path, extra_env: &[(&str, &str)]) -> Served {
     spawn_serve(Command::cargo_bin("volcanic").unwrap(), workspace, state, extra_env)
 }
 
@@ -66,7 +66,7 @@ fn workspace_with_caller() -> tempfile::TempDir {
     ws
 }
 
-fn post(base: &str, key: &str, body: &str) -> (u16, String) {
+pub(crate) fn post(base: &str, key: &str, body: &str) -> (u16, String) {
     // A tiny HTTP/1.1 client over std, so this test needs no async runtime.
     let address = base.strip_prefix("http://").unwrap();
     let mut stream = std::net::TcpStream::connect(address).unwrap();
@@ -82,7 +82,7 @@ fn post(base: &str, key: &str, body: &str) -> (u16, String) {
     (status, response)
 }
 
-fn stop(mut served: Served) -> (i32, String) {
+pub(crate) fn stop(mut served: Served) -> (i32, String) {
     let status =
         Command::new("kill").arg("-TERM").arg(served.child.id().to_string()).status().unwrap();
     assert!(status.success());

@@ -24,7 +24,7 @@ use crate::exec::ExecEnv;
 use crate::extension::{EventBus, Extension, Listener, Registrar};
 use crate::message::Message;
 use crate::provider::Provider;
-use crate::redact::{Redactor, Secret};
+use crate::redact::{LiveRedactor, Redactor, RedactorCache, Secret};
 use crate::sandbox::{Confinement, RemoteTool, ToolHost, ToolSet};
 use crate::tool::{ContainedSendTool, SendTool, Tool, builtin_tools};
 use crate::{Error, Result};
@@ -66,7 +66,7 @@ pub(crate) struct Shared {
     pub shutdown: CancellationToken,
     /// The last session's redactor: the next one with the same secrets shares it (building the
     /// automaton is a good part of opening a session).
-    pub last_redactor: Mutex<Option<Arc<Redactor>>>,
+    pub redactors: Arc<RedactorCache>,
     /// The last session's tool specs, and what they were made from.
     pub last_specs: Mutex<Option<SpecsMadeFrom>>,
 }
@@ -125,7 +125,14 @@ impl SessionFactoryBuilder {
 
     pub fn build(self) -> SessionFactory {
         let mut secrets = self.secrets;
-        secrets.extend(self.exec.removed().iter().cloned());
+        // Picked by name only: a short value would hide ordinary text, so it is not redacted.
+        secrets.extend(
+            self.exec
+                .removed()
+                .iter()
+                .filter(|s| s.value.len() >= crate::redact::MIN_GUESSED_SECRET_LEN)
+                .cloned(),
+        );
         let limits = Arc::new(self.config.tools.clone());
         SessionFactory {
             shared: Arc::new(Shared {
@@ -137,7 +144,7 @@ impl SessionFactoryBuilder {
                 secrets,
                 extensions: self.extensions,
                 shutdown: self.shutdown,
-                last_redactor: Mutex::new(None),
+                redactors: Arc::new(RedactorCache::default()),
                 last_specs: Mutex::new(None),
             }),
         }
@@ -195,19 +202,6 @@ impl SessionFactory {
             extensions: Vec::new(),
             shutdown: CancellationToken::new(),
         }
-    }
-
-    /// A redactor for `secrets`: the last session's when it had the same ones.
-    fn redactor(&self, secrets: Vec<Secret>) -> Arc<Redactor> {
-        let mut last = self.shared.last_redactor.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(redactor) = last.as_ref()
-            && redactor.is_built_from(secrets.clone())
-        {
-            return redactor.clone();
-        }
-        let redactor = Arc::new(Redactor::new(secrets));
-        *last = Some(redactor.clone());
-        redactor
     }
 
     /// A session's tools (the built-ins of its tool set, `send` with a channel, then the
@@ -309,7 +303,11 @@ impl SessionFactory {
         }
         let mut secrets = self.shared.secrets.clone();
         secrets.extend(registrar.secrets);
-        let redactor = self.redactor(secrets);
+        let redactor = Arc::new(LiveRedactor::new(
+            secrets,
+            registrar.secret_sources,
+            self.shared.redactors.clone(),
+        ));
         if options.confinement.is_some() && options.tool_set != ToolSet::None {
             registrar.fragments.push(SANDBOX_NOTE.to_string());
         }
@@ -320,7 +318,7 @@ impl SessionFactory {
         let dir = self.session_dir(&options.scope);
         let scope = options.scope.clone();
         let cwd = options.cwd.clone();
-        let journal_redactor = redactor.clone();
+        let journal_redactor = redactor.current();
         let limits = self.shared.config.context.clone();
         let (prompt_specs, fragments) = (specs.clone(), registrar.fragments.clone());
         // The system prompt for a run started right after the open is read on the same trip
@@ -414,7 +412,7 @@ pub(crate) struct Inner {
     pub fragments: Vec<String>,
     pub listeners: Vec<Listener>,
     pub channel: Option<Arc<dyn ChatChannel>>,
-    pub redactor: Arc<Redactor>,
+    pub redactor: Arc<LiveRedactor>,
     pub bus: EventBus,
     pub hub: fanout::Hub,
     /// The next event number; also serialises delivery (see `emit`).
@@ -501,6 +499,12 @@ impl Session {
     /// The working folder.
     pub fn cwd(&self) -> &Path {
         &self.inner.cwd
+    }
+
+    /// The redactor for the session's secrets as they are now (they can change while it is
+    /// open, see [`crate::redact::SecretSource`]): hosts pass what they send out through it.
+    pub fn redactor(&self) -> Arc<Redactor> {
+        self.inner.redactor.current()
     }
 
     /// Stops syncing the journal at the end of each run: the host makes the run's entries

@@ -103,7 +103,7 @@ impl<'a> Run<'a> {
         let outcome = match self.run_loop(text).await {
             Ok(outcome) => outcome,
             Err(err) => {
-                tracing::error!(scope = %self.inner.scope, error = %self.inner.redactor.redact(&err.to_string()), "run failed on the session journal");
+                tracing::error!(scope = %self.inner.scope, error = %self.inner.redactor.current().redact(&err.to_string()), "run failed on the session journal");
                 RunOutcome::Failed { error: UNEXPECTED_FAILURE.into() }
             }
         };
@@ -280,7 +280,7 @@ impl<'a> Run<'a> {
                     return Ok(Answer::Aborted);
                 }
                 Some(Err(err)) => {
-                    let message = self.inner.redactor.redact(&err.message).into_owned();
+                    let message = self.inner.redactor.current().redact(&err.message).into_owned();
                     self.record_assistant(
                         index,
                         stopped(StopReason::Error, Some(message.clone())),
@@ -331,7 +331,7 @@ impl<'a> Run<'a> {
             let run_id = self.run_id.clone();
             let (call_id, name) = (call.id.clone(), call.name.clone());
             Arc::new(move |partial: String| {
-                let partial = inner.redactor.redact(&partial).into_owned();
+                let partial = inner.redactor.current().redact(&partial).into_owned();
                 inner.emit(
                     &run_id,
                     EventKind::ToolUpdate { call_id: call_id.clone(), name: name.clone(), partial },
@@ -344,7 +344,7 @@ impl<'a> Run<'a> {
             cancel: self.cancel.clone(),
             limits: self.inner.shared.limits.clone(),
             exec: self.inner.shared.exec.clone(),
-            redactor: self.inner.redactor.clone(),
+            redactor: self.inner.redactor.current(),
             spill_dir: self.inner.spill_dir.clone(),
             channel: self.inner.channel.clone(),
             updates,
@@ -365,8 +365,9 @@ impl<'a> Run<'a> {
             }
             None => ToolOutput::error("aborted"),
         };
-        output.content = self.inner.redactor.redact(&output.content).into_owned();
-        self.inner.redactor.redact_json_values(&mut output.details);
+        let redactor = self.inner.redactor.current();
+        output.content = redactor.redact(&output.content).into_owned();
+        redactor.redact_json_values(&mut output.details);
         output
     }
 
@@ -394,23 +395,25 @@ impl<'a> Run<'a> {
             ts: journal::now(),
             message: message.clone(),
         };
+        let redactor = self.inner.redactor.current();
         let mut state = self.inner.state();
         let journal = state
             .journal
             .as_mut()
             .ok_or_else(|| Error::Closed { scope: self.inner.scope.clone() })?;
-        journal.append(&entry, &self.inner.redactor)?;
+        journal.append(&entry, &redactor)?;
         state.messages.push(message);
         Ok(())
     }
 
     fn append(&self, entry: &Entry) -> Result<()> {
+        let redactor = self.inner.redactor.current();
         let mut state = self.inner.state();
         let journal = state
             .journal
             .as_mut()
             .ok_or_else(|| Error::Closed { scope: self.inner.scope.clone() })?;
-        journal.append(entry, &self.inner.redactor)
+        journal.append(entry, &redactor)
     }
 
     fn sync(&self) -> Result<()> {

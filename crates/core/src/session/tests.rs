@@ -69,24 +69,24 @@ async fn sessions_with_the_same_secrets_share_one_redactor_and_others_get_their_
 
     let a = open(&factory, "a", cwd.path(), one, vec![]).await;
     let b = open(&factory, "b", cwd.path(), one, vec![]).await;
-    assert!(Arc::ptr_eq(&a.inner.redactor, &b.inner.redactor));
+    assert!(Arc::ptr_eq(&a.redactor(), &b.redactor()));
 
     let c = open(&factory, "c", cwd.path(), two, vec![]).await;
-    assert!(!Arc::ptr_eq(&a.inner.redactor, &c.inner.redactor));
+    assert!(!Arc::ptr_eq(&a.redactor(), &c.redactor()));
     let text = format!("{one} {two} sk-provider-secret-0123456789");
     assert_eq!(
-        c.inner.redactor.redact_values(&text),
+        c.redactor().redact_values(&text),
         format!("{one} [REDACTED:caller-key] [REDACTED:provider]")
     );
     assert_eq!(
-        a.inner.redactor.redact_values(&text),
+        a.redactor().redact_values(&text),
         format!("[REDACTED:caller-key] {two} [REDACTED:provider]")
     );
 
     // Back to the first secret after another: a redactor for it again, not the last one.
     let d = open(&factory, "d", cwd.path(), one, vec![]).await;
-    assert_eq!(d.inner.redactor.redact_values(one), "[REDACTED:caller-key]");
-    assert_eq!(d.inner.redactor.redact_values(two), two);
+    assert_eq!(d.redactor().redact_values(one), "[REDACTED:caller-key]");
+    assert_eq!(d.redactor().redact_values(two), two);
 }
 
 #[tokio::test]

@@ -81,8 +81,8 @@ async fn a2a_command_lists_masked_callers_and_tasks() {
     bot.api().push_text(OWNER, "/a2a");
     let listing = bot.message(OWNER, |t| t.starts_with("A2A server")).await.text;
     assert!(listing.starts_with("A2A server: on."), "{listing}");
-    assert!(listing.contains("• travel-bot · isolated · key …1234"), "{listing}");
-    assert!(listing.contains("• calendar · isolated · key …5678"), "{listing}");
+    assert!(listing.contains("• travel-bot · isolated · tier workspace · key …1234"), "{listing}");
+    assert!(listing.contains("• calendar · isolated · tier workspace · key …5678"), "{listing}");
     assert!(listing.contains("Last 1 tasks:\n• travel-bot · completed · "), "{listing}");
     assert!(listing.trim_end().ends_with("ago"), "{listing}");
     assert!(!listing.contains(KEY) && !listing.contains(OTHER_KEY), "a key leaked: {listing}");
