@@ -24,4 +24,5 @@ mod support;
 mod tasks;
 mod tenancy;
 mod test_logs;
+mod tiers;
 mod v03;
