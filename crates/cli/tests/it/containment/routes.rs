@@ -247,9 +247,25 @@ fn callers_json_replaced_by(command: &str, is_replaced: fn(&std::fs::Metadata) -
                 assert!(reply.get("result").is_some(), "{mode:?}: {reply}");
             } else {
                 assert!(is_replaced(&meta), "{mode:?}: the opt-out should let it be replaced");
-                // Put a regular file back so that SIGTERM is the only thing under test here.
-                std::fs::remove_file(&path).unwrap();
-                std::fs::write(&path, "[]").unwrap();
+                // Planted after all: the server still answers (the file reads as absent, so no
+                // caller authenticates) and, below, stops on SIGTERM.
+                let card = server.request(
+                    "GET",
+                    "/.well-known/agent-card.json",
+                    None,
+                    "",
+                    Duration::from_secs(10),
+                );
+                assert_eq!(card.map(|(status, _)| status), Some(200), "{mode:?}: the card answers");
+                let list = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}});
+                let alice = server.request(
+                    "POST",
+                    "/a2a",
+                    Some(&fixture.secrets.alice_key),
+                    &list.to_string(),
+                    Duration::from_secs(10),
+                );
+                assert_eq!(alice.map(|(status, _)| status), Some(401), "{mode:?}: no callers now");
             }
         },
     );
