@@ -316,13 +316,17 @@ async fn authenticated(
     Ok(caller)
 }
 
-/// A fair-share refusal: the error's status (429) and `Retry-After`, with the binding's body.
+/// A fair-share refusal: the error's status (429) and `Retry-After`, with the binding's body,
+/// and `Connection: close`, so that a refused client does not keep holding a connection slot
+/// (hyper closes the connection after the answer).
 fn refusal(err: &A2aError, body: Value) -> Response {
     let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
     let mut response = json_response(status, body);
+    let headers = response.headers_mut();
     if let Some(secs) = err.retry_after_secs() {
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 

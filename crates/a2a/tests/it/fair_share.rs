@@ -1,7 +1,7 @@
 //! Fair share (issue 17, guarantee 6): a caller at its cap of streams or requests, or a peer at
-//! its cap of unauthenticated connections, is refused with 429 and `Retry-After`, while the
-//! public card and other callers keep being served; and one client with 64 connections is never
-//! refused by the defaults.
+//! its cap of unauthenticated connections, is refused with 429 and `Retry-After` and its
+//! connection closed, while the public card and other callers keep being served; and one client
+//! with 64 connections is never refused by the defaults.
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
@@ -128,7 +128,10 @@ fn endless() -> String {
     directive(json!([{"text": "never finishes", "delay_ms": 60_000}]))
 }
 
+/// A server with `options`, whose idle connections outlive [`DEADLINE`] (the default idle
+/// timeout equals it), so that a connection a test sees closed in time was closed on purpose.
 async fn server_with(options: A2aOptions) -> TestServer {
+    let options = A2aOptions { idle_connection_timeout: DEADLINE * 6, ..options };
     TestServer::with(Setup { options, ..Setup::default() }).await
 }
 
@@ -209,6 +212,17 @@ async fn caller_at_its_stream_cap_gets_429_on_every_binding_and_version_while_ot
         .await,
         (429, Some("1".to_string()), rest_refusal("TOO_MANY_STREAMS", message, 4))
     );
+    // The refused client does not keep its connection: the server closes it after the answer.
+    let mut refused = connect(&server).await;
+    assert_eq!(
+        exchange(&mut refused, &raw_rpc(KEY, "SubscribeToTask", json!({"id": task}))).await,
+        (
+            "HTTP/1.1 429 Too Many Requests".to_string(),
+            closing(),
+            rpc_refusal(json!(7), "TOO_MANY_STREAMS", message, 4)
+        )
+    );
+    assert_eq!(rest_until_closed(&mut refused).await, b"");
     assert_others_are_served(&server).await;
     // The cap is on streams: the same caller's other requests go through.
     let got = server.rpc(KEY, "GetTask", json!({"id": task})).await;
@@ -278,6 +292,13 @@ async fn read_response_head(stream: &mut TcpStream) -> (String, Vec<String>) {
 
 /// Reads one whole response with a Content-Length; returns its status line and JSON body.
 async fn read_response(stream: &mut TcpStream) -> (String, Value) {
+    let (status, _, body) = read_answer(stream).await;
+    (status, body)
+}
+
+/// Reads one whole response with a Content-Length; returns its status line, its `Connection`
+/// and `Retry-After` header lines (lower-cased, sorted) and its JSON body.
+async fn read_answer(stream: &mut TcpStream) -> (String, Vec<String>, Value) {
     let (status, headers) = read_response_head(stream).await;
     let length: usize = headers
         .iter()
@@ -287,7 +308,43 @@ async fn read_response(stream: &mut TcpStream) -> (String, Value) {
         .unwrap();
     let mut body = vec![0u8; length];
     tokio::time::timeout(DEADLINE, stream.read_exact(&mut body)).await.unwrap().unwrap();
-    (status, serde_json::from_slice(&body).unwrap())
+    let mut refusal_headers: Vec<String> = headers
+        .into_iter()
+        .filter(|line| line.starts_with("connection:") || line.starts_with("retry-after:"))
+        .collect();
+    refusal_headers.sort();
+    (status, refusal_headers, serde_json::from_slice(&body).unwrap())
+}
+
+/// Sends `request` on `stream` and reads the answer (see [`read_answer`]).
+async fn exchange(stream: &mut TcpStream, request: &str) -> (String, Vec<String>, Value) {
+    tokio::time::timeout(DEADLINE, stream.write_all(request.as_bytes())).await.unwrap().unwrap();
+    read_answer(stream).await
+}
+
+/// What else arrives on `stream` until the server closes it (nothing, after a refusal).
+async fn rest_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    let mut rest = Vec::new();
+    tokio::time::timeout(DEADLINE, stream.read_to_end(&mut rest))
+        .await
+        .expect("the server did not close the connection in time")
+        .unwrap();
+    rest
+}
+
+/// A raw JSON-RPC 1.0 request (id 7) of `key`, with all of its body, on a kept-alive connection.
+fn raw_rpc(key: &str, method: &str, params: Value) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string();
+    format!(
+        "POST /a2a HTTP/1.1\r\nHost: localhost\r\nX-API-Key: {key}\r\nA2A-Version: 1.0\r\n\
+Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// The headers of a refusal: the client is asked to wait a second and the connection closes.
+fn closing() -> Vec<String> {
+    vec!["connection: close".to_string(), "retry-after: 1".to_string()]
 }
 
 #[tokio::test]
@@ -321,6 +378,17 @@ async fn caller_at_its_request_cap_gets_429_on_every_binding_while_others_are_se
         answer(rest_request(&server, reqwest::Method::GET, "/tasks", None)).await,
         (429, Some("1".to_string()), rest_refusal("TOO_MANY_REQUESTS", message, 4))
     );
+    // The refused client does not keep its connection: the server closes it after the answer.
+    let mut refused = connect(&server).await;
+    assert_eq!(
+        exchange(&mut refused, &raw_rpc(KEY, "ListTasks", json!({}))).await,
+        (
+            "HTTP/1.1 429 Too Many Requests".to_string(),
+            closing(),
+            rpc_refusal(Value::Null, "TOO_MANY_REQUESTS", message, 4)
+        )
+    );
+    assert_eq!(rest_until_closed(&mut refused).await, b"");
     assert_others_are_served(&server).await;
     // The held requests finish normally and give their slots back.
     for (mut connection, body) in held {
