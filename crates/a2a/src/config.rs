@@ -66,6 +66,13 @@ pub struct A2aOptions {
     /// one caller may have open at once; over it a stream is answered 429 with `Retry-After`
     /// and no run starts. Default 128.
     pub max_streams_per_caller: usize,
+    /// Most connections one caller may hold open at once. A connection counts against the
+    /// caller of the first request on it that authenticates (unless that request asks to close
+    /// the connection, `Connection: close`), until it closes, idle or not; a request that would
+    /// make it count over the cap is answered 429 with `Retry-After` and its connection closed.
+    /// A connection later used by another caller still counts for the first one only. Default
+    /// 128 (a quarter of `max_connections`, twice a 64-connection benchmark client).
+    pub max_connections_per_caller: usize,
     /// Most bytes of A2A files in each workspace's inbox, counted over the regular files in
     /// `inbox/a2a/` and its caller folders plus the flat `inbox/a2a-*` files of earlier versions
     /// (symlinks not counted), so the owner frees room by deleting them; a file part that would
@@ -100,6 +107,7 @@ impl Default for A2aOptions {
             max_unauthenticated_connections_per_peer: 128,
             max_requests_per_caller: 256,
             max_streams_per_caller: 128,
+            max_connections_per_caller: 128,
             max_inbox_bytes: 1024 * 1024 * 1024,
             max_tasks: 100_000,
             task_cache_bytes: crate::task::store::DEFAULT_CACHE_BYTES,

@@ -5,10 +5,10 @@
 //!
 //! It replaces `axum::serve`, which offers none of these. What a request means is the router's
 //! business; this module knows only bytes, connections, peer addresses and the clock. Whether a
-//! connection has authenticated is the router's word: each request of a connection not yet
-//! vouched for carries its [`PeerSlot`] as an extension, and the router marks it. Request bodies are
-//! bounded in `server::read_body` (size and total time), not here, so long-lived responses
-//! (SSE) are never cut by a request-side timeout.
+//! connection has authenticated, and whose it is, is the router's word: each request of a
+//! connection not yet counted against a caller carries its [`ConnectionShare`] as an extension,
+//! and the router marks it. Request bodies are bounded in `server::read_body` (size and total
+//! time), not here, so long-lived responses (SSE) are never cut by a request-side timeout.
 
 use std::io;
 use std::pin::Pin;
@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::fair::{PeerGate, PeerSlot};
+use crate::fair::{ConnectionShare, PeerGate};
 
 /// How long accepting pauses after an error such as running out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -134,8 +134,8 @@ pub async fn serve(
         let (http, router, shutdown, force) =
             (http.clone(), router.clone(), shutdown.clone(), force.clone());
         connections.spawn(async move {
-            serve_connection(&http, stream, Arc::new(slot), router, limits, &shutdown, &force)
-                .await;
+            let share = Arc::new(ConnectionShare::new(slot));
+            serve_connection(&http, stream, share, router, limits, &shutdown, &force).await;
             drop(permit);
         });
     }
@@ -187,7 +187,7 @@ enum Verdict {
 async fn serve_connection(
     http: &hyper::server::conn::http1::Builder,
     stream: TcpStream,
-    peer: Arc<PeerSlot>,
+    share: Arc<ConnectionShare>,
     router: Router,
     limits: Limits,
     shutdown: &CancellationToken,
@@ -201,8 +201,8 @@ async fn serve_connection(
             // Counted from here until the response body is dropped (sent or abandoned), so a
             // long SSE response is never taken for idleness.
             let guard = InFlight::enter(activity.clone());
-            if !peer.is_authenticated() {
-                request.extensions_mut().insert(peer.clone());
+            if !share.has_caller() {
+                request.extensions_mut().insert(share.clone());
             }
             let router = router.clone();
             async move {

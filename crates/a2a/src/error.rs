@@ -81,6 +81,12 @@ pub enum A2aError {
         "Too many unauthenticated connections from this address (limit {limit}); reuse a connection or present an API key"
     )]
     TooManyConnections { limit: usize },
+    /// The caller already has `limit` connections open (HTTP 429, [`FAIR_SHARE_CODE`]); the
+    /// connection that asked is closed after the answer.
+    #[error(
+        "Too many open connections for this caller (limit {limit}); reuse an open connection or close idle ones"
+    )]
+    TooManyCallerConnections { limit: usize },
 }
 
 impl A2aError {
@@ -104,7 +110,8 @@ impl A2aError {
             A2aError::Internal => -32603,
             A2aError::TooManyStreams { .. }
             | A2aError::TooManyRequests { .. }
-            | A2aError::TooManyConnections { .. } => FAIR_SHARE_CODE,
+            | A2aError::TooManyConnections { .. }
+            | A2aError::TooManyCallerConnections { .. } => FAIR_SHARE_CODE,
         }
     }
 
@@ -118,7 +125,8 @@ impl A2aError {
             A2aError::UnsupportedMediaType(_) => 415,
             A2aError::TooManyStreams { .. }
             | A2aError::TooManyRequests { .. }
-            | A2aError::TooManyConnections { .. } => 429,
+            | A2aError::TooManyConnections { .. }
+            | A2aError::TooManyCallerConnections { .. } => 429,
             A2aError::TaskNotCancelable { .. }
             | A2aError::PushNotSupported
             | A2aError::UnsupportedOperation(_)
@@ -139,7 +147,8 @@ impl A2aError {
             A2aError::PayloadTooLarge { .. }
             | A2aError::TooManyStreams { .. }
             | A2aError::TooManyRequests { .. }
-            | A2aError::TooManyConnections { .. } => "RESOURCE_EXHAUSTED",
+            | A2aError::TooManyConnections { .. }
+            | A2aError::TooManyCallerConnections { .. } => "RESOURCE_EXHAUSTED",
             A2aError::BodyTimeout { .. } => "DEADLINE_EXCEEDED",
             A2aError::TaskNotCancelable { .. }
             | A2aError::PushNotSupported
@@ -174,6 +183,7 @@ impl A2aError {
             A2aError::TooManyStreams { .. } => "TOO_MANY_STREAMS",
             A2aError::TooManyRequests { .. } => "TOO_MANY_REQUESTS",
             A2aError::TooManyConnections { .. } => "TOO_MANY_CONNECTIONS",
+            A2aError::TooManyCallerConnections { .. } => "TOO_MANY_CALLER_CONNECTIONS",
         }
     }
 
@@ -183,7 +193,8 @@ impl A2aError {
         match self {
             A2aError::TooManyStreams { .. }
             | A2aError::TooManyRequests { .. }
-            | A2aError::TooManyConnections { .. } => Some(RETRY_AFTER_SECS),
+            | A2aError::TooManyConnections { .. }
+            | A2aError::TooManyCallerConnections { .. } => Some(RETRY_AFTER_SECS),
             A2aError::TaskNotFound { .. }
             | A2aError::TaskNotCancelable { .. }
             | A2aError::PushNotSupported
@@ -226,7 +237,8 @@ impl A2aError {
             | A2aError::UnsupportedMediaType(_) => {}
             A2aError::TooManyStreams { limit }
             | A2aError::TooManyRequests { limit }
-            | A2aError::TooManyConnections { limit } => {
+            | A2aError::TooManyConnections { limit }
+            | A2aError::TooManyCallerConnections { limit } => {
                 metadata.insert("limit".into(), Value::String(limit.to_string()));
             }
         }
@@ -302,6 +314,12 @@ mod tests {
             (A2aError::TooManyStreams { limit: 1 }, -32029, 429, "TOO_MANY_STREAMS"),
             (A2aError::TooManyRequests { limit: 1 }, -32029, 429, "TOO_MANY_REQUESTS"),
             (A2aError::TooManyConnections { limit: 1 }, -32029, 429, "TOO_MANY_CONNECTIONS"),
+            (
+                A2aError::TooManyCallerConnections { limit: 1 },
+                -32029,
+                429,
+                "TOO_MANY_CALLER_CONNECTIONS",
+            ),
         ];
         for (error, code, status, reason) in cases {
             assert_eq!(

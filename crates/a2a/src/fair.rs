@@ -1,22 +1,26 @@
 //! Fair share (issue 17, guarantee 6): no single caller or peer can take the whole server.
 //!
-//! Three counts, each with its own cap from `A2aOptions`:
+//! Four counts, each with its own cap from `A2aOptions`:
 //! - per caller, requests in progress (streams included), from authentication until the reply is
 //!   built or the stream ends ([`CallerShares::admit`]);
 //! - per caller, SSE streams open at once ([`CallerShares::admit_stream`]);
+//! - per caller, connections open, from the first request on the connection that authenticates
+//!   as that caller until the connection closes ([`ConnectionShare::claim`]), so idle kept-alive
+//!   connections of one caller cannot fill the server's connection slots;
 //! - per peer address, connections that have not yet carried an authenticated request
 //!   ([`PeerGate::admit`]), checked by the accept loop before a byte is read.
 //!
 //! A count is held by a guard and given back when the guard drops, so no path can leak one.
 //! This module decides only whether there is room; the wire answer (429, `Retry-After`, the
-//! error body) comes from `error.rs` through the bindings, and it knows nothing of HTTP.
+//! error body, closing the connection) comes from `error.rs` and `server.rs`, and it knows
+//! nothing of HTTP.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll};
 
 use futures_util::Stream;
@@ -24,14 +28,24 @@ use futures_util::Stream;
 use crate::auth::Caller;
 use crate::error::A2aError;
 
-/// The per-caller counts of requests and streams in progress.
+/// The per-caller caps (from `A2aOptions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallerCaps {
+    /// Requests in progress, streams included.
+    pub(crate) requests: usize,
+    /// SSE streams open.
+    pub(crate) streams: usize,
+    /// Connections counted against the caller ([`ConnectionShare::claim`]).
+    pub(crate) connections: usize,
+}
+
+/// The per-caller counts of requests, streams and connections in progress.
 ///
 /// A caller is its workspace and its name (two workspaces may each have a `travel-bot`).
 /// Entries are never removed: there is one per caller that ever authenticated, which
-/// callers.json bounds, and an entry is two counters.
+/// callers.json bounds, and an entry is three counters.
 pub(crate) struct CallerShares {
-    max_requests: usize,
-    max_streams: usize,
+    caps: CallerCaps,
     callers: Mutex<HashMap<PathBuf, HashMap<String, Arc<Counts>>>>,
 }
 
@@ -39,6 +53,7 @@ pub(crate) struct CallerShares {
 struct Counts {
     requests: AtomicUsize,
     streams: AtomicUsize,
+    connections: AtomicUsize,
 }
 
 /// One request of a caller in progress, and its stream if it opened one; both counted until
@@ -50,12 +65,13 @@ pub(crate) struct Admission {
 
 impl CallerShares {
     /// Caps of at least 1 each (a cap of 0 would refuse everything; config refuses it).
-    pub(crate) fn new(max_requests: usize, max_streams: usize) -> Self {
-        CallerShares {
-            max_requests: max_requests.max(1),
-            max_streams: max_streams.max(1),
-            callers: Mutex::default(),
-        }
+    pub(crate) fn new(caps: CallerCaps) -> Self {
+        let caps = CallerCaps {
+            requests: caps.requests.max(1),
+            streams: caps.streams.max(1),
+            connections: caps.connections.max(1),
+        };
+        CallerShares { caps, callers: Mutex::default() }
     }
 
     /// Counts a request of `caller` in progress.
@@ -64,8 +80,8 @@ impl CallerShares {
     /// [`A2aError::TooManyRequests`] when the caller already has the most requests in progress.
     pub(crate) fn admit(&self, caller: &Caller) -> Result<Admission, A2aError> {
         let counts = self.counts(&caller.workspace.path, &caller.name);
-        if !take(&counts.requests, self.max_requests) {
-            return Err(A2aError::TooManyRequests { limit: self.max_requests });
+        if !take(&counts.requests, self.caps.requests) {
+            return Err(A2aError::TooManyRequests { limit: self.caps.requests });
         }
         Ok(Admission { counts, streaming: false })
     }
@@ -78,11 +94,23 @@ impl CallerShares {
         if admission.streaming {
             return Ok(());
         }
-        if !take(&admission.counts.streams, self.max_streams) {
-            return Err(A2aError::TooManyStreams { limit: self.max_streams });
+        if !take(&admission.counts.streams, self.caps.streams) {
+            return Err(A2aError::TooManyStreams { limit: self.caps.streams });
         }
         admission.streaming = true;
         Ok(())
+    }
+
+    /// Counts a connection of `caller` until the returned guard drops.
+    ///
+    /// # Errors
+    /// [`A2aError::TooManyCallerConnections`] when the caller already has the most connections.
+    fn admit_connection(&self, caller: &Caller) -> Result<CallerConnection, A2aError> {
+        let counts = self.counts(&caller.workspace.path, &caller.name);
+        if !take(&counts.connections, self.caps.connections) {
+            return Err(A2aError::TooManyCallerConnections { limit: self.caps.connections });
+        }
+        Ok(CallerConnection { counts })
     }
 
     fn counts(&self, workspace: &Path, name: &str) -> Arc<Counts> {
@@ -148,6 +176,66 @@ impl<S: Stream + Unpin> Stream for Held<S> {
     }
 }
 
+/// One connection counted against its caller until it is dropped.
+struct CallerConnection {
+    counts: Arc<Counts>,
+}
+
+impl Drop for CallerConnection {
+    fn drop(&mut self) {
+        self.counts.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One connection's standing in the fair share: counted against its peer address until a
+/// request on it authenticates, then against the caller of that request until it closes.
+///
+/// The accept loop makes one per connection and hands it to the router with each request until
+/// the connection counts against a caller. A connection that later carries a request of another
+/// caller (one client holding two keys: rare) still counts for the first caller only; the
+/// other's requests and streams count against the other's caps as usual.
+pub(crate) struct ConnectionShare {
+    peer: PeerSlot,
+    caller: OnceLock<CallerConnection>,
+}
+
+impl ConnectionShare {
+    pub(crate) fn new(peer: PeerSlot) -> Self {
+        ConnectionShare { peer, caller: OnceLock::new() }
+    }
+
+    /// Whether the connection counts against a caller (then nothing about it changes until it
+    /// closes).
+    pub(crate) fn has_caller(&self) -> bool {
+        self.caller.get().is_some()
+    }
+
+    /// A request on the connection authenticated: it no longer counts against its peer. Enough
+    /// on its own for a request that will be the connection's last, which the request cap
+    /// already counts for as long as the connection lives.
+    pub(crate) fn mark_authenticated(&self) {
+        self.peer.mark_authenticated();
+    }
+
+    /// A request on the connection authenticated as `caller`: it no longer counts against its
+    /// peer, and counts against `caller` until it closes, unless it already counts against a
+    /// caller.
+    ///
+    /// # Errors
+    /// [`A2aError::TooManyCallerConnections`] when `caller` already has the most connections;
+    /// the connection then counts against no caller (it is to be closed).
+    pub(crate) fn claim(&self, shares: &CallerShares, caller: &Caller) -> Result<(), A2aError> {
+        self.peer.mark_authenticated();
+        if self.has_caller() {
+            return Ok(());
+        }
+        // Requests on one HTTP/1.1 connection come one at a time, so nothing races here; if
+        // something did, the loser's count would be given back as its guard drops.
+        let _lost = self.caller.set(shares.admit_connection(caller)?);
+        Ok(())
+    }
+}
+
 /// The per-peer counts of connections that have not carried an authenticated request.
 ///
 /// The peer is the IP address the connection comes from (IPv4-mapped IPv6 addresses count as
@@ -201,13 +289,8 @@ pub(crate) struct PeerSlot {
 }
 
 impl PeerSlot {
-    /// Whether a request on the connection has authenticated.
-    pub(crate) fn is_authenticated(&self) -> bool {
-        self.authenticated.load(Ordering::Acquire)
-    }
-
     /// A request on the connection authenticated: it no longer counts against its peer.
-    pub(crate) fn mark_authenticated(&self) {
+    fn mark_authenticated(&self) {
         if !self.authenticated.swap(true, Ordering::AcqRel) {
             self.gate.release(self.peer);
         }
@@ -243,9 +326,17 @@ mod tests {
         }
     }
 
+    fn shares(requests: usize, streams: usize, connections: usize) -> CallerShares {
+        CallerShares::new(CallerCaps { requests, streams, connections })
+    }
+
+    fn connection(gate: &Arc<PeerGate>) -> ConnectionShare {
+        ConnectionShare::new(gate.admit(IpAddr::V4(Ipv4Addr::LOCALHOST)).unwrap())
+    }
+
     #[test]
     fn caller_requests_over_the_cap_are_refused_until_one_ends() {
-        let shares = CallerShares::new(2, 10);
+        let shares = shares(2, 10, 10);
         let bot = caller("/ws", "bot");
         let first = shares.admit(&bot).unwrap();
         let _second = shares.admit(&bot).unwrap();
@@ -256,7 +347,7 @@ mod tests {
 
     #[test]
     fn caller_streams_are_counted_apart_from_requests_per_caller_and_workspace() {
-        let shares = CallerShares::new(10, 1);
+        let shares = shares(10, 1, 10);
         let bot = caller("/ws", "bot");
         let mut streaming = shares.admit(&bot).unwrap();
         shares.admit_stream(&mut streaming).unwrap();
@@ -277,13 +368,68 @@ mod tests {
 
     #[tokio::test]
     async fn held_stream_gives_its_admission_back_when_it_ends() {
-        let shares = CallerShares::new(1, 10);
+        let shares = shares(1, 10, 10);
         let bot = caller("/ws", "bot");
         let mut held = Held::new(futures_util::stream::iter([1, 2]), shares.admit(&bot).unwrap());
         assert_eq!((held.next().await, held.next().await), (Some(1), Some(2)));
         assert!(shares.admit(&bot).is_err());
         assert_eq!(held.next().await, None);
         assert!(shares.admit(&bot).is_ok());
+    }
+
+    #[test]
+    fn caller_connections_over_the_cap_are_refused_until_one_closes() {
+        let shares = shares(10, 10, 2);
+        let gate = PeerGate::new(10);
+        let bot = caller("/ws", "bot");
+        let first = connection(&gate);
+        let second = connection(&gate);
+        let third = connection(&gate);
+        assert_eq!(
+            [first.claim(&shares, &bot), second.claim(&shares, &bot), third.claim(&shares, &bot)],
+            [Ok(()), Ok(()), Err(A2aError::TooManyCallerConnections { limit: 2 })]
+        );
+        assert_eq!(
+            [first.has_caller(), second.has_caller(), third.has_caller()],
+            [true, true, false]
+        );
+        // Another request on a counted connection is not counted again.
+        assert_eq!(first.claim(&shares, &bot), Ok(()));
+        // Another caller, or the same name in another workspace, has its own count.
+        assert_eq!(third.claim(&shares, &caller("/ws", "other")), Ok(()));
+        assert_eq!(connection(&gate).claim(&shares, &caller("/elsewhere", "bot")), Ok(()));
+        drop(first);
+        assert_eq!(connection(&gate).claim(&shares, &bot), Ok(()));
+    }
+
+    #[test]
+    fn connection_used_by_a_second_caller_counts_for_the_first_only() {
+        let shares = shares(10, 10, 1);
+        let gate = PeerGate::new(10);
+        let (bot, other) = (caller("/ws", "bot"), caller("/ws", "other"));
+        let shared = connection(&gate);
+        shared.claim(&shares, &bot).unwrap();
+        shared.claim(&shares, &other).unwrap();
+        assert_eq!(
+            (connection(&gate).claim(&shares, &bot), connection(&gate).claim(&shares, &other)),
+            (Err(A2aError::TooManyCallerConnections { limit: 1 }), Ok(()))
+        );
+    }
+
+    #[test]
+    fn authenticated_connection_leaves_its_peer_count_whether_or_not_a_caller_counts_it() {
+        let shares = shares(10, 10, 1);
+        let gate = PeerGate::new(2);
+        let bot = caller("/ws", "bot");
+        let last_request = connection(&gate);
+        let counted = connection(&gate);
+        assert!(gate.admit(IpAddr::V4(Ipv4Addr::LOCALHOST)).is_none());
+        last_request.mark_authenticated();
+        counted.claim(&shares, &bot).unwrap();
+        assert_eq!((last_request.has_caller(), counted.has_caller()), (false, true));
+        let _first = connection(&gate);
+        let _second = connection(&gate);
+        assert!(gate.admit(IpAddr::V4(Ipv4Addr::LOCALHOST)).is_none());
     }
 
     #[test]

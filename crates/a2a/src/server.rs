@@ -28,7 +28,7 @@ use crate::config::A2aOptions;
 use crate::containment::Containment;
 use crate::error::A2aError;
 use crate::extension::OwnerNotifier;
-use crate::fair::{CallerShares, Held, PeerSlot};
+use crate::fair::{Admission, CallerCaps, CallerShares, ConnectionShare, Held};
 use crate::handler::Outcome;
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
@@ -61,7 +61,7 @@ pub struct ServerInner {
     pub(crate) push_url_check: UrlCheck,
     /// POSTs task updates to the webhooks of push configs.
     pub(crate) push: Arc<PushSender>,
-    /// Each caller's requests and streams in progress, against their caps.
+    /// Each caller's requests, streams and connections in progress, against their caps.
     shares: CallerShares,
     /// The public card's body for the last base URL it was built for: it depends on nothing
     /// else, and clients fetch it often.
@@ -147,10 +147,11 @@ impl A2aServerBuilder {
             )
             .with_containment(self.containment),
         );
-        let shares = CallerShares::new(
-            self.options.max_requests_per_caller,
-            self.options.max_streams_per_caller,
-        );
+        let shares = CallerShares::new(CallerCaps {
+            requests: self.options.max_requests_per_caller,
+            streams: self.options.max_streams_per_caller,
+            connections: self.options.max_connections_per_caller,
+        });
         Ok(A2aServer {
             inner: Arc::new(ServerInner {
                 shares,
@@ -295,8 +296,7 @@ fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {
     card::base_url(&inner.options, text("host"), text("x-forwarded-proto"))
 }
 
-/// The caller a request's key names; its connection then no longer counts as unauthenticated
-/// against its peer address.
+/// The caller a request's key names.
 ///
 /// # Errors
 /// The key is missing, unknown or ambiguous (answered 401 on both bindings).
@@ -304,25 +304,57 @@ async fn authenticated(
     inner: &ServerInner,
     parts: &axum::http::request::Parts,
 ) -> Result<Caller, AuthFailure> {
-    let caller = authenticate(
+    authenticate(
         &inner.directory,
         header_text(&parts.headers, "x-api-key"),
         header_text(&parts.headers, "authorization"),
     )
-    .await?;
-    if let Some(peer) = parts.extensions.get::<Arc<PeerSlot>>() {
-        peer.mark_authenticated();
-    }
-    Ok(caller)
+    .await
 }
 
-/// A fair-share refusal: the error's status (429) and `Retry-After`, with the binding's body.
+/// Admits an authenticated request of `caller` to the fair share: its connection stops counting
+/// against its peer address and, the first time, starts counting against the caller (not when
+/// the request asks to close it: the connection then ends with the request, which the request
+/// cap counts); then the request itself is counted.
+///
+/// # Errors
+/// The caller is at its connection or request cap (answered by [`refusal`]).
+fn admit(
+    inner: &ServerInner,
+    parts: &axum::http::request::Parts,
+    caller: &Caller,
+) -> Result<Admission, A2aError> {
+    if let Some(connection) = parts.extensions.get::<Arc<ConnectionShare>>() {
+        if asks_to_close(&parts.headers) {
+            connection.mark_authenticated();
+        } else {
+            connection.claim(&inner.shares, caller)?;
+        }
+    }
+    inner.shares.admit(caller)
+}
+
+/// Whether the request's `Connection` header says `close` (RFC 9110 §7.6.1: a comma-separated
+/// list of case-insensitive options).
+fn asks_to_close(headers: &HeaderMap) -> bool {
+    headers.get_all(header::CONNECTION).iter().any(|value| {
+        value.to_str().is_ok_and(|text| {
+            text.split(',').any(|option| option.trim().eq_ignore_ascii_case("close"))
+        })
+    })
+}
+
+/// A fair-share refusal: the error's status (429) and `Retry-After`, with the binding's body,
+/// and `Connection: close`, so that a refused client does not keep holding a connection slot
+/// (hyper closes the connection after the answer).
 fn refusal(err: &A2aError, body: Value) -> Response {
     let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
     let mut response = json_response(status, body);
+    let headers = response.headers_mut();
     if let Some(secs) = err.retry_after_secs() {
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 
@@ -412,7 +444,7 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     };
     // Taken before the body is read, so a caller over its cap costs no body buffer; the id is
     // not known yet, so the refusal's is null (JSON-RPC 2.0 §5).
-    let mut admission = match inner.shares.admit(&caller) {
+    let mut admission = match admit(&inner, &parts, &caller) {
         Ok(admission) => admission,
         Err(err) => return refusal(&err, jsonrpc::encode_error(&Value::Null, &err)),
     };
@@ -480,7 +512,7 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
         json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), body)
     };
     // Taken before the body is read, so a caller over its cap costs no body buffer.
-    let mut admission = match inner.shares.admit(&caller) {
+    let mut admission = match admit(&inner, &parts, &caller) {
         Ok(admission) => admission,
         Err(err) => return refusal(&err, rest::encode_error(&err).1),
     };

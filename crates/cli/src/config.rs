@@ -120,6 +120,7 @@ pub struct A2aSettings {
     pub max_unauthenticated_connections_per_peer: Option<usize>,
     pub max_requests_per_caller: Option<usize>,
     pub max_streams_per_caller: Option<usize>,
+    pub max_connections_per_caller: Option<usize>,
     pub max_header_bytes: Option<usize>,
     pub max_inbox_bytes: Option<u64>,
     pub max_tasks: Option<usize>,
@@ -245,6 +246,11 @@ impl A2aSettings {
                 "max_streams_per_caller",
                 self.max_streams_per_caller,
                 &mut options.max_streams_per_caller,
+            ),
+            (
+                "max_connections_per_caller",
+                self.max_connections_per_caller,
+                &mut options.max_connections_per_caller,
             ),
             ("max_header_bytes", self.max_header_bytes, &mut options.max_header_bytes),
             ("max_tasks", self.max_tasks, &mut options.max_tasks),
@@ -625,6 +631,7 @@ mod tests {
                 ("A2A__MaxUnauthenticatedConnectionsPerPeer", "8"),
                 ("A2A__MaxRequestsPerCaller", "16"),
                 ("A2A__MaxStreamsPerCaller", "4"),
+                ("A2A__MaxConnectionsPerCaller", "12"),
                 ("A2A__MaxHeaderBytes", "16384"),
                 ("A2A__MaxInboxBytes", "1048576"),
                 ("A2A__MaxTasks", "2000"),
@@ -661,9 +668,10 @@ mod tests {
             (
                 options.max_unauthenticated_connections_per_peer,
                 options.max_requests_per_caller,
-                options.max_streams_per_caller
+                options.max_streams_per_caller,
+                options.max_connections_per_caller
             ),
-            (8, 16, 4)
+            (8, 16, 4, 12)
         );
         let zero = load(None, dir.path(), &env(&[("A2A__MaxConnections", "0")])).unwrap();
         let err = zero.a2a.to_options().unwrap_err();
@@ -671,6 +679,9 @@ mod tests {
         let zero = load(None, dir.path(), &env(&[("A2A__MaxStreamsPerCaller", "0")])).unwrap();
         let err = zero.a2a.to_options().unwrap_err();
         assert_eq!(err.0, "a2a.max_streams_per_caller: must be at least 1");
+        let zero = load(None, dir.path(), &env(&[("A2A__MaxConnectionsPerCaller", "0")])).unwrap();
+        let err = zero.a2a.to_options().unwrap_err();
+        assert_eq!(err.0, "a2a.max_connections_per_caller: must be at least 1");
         let zero = load(None, dir.path(), &env(&[("A2A__HeaderReadTimeout", "0s")])).unwrap();
         let err = zero.a2a.to_options().unwrap_err();
         assert_eq!(err.0, "a2a.header_read_timeout: must be longer than zero");

@@ -1,7 +1,7 @@
-//! Fair share (issue 17, guarantee 6): a caller at its cap of streams or requests, or a peer at
-//! its cap of unauthenticated connections, is refused with 429 and `Retry-After`, while the
-//! public card and other callers keep being served; and one client with 64 connections is never
-//! refused by the defaults.
+//! Fair share (issue 17, guarantee 6): a caller at its cap of streams, requests or connections,
+//! or a peer at its cap of unauthenticated connections, is refused with 429 and `Retry-After`
+//! and its connection closed, while the public card and other callers keep being served; and one
+//! client with 64 connections is never refused by the defaults.
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
@@ -128,7 +128,10 @@ fn endless() -> String {
     directive(json!([{"text": "never finishes", "delay_ms": 60_000}]))
 }
 
+/// A server with `options`, whose idle connections outlive [`DEADLINE`] (the default idle
+/// timeout equals it), so that a connection a test sees closed in time was closed on purpose.
 async fn server_with(options: A2aOptions) -> TestServer {
+    let options = A2aOptions { idle_connection_timeout: DEADLINE * 6, ..options };
     TestServer::with(Setup { options, ..Setup::default() }).await
 }
 
@@ -209,6 +212,17 @@ async fn caller_at_its_stream_cap_gets_429_on_every_binding_and_version_while_ot
         .await,
         (429, Some("1".to_string()), rest_refusal("TOO_MANY_STREAMS", message, 4))
     );
+    // The refused client does not keep its connection: the server closes it after the answer.
+    let mut refused = connect(&server).await;
+    assert_eq!(
+        exchange(&mut refused, &raw_rpc(KEY, "SubscribeToTask", json!({"id": task}))).await,
+        (
+            "HTTP/1.1 429 Too Many Requests".to_string(),
+            closing(),
+            rpc_refusal(json!(7), "TOO_MANY_STREAMS", message, 4)
+        )
+    );
+    assert_eq!(rest_until_closed(&mut refused).await, b"");
     assert_others_are_served(&server).await;
     // The cap is on streams: the same caller's other requests go through.
     let got = server.rpc(KEY, "GetTask", json!({"id": task})).await;
@@ -278,6 +292,13 @@ async fn read_response_head(stream: &mut TcpStream) -> (String, Vec<String>) {
 
 /// Reads one whole response with a Content-Length; returns its status line and JSON body.
 async fn read_response(stream: &mut TcpStream) -> (String, Value) {
+    let (status, _, body) = read_answer(stream).await;
+    (status, body)
+}
+
+/// Reads one whole response with a Content-Length; returns its status line, its `Connection`
+/// and `Retry-After` header lines (lower-cased, sorted) and its JSON body.
+async fn read_answer(stream: &mut TcpStream) -> (String, Vec<String>, Value) {
     let (status, headers) = read_response_head(stream).await;
     let length: usize = headers
         .iter()
@@ -287,7 +308,51 @@ async fn read_response(stream: &mut TcpStream) -> (String, Value) {
         .unwrap();
     let mut body = vec![0u8; length];
     tokio::time::timeout(DEADLINE, stream.read_exact(&mut body)).await.unwrap().unwrap();
-    (status, serde_json::from_slice(&body).unwrap())
+    let mut refusal_headers: Vec<String> = headers
+        .into_iter()
+        .filter(|line| line.starts_with("connection:") || line.starts_with("retry-after:"))
+        .collect();
+    refusal_headers.sort();
+    (status, refusal_headers, serde_json::from_slice(&body).unwrap())
+}
+
+/// Sends `request` on `stream` and reads the answer (see [`read_answer`]).
+async fn exchange(stream: &mut TcpStream, request: &str) -> (String, Vec<String>, Value) {
+    tokio::time::timeout(DEADLINE, stream.write_all(request.as_bytes())).await.unwrap().unwrap();
+    read_answer(stream).await
+}
+
+/// What else arrives on `stream` until the server closes it (nothing, after a refusal).
+async fn rest_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    let mut rest = Vec::new();
+    tokio::time::timeout(DEADLINE, stream.read_to_end(&mut rest))
+        .await
+        .expect("the server did not close the connection in time")
+        .unwrap();
+    rest
+}
+
+/// A raw JSON-RPC 1.0 request (id 7) of `key`, with all of its body, on a kept-alive connection.
+fn raw_rpc(key: &str, method: &str, params: Value) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string();
+    format!(
+        "POST /a2a HTTP/1.1\r\nHost: localhost\r\nX-API-Key: {key}\r\nA2A-Version: 1.0\r\n\
+Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// A raw REST ListTasks of `key` on a kept-alive connection, with `extra` header lines.
+fn raw_rest_list(key: &str, extra: &str) -> String {
+    format!(
+        "GET /a2a/v1/tasks HTTP/1.1\r\nHost: localhost\r\nX-API-Key: {key}\r\nA2A-Version: 1.0\r\n\
+{extra}\r\n"
+    )
+}
+
+/// The headers of a refusal: the client is asked to wait a second and the connection closes.
+fn closing() -> Vec<String> {
+    vec!["connection: close".to_string(), "retry-after: 1".to_string()]
 }
 
 #[tokio::test]
@@ -321,6 +386,17 @@ async fn caller_at_its_request_cap_gets_429_on_every_binding_while_others_are_se
         answer(rest_request(&server, reqwest::Method::GET, "/tasks", None)).await,
         (429, Some("1".to_string()), rest_refusal("TOO_MANY_REQUESTS", message, 4))
     );
+    // The refused client does not keep its connection: the server closes it after the answer.
+    let mut refused = connect(&server).await;
+    assert_eq!(
+        exchange(&mut refused, &raw_rpc(KEY, "ListTasks", json!({}))).await,
+        (
+            "HTTP/1.1 429 Too Many Requests".to_string(),
+            closing(),
+            rpc_refusal(Value::Null, "TOO_MANY_REQUESTS", message, 4)
+        )
+    );
+    assert_eq!(rest_until_closed(&mut refused).await, b"");
     assert_others_are_served(&server).await;
     // The held requests finish normally and give their slots back.
     for (mut connection, body) in held {
@@ -334,6 +410,80 @@ async fn caller_at_its_request_cap_gets_429_on_every_binding_while_others_are_se
     assert_eq!(last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_CANCELED");
     let listed = server.rpc(KEY, "ListTasks", json!({})).await;
     assert!(listed["result"]["tasks"].is_array(), "{listed}");
+}
+
+#[tokio::test]
+async fn caller_at_its_connection_cap_gets_429_and_a_closed_connection_while_others_are_served() {
+    let server =
+        server_with(A2aOptions { max_connections_per_caller: 3, ..A2aOptions::default() }).await;
+    // Three connections that each carried one cheap request and now sit idle, kept alive.
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        let mut connection = connect(&server).await;
+        let (status, headers, listed) = exchange(&mut connection, &raw_rest_list(KEY, "")).await;
+        assert_eq!(
+            (status.as_str(), headers, &listed["tasks"]),
+            ("HTTP/1.1 200 OK", vec![], &json!([]))
+        );
+        idle.push(connection);
+    }
+    let message = "Too many open connections for this caller (limit 3); reuse an open connection \
+or close idle ones";
+    let refused_status = "HTTP/1.1 429 Too Many Requests".to_string();
+    // A fourth connection's first request is refused on both bindings, before its body is read
+    // (so the JSON-RPC id is null), and the connection is closed after the answer.
+    let mut fourth = connect(&server).await;
+    assert_eq!(
+        exchange(&mut fourth, &raw_rpc(KEY, "ListTasks", json!({}))).await,
+        (
+            refused_status.clone(),
+            closing(),
+            rpc_refusal(Value::Null, "TOO_MANY_CALLER_CONNECTIONS", message, 3)
+        )
+    );
+    assert_eq!(rest_until_closed(&mut fourth).await, b"");
+    let mut fifth = connect(&server).await;
+    assert_eq!(
+        exchange(&mut fifth, &raw_rest_list(KEY, "")).await,
+        (
+            refused_status.clone(),
+            closing(),
+            rest_refusal("TOO_MANY_CALLER_CONNECTIONS", message, 3)
+        )
+    );
+    assert_eq!(rest_until_closed(&mut fifth).await, b"");
+    assert_others_are_served(&server).await;
+    // A request that closes its own connection holds no connection after it: it is served.
+    let mut last = connect(&server).await;
+    let (status, headers, listed) =
+        exchange(&mut last, &raw_rest_list(KEY, "Connection: close\r\n")).await;
+    assert_eq!(
+        (status.as_str(), headers, &listed["tasks"]),
+        ("HTTP/1.1 200 OK", vec!["connection: close".to_string()], &json!([]))
+    );
+    // The caller's counted connections go on working.
+    for connection in &mut idle {
+        let (status, _, listed) = exchange(connection, &raw_rest_list(KEY, "")).await;
+        assert_eq!((status.as_str(), &listed["tasks"]), ("HTTP/1.1 200 OK", &json!([])));
+    }
+    // Once one of them closes, a new connection is served. The server gives the count back as
+    // it finishes closing its side, a moment after the client sees the close, so the first new
+    // connections may still be refused (each answered and closed at once).
+    let mut closed = idle.pop().unwrap();
+    closed.shutdown().await.unwrap();
+    assert_eq!(rest_until_closed(&mut closed).await, b"");
+    let served = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let mut connection = connect(&server).await;
+            let (status, _, listed) = exchange(&mut connection, &raw_rest_list(KEY, "")).await;
+            if status != refused_status {
+                break (status, listed);
+            }
+        }
+    })
+    .await
+    .expect("a new connection was not served in time after one closed");
+    assert_eq!((served.0.as_str(), &served.1["tasks"]), ("HTTP/1.1 200 OK", &json!([])));
 }
 
 #[tokio::test]
@@ -426,18 +576,28 @@ async fn refused_connection_text(server: &TestServer) -> String {
     String::from_utf8(seen).unwrap()
 }
 
+/// A JSON-RPC call of [`KEY`] on a connection that closes after it (`Connection: close`), so
+/// it never counts against the caller's connections.
+async fn rpc_closing(server: &TestServer, method: &str, params: Value) -> Value {
+    let request = rpc_request(server, KEY, "1.0", method, params).header("Connection", "close");
+    let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    tokio::time::timeout(DEADLINE, response.json()).await.unwrap().unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_caller_with_64_connections_is_never_refused_by_the_defaults() {
     const CONNECTIONS: usize = 64;
     let server = TestServer::start().await;
-    let started = server
-        .rpc(
-            KEY,
-            "SendMessage",
-            json!({"message": send_params(&endless(), None)["message"],
-                "configuration": {"returnImmediately": true}}),
-        )
-        .await;
+    // The test's own calls close their connections, so the caller holds exactly the 128 below,
+    // the default connection cap: twice a 64-connection client.
+    let started = rpc_closing(
+        &server,
+        "SendMessage",
+        json!({"message": send_params(&endless(), None)["message"],
+            "configuration": {"returnImmediately": true}}),
+    )
+    .await;
     let task = started["result"]["task"]["id"].as_str().unwrap().to_string();
     // 64 clients, a connection each, every one holding a stream open at once.
     let clients: Vec<reqwest::Client> = (0..CONNECTIONS).map(|_| reqwest::Client::new()).collect();
@@ -465,7 +625,8 @@ async fn one_caller_with_64_connections_is_never_refused_by_the_defaults() {
     }))
     .await;
     assert_eq!(statuses, vec![200; CONNECTIONS]);
-    cancel(&server, &task).await;
+    let canceled = rpc_closing(&server, "CancelTask", json!({"id": task})).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
     for stream in streams {
         let last = stream.last().await;
         assert_eq!(last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_CANCELED");

@@ -383,15 +383,19 @@ fn open_stream(address: &str, request: &str, wait: Duration) -> (std::net::TcpSt
 #[test]
 fn five_hundred_streams_from_one_caller_do_not_starve_the_card_or_other_callers() {
     const STREAMS: usize = 520;
-    // With the fair-share caps at their defaults, then lifted (the mechanism off), where the
-    // flood must take every connection slot.
+    // With the fair-share caps at their defaults, then with every per-caller cap lifted (the
+    // mechanism off), where the flood must take all 512 connection slots (`A2A__MaxConnections`).
     for capped in [true, false] {
         let mode = Mode::Sandboxed;
         let fixture = Fixture::new(mode);
         let extra: &[(&str, &str)] = if capped {
             &[]
         } else {
-            &[("A2A__MaxStreamsPerCaller", "100000"), ("A2A__MaxRequestsPerCaller", "100000")]
+            &[
+                ("A2A__MaxStreamsPerCaller", "100000"),
+                ("A2A__MaxRequestsPerCaller", "100000"),
+                ("A2A__MaxConnectionsPerCaller", "100000"),
+            ]
         };
         let server = Server::start_with(&fixture, mode, extra);
         let params = json!({
@@ -435,15 +439,15 @@ fn five_hundred_streams_from_one_caller_do_not_starve_the_card_or_other_callers(
             Duration::from_secs(5),
         );
         drop(held);
+        let answered = (card.map(|(s, _)| s), other.map(|(s, _)| s));
         if capped {
-            assert_eq!((open, refused), (128, STREAMS - 128), "the default stream cap holds");
-            assert_eq!(card.map(|(s, _)| s), Some(200), "the card answers");
-            assert_eq!(other.map(|(s, _)| s), Some(200), "another caller is served");
+            // 128 streams (the stream and connection caps), every other connection refused and
+            // closed, so the connection slots stay free for others.
+            assert_eq!((open, refused), (128, STREAMS - 128), "the default caps hold");
+            assert_eq!(answered, (Some(200), Some(200)), "the card and another caller answer");
         } else {
-            assert!(
-                card.is_none() || other.is_none(),
-                "without the caps the flood should starve them"
-            );
+            assert_eq!((open, refused), (512, 0), "without the caps the flood takes every slot");
+            assert_eq!(answered, (None, None), "without the caps the flood starves them");
         }
         server.rpc(&fixture.mallory_key, "CancelTask", json!({"id": task}));
         assert_eq!(server.stop(), Some(0));
