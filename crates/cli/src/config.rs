@@ -146,7 +146,7 @@ pub struct SandboxSettings {
     /// Host paths callers' sandboxes see read-only besides the system folders.
     #[serde(deserialize_with = "string_list")]
     pub read_only_paths: Vec<String>,
-    /// Size cap of each sandbox's private `/tmp`, in bytes; default 256 MiB.
+    /// Size cap of each of a sandbox's private `/tmp` and `/dev/shm`, in bytes; default 64 MiB.
     pub tmp_bytes: Option<u64>,
 }
 

@@ -10,14 +10,16 @@
 //!
 //! The view, mounted in this order (later mounts cover earlier ones):
 //! 1. the system folders read-only (`/usr` and the merged-usr links, a few files of `/etc`, and
-//!    the host's extra read-only paths), a private `/tmp` of at most `tmp_bytes` (it is memory),
-//!    a minimal `/dev`, a fresh `/proc`;
+//!    the host's extra read-only paths), a private `/tmp` and `/dev/shm` of at most `tmp_bytes`
+//!    each (they are memory), a minimal read-only `/dev`, a fresh `/proc`;
 //! 2. the workspace at its own path, writable or read-only;
 //! 3. each hidden path covered: a folder by an empty tmpfs, a file by `/dev/null`;
 //! 4. each protected path bound read-only onto itself;
 //! 5. each exposed path (inside a hidden one) bound again, then the hiding tmpfs made read-only;
 //! 6. the session's spill folder, writable (before the remount, see 5);
-//! 7. the tool host binary, read-only, at [`TOOL_HOST_PATH`].
+//! 7. the tool host binary, read-only, at [`TOOL_HOST_PATH`];
+//! 8. `/dev` and the sandbox's root folder made read-only, so no memory-backed folder but the
+//!    two capped ones can be written.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -82,9 +84,11 @@ pub(crate) fn arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path)
     for path in &sandbox.read_only_paths {
         args.pair("--ro-bind-try", path, path);
     }
-    args.flags(&["--proc", "/proc", "--dev", "/dev", "--size"]);
-    args.0.push(sandbox.tmp_bytes.to_string().into());
-    args.flags(&["--tmpfs", "/tmp"]);
+    // /dev and the root are tmpfs that bwrap makes; both turn read-only at the end, and the two
+    // writable memory-backed folders, /tmp and /dev/shm, are capped.
+    let tmp_bytes = sandbox.tmp_bytes.to_string();
+    args.flags(&["--proc", "/proc", "--dev", "/dev", "--size", &tmp_bytes, "--tmpfs", "/dev/shm"]);
+    args.flags(&["--size", &tmp_bytes, "--tmpfs", "/tmp"]);
 
     let workspace = &view.workspace;
     args.pair(if view.writable { "--bind" } else { "--ro-bind" }, workspace, workspace);
@@ -120,6 +124,7 @@ pub(crate) fn arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path)
         args.one("--remount-ro", dir);
     }
     args.pair("--ro-bind", &sandbox.tool_host, Path::new(TOOL_HOST_PATH));
+    args.flags(&["--remount-ro", "/dev", "--remount-ro", "/"]);
     args.one("--chdir", workspace);
     args.flags(&["--clearenv", "--"]);
     args.0.push(TOOL_HOST_PATH.into());

@@ -65,8 +65,9 @@ pub struct Sandbox {
     tmp_bytes: u64,
 }
 
-/// Default size cap of a sandbox's private `/tmp` (a tmpfs, so it is memory): 256 MiB.
-pub const DEFAULT_TMP_BYTES: u64 = 256 * 1024 * 1024;
+/// Default size cap of each of a sandbox's private `/tmp` and `/dev/shm` (tmpfs, so memory):
+/// 64 MiB.
+pub const DEFAULT_TMP_BYTES: u64 = 64 * 1024 * 1024;
 
 impl Sandbox {
     /// `bwrap` is the bubblewrap program (a bare name is looked up in `PATH`); `tool_host` is a
@@ -86,8 +87,9 @@ impl Sandbox {
         }
     }
 
-    /// The size cap of each sandbox's private `/tmp` (default [`DEFAULT_TMP_BYTES`]): it lives
-    /// in memory, so without a cap one caller could fill half the machine's RAM.
+    /// The size cap of each of a sandbox's private `/tmp` and `/dev/shm` (default
+    /// [`DEFAULT_TMP_BYTES`]): they live in memory, so without a cap one caller could fill half
+    /// the machine's RAM.
     pub fn tmp_bytes(mut self, bytes: u64) -> Self {
         self.tmp_bytes = bytes;
         self

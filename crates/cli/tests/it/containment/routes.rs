@@ -338,7 +338,9 @@ fn a_contained_caller_still_works_in_the_workspace() {
         let steps = json!([
             bash("cat notes.txt > report.txt; echo made by bash >> report.txt; ls -a; \
                   grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status; \
-                  head -c 300M /dev/zero > /tmp/fill || echo tmp is capped; rm -f /tmp/fill"),
+                  head -c 100M /dev/zero > /tmp/fill || echo tmp is capped; rm -f /tmp/fill; \
+                  head -c 100M /dev/zero > /dev/shm/fill || echo shm is capped; \
+                  echo x > /dev/fill || echo dev is read-only; echo x > /fill || echo root is read-only"),
             tool("write", json!({"path": "sub/out.txt", "content": "written"})),
             tool("read", json!({"path": "sub/out.txt"})),
             tool("send", json!({"path": "report.txt"})),
@@ -352,7 +354,9 @@ fn a_contained_caller_still_works_in_the_workspace() {
             evidence.text
         );
         assert_eq!(std::fs::read_to_string(fixture.ws.join("sub/out.txt")).unwrap(), "written");
-        assert!(evidence.text.contains("tmp is capped"), "{mode:?}: /tmp holds at most 256 MiB");
+        for said in ["tmp is capped", "shm is capped", "dev is read-only", "root is read-only"] {
+            assert!(evidence.text.contains(said), "{mode:?}: {said}: {}", evidence.text);
+        }
         // No capability at all, and no way to gain one through exec.
         for line in [
             "CapPrm:\\t0000000000000000",
