@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// What a redacted caller key becomes.
-const REDACTED_KEY: &str = "[REDACTED:a2a-caller-key]";
+const REDACTED_CALLER_MARK: &str = "[REDACTED:a2a-caller-key]";
 
 /// A `faux>` directive whose steps are `steps_json` (raw JSON text, so escapes stay as written).
 fn raw_directive(steps_json: &str) -> String {
@@ -56,7 +56,7 @@ async fn response_artifact_and_task_file_hide_another_callers_key() {
     let task = server.send(&prompt).await["task"].clone();
     assert_eq!(
         artifact_texts(&task),
-        vec![("response".to_string(), format!("their key is {REDACTED_KEY}."))]
+        vec![("response".to_string(), format!("their key is {REDACTED_CALLER_MARK}."))]
     );
     let id = task["id"].as_str().unwrap();
     let file = task_file_text(&server, id);
@@ -91,7 +91,7 @@ async fn streamed_chunks_never_carry_a_key_even_split_across_chunks() {
         }
     }
     assert!(!sent.contains("k_other"), "{sent}");
-    assert_eq!(text, format!("the key: {REDACTED_KEY} and more text after it"));
+    assert_eq!(text, format!("the key: {REDACTED_CALLER_MARK} and more text after it"));
 }
 
 #[tokio::test]
@@ -105,7 +105,7 @@ async fn input_required_question_is_redacted() {
     assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
     assert_eq!(
         task["status"]["message"]["parts"],
-        json!([{"text": format!("is {REDACTED_KEY} yours?")}])
+        json!([{"text": format!("is {REDACTED_CALLER_MARK} yours?")}])
     );
     let file = task_file_text(&server, task["id"].as_str().unwrap());
     assert!(!file.contains(OTHER_KEY), "{file}");
@@ -124,7 +124,7 @@ async fn send_text_is_redacted() {
         texts,
         vec![
             ("response".to_string(), "sent".to_string()),
-            (String::new(), format!("psst {REDACTED_KEY}")),
+            (String::new(), format!("psst {REDACTED_CALLER_MARK}")),
         ]
     );
 }
@@ -165,10 +165,10 @@ async fn send_of_a_copied_callers_file_and_of_its_base64_is_redacted() {
     };
     let plain = String::from_utf8(files[0].clone()).unwrap();
     assert!(!plain.contains(KEY) && !plain.contains(OTHER_KEY), "{plain}");
-    assert!(plain.contains(REDACTED_KEY), "{plain}");
+    assert!(plain.contains(REDACTED_CALLER_MARK), "{plain}");
     for b64 in &files[1..] {
         let text = String::from_utf8_lossy(b64);
-        assert!(text.contains(REDACTED_KEY), "{text}");
+        assert!(text.contains(REDACTED_CALLER_MARK), "{text}");
         // Whatever still decodes holds neither key.
         let back = String::from_utf8_lossy(&decoded(b64)).to_string();
         assert!(!back.contains(KEY) && !back.contains(OTHER_KEY), "{back}");
@@ -218,7 +218,7 @@ async fn a_three_character_key_is_redacted() {
     let task = server.send(&prompt).await["task"].clone();
     assert_eq!(
         artifact_texts(&task),
-        vec![("response".to_string(), format!("tiny uses {REDACTED_KEY} as key"))]
+        vec![("response".to_string(), format!("tiny uses {REDACTED_CALLER_MARK} as key"))]
     );
 }
 
@@ -240,7 +240,7 @@ async fn a_key_added_while_the_session_is_open_is_redacted_in_its_next_answer() 
     assert_eq!(task["contextId"], context, "{body}");
     assert_eq!(
         artifact_texts(task),
-        vec![("response".to_string(), format!("new key {REDACTED_KEY}"))]
+        vec![("response".to_string(), format!("new key {REDACTED_CALLER_MARK}"))]
     );
 }
 
@@ -250,11 +250,14 @@ async fn push_payload_and_other_sessions_hide_push_tokens_and_keys() {
     use wiremock::{Mock, MockServer, ResponseTemplate};
     const TOKEN: &str = "push-token-abcdef-0123";
     let webhook = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/hook"))
-        .respond_with(ResponseTemplate::new(200))
-        .mount(&webhook)
-        .await;
+    // Both webhooks answer, so the fake never logs a request (with its token) as unexpected.
+    for hook in ["/hook", "/other"] {
+        Mock::given(method("POST"))
+            .and(path(hook))
+            .respond_with(ResponseTemplate::new(200))
+            .mount(&webhook)
+            .await;
+    }
     let options = volcanic_a2a::A2aOptions { allow_private_push_urls: true, ..Default::default() };
     let server = TestServer::with(Setup { options, ..Setup::default() }).await;
     // Another caller's task holds a push token.
@@ -273,7 +276,7 @@ async fn push_payload_and_other_sessions_hide_push_tokens_and_keys() {
     params["configuration"] = json!({"taskPushNotificationConfig": {
         "url": format!("{}/hook", webhook.uri()), "token": "my-own-token-0001"}});
     let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
-    let expected = format!("token [REDACTED:a2a-push-secret] key {REDACTED_KEY}");
+    let expected = format!("token [REDACTED:a2a-push-secret] key {REDACTED_CALLER_MARK}");
     assert_eq!(artifact_texts(&task), vec![("response".to_string(), expected.clone())]);
     let completed = tokio::time::timeout(DEADLINE, async {
         loop {
