@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
+use volcanic_a2a::auth::CallerKey;
 use volcanic_a2a::auth::callers::{is_valid_caller_name, parse_callers};
 
 fuzz_target!(|data: &[u8]| {
@@ -14,7 +15,12 @@ fuzz_target!(|data: &[u8]| {
     for entry in &entries {
         assert!(is_valid_caller_name(&entry.name), "invalid name {:?}", entry.name);
         assert!(names.insert(entry.name.as_str()), "repeated name {:?}", entry.name);
-        assert!(!entry.key.expose().is_empty(), "empty key for {:?}", entry.name);
-        assert_eq!(format!("{:?}", entry.key), "[redacted]");
+        match &entry.key {
+            CallerKey::Plain(key) => {
+                assert!(!key.expose().is_empty(), "empty key for {:?}", entry.name);
+                assert_eq!(format!("{key:?}"), "[redacted]");
+            }
+            CallerKey::Hashed(hash) => assert_eq!(format!("{hash:?}"), "KeyHash([redacted])"),
+        }
     }
 });

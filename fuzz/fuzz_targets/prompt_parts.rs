@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock};
 use a2a::{Part, PartContent};
 use libfuzzer_sys::fuzz_target;
 use tempfile::TempDir;
-use volcanic_a2a::auth::{A2aWorkspace, Caller, CallerMode};
+use volcanic_a2a::auth::{A2aWorkspace, Caller, CallerMode, CallerTier};
 use volcanic_a2a::fuzzing::{build_prompt, inbox_file_name};
 
 static ROOT: LazyLock<(TempDir, tokio::runtime::Runtime)> = LazyLock::new(|| {
@@ -76,6 +76,7 @@ fuzz_target!(|data: &[u8]| {
     let caller = Caller {
         name: "peer".into(),
         mode: CallerMode::Isolated,
+        tier: CallerTier::Workspace,
         workspace: Arc::new(A2aWorkspace {
             path: workspace_dir.clone(),
             scope_prefix: "fuzz".into(),

@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock};
 
 use libfuzzer_sys::fuzz_target;
 use tempfile::TempDir;
-use volcanic_a2a::auth::{A2aWorkspace, Caller, CallerMode};
+use volcanic_a2a::auth::{A2aWorkspace, Caller, CallerMode, CallerTier};
 use volcanic_a2a::task::TaskFile;
 use volcanic_a2a::task::store::{TaskStore, tasks_dir};
 
@@ -24,8 +24,12 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
         owner_id: "owner".into(),
     };
     std::fs::create_dir_all(tasks_dir(&workspace.path)).expect("the tasks folder");
-    let caller =
-        Caller { name: "peer".into(), mode: CallerMode::Isolated, workspace: Arc::new(workspace) };
+    let caller = Caller {
+        name: "peer".into(),
+        mode: CallerMode::Isolated,
+        tier: CallerTier::Workspace,
+        workspace: Arc::new(workspace),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
     Fixture { _dir: dir, caller, runtime }
 });
