@@ -338,9 +338,11 @@ fn a_contained_caller_still_works_in_the_workspace() {
         let steps = json!([
             bash("cat notes.txt > report.txt; echo made by bash >> report.txt; ls -a; \
                   grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status; \
-                  head -c 100M /dev/zero > /tmp/fill || echo tmp is capped; rm -f /tmp/fill; \
-                  head -c 100M /dev/zero > /dev/shm/fill || echo shm is capped; \
-                  echo x > /dev/fill || echo dev is read-only; echo x > /fill || echo root is read-only"),
+                  head -c 100M /dev/zero > /tmp/fill || echo tmp is $(echo capped); \
+                  rm -f /tmp/fill; \
+                  head -c 100M /dev/zero > /dev/shm/fill || echo shm is $(echo capped); \
+                  echo x > /dev/fill || echo dev is $(echo read-only); \
+                  echo x > /fill || echo root is $(echo read-only)"),
             tool("write", json!({"path": "sub/out.txt", "content": "written"})),
             tool("read", json!({"path": "sub/out.txt"})),
             tool("send", json!({"path": "report.txt"})),
@@ -354,6 +356,8 @@ fn a_contained_caller_still_works_in_the_workspace() {
             evidence.text
         );
         assert_eq!(std::fs::read_to_string(fixture.ws.join("sub/out.txt")).unwrap(), "written");
+        // Each marker is printed by the shell, not written in the command (which the journal
+        // holds too), so it is only there when the write really failed.
         for said in ["tmp is capped", "shm is capped", "dev is read-only", "root is read-only"] {
             assert!(evidence.text.contains(said), "{mode:?}: {said}: {}", evidence.text);
         }
