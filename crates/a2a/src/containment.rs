@@ -145,6 +145,7 @@ mod tests {
         assert_eq!(
             view,
             SandboxView {
+                base: volcanic_core::sandbox::ViewBase::Workspace,
                 workspace: ws.into(),
                 writable: true,
                 always_hidden: vec!["/w/ws/.volcanic".into(), "/w/ws/inbox/a2a".into()],

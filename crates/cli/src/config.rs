@@ -319,6 +319,35 @@ pub struct AgentSettings {
     /// (a list in the file, comma-separated in `Agent__AllowEnv`).
     #[serde(deserialize_with = "string_list")]
     pub allow_env: Vec<String>,
+    /// `[agent.sandbox]`: how the owner's own sessions' tools are contained.
+    pub sandbox: OwnerSandboxSettings,
+}
+
+/// `[agent.sandbox]`, `Agent__Sandbox__*`: the sandbox of the owner's own sessions (Telegram
+/// chats, `volcanic chat`), which shows the whole machine but the server's process, its config
+/// file and its state folder (docs/security.md).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OwnerSandboxSettings {
+    /// `auto` (default): sandboxed when a sandbox can be had here, else unconfined with a
+    /// warning. `on`: refuse to start without one. `off`: unconfined.
+    pub mode: OwnerSandboxMode,
+    /// The bubblewrap program; default: `A2A__Sandbox__Bwrap`, else `bwrap` in `PATH`.
+    pub bwrap: Option<PathBuf>,
+    /// More paths hidden from the owner's sessions: absolute, or relative to the workspace (a
+    /// list in the file, comma-separated in the env).
+    #[serde(deserialize_with = "string_list")]
+    pub hide: Vec<String>,
+}
+
+/// `agent.sandbox.mode`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OwnerSandboxMode {
+    #[default]
+    Auto,
+    On,
+    Off,
 }
 
 impl AgentSettings {
@@ -685,6 +714,34 @@ mod tests {
         let zero = load(None, dir.path(), &env(&[("A2A__HeaderReadTimeout", "0s")])).unwrap();
         let err = zero.a2a.to_options().unwrap_err();
         assert_eq!(err.0, "a2a.header_read_timeout: must be longer than zero");
+    }
+
+    #[test]
+    fn owner_sandbox_settings_from_env_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = load(None, dir.path(), &[]).unwrap().agent.sandbox;
+        assert_eq!(
+            (default.mode, default.bwrap, default.hide.len()),
+            (OwnerSandboxMode::Auto, None, 0)
+        );
+        let set = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("Agent__Sandbox__Mode", "on"),
+                ("Agent__Sandbox__Bwrap", "/opt/bin/bwrap"),
+                ("Agent__Sandbox__Hide", "/root/.ssh, secrets"),
+            ]),
+        )
+        .unwrap()
+        .agent
+        .sandbox;
+        assert_eq!(set.mode, OwnerSandboxMode::On);
+        assert_eq!(set.bwrap, Some(PathBuf::from("/opt/bin/bwrap")));
+        assert_eq!(set.hide, vec!["/root/.ssh", "secrets"]);
+        let err =
+            load(None, dir.path(), &env(&[("Agent__Sandbox__Mode", "sometimes")])).unwrap_err();
+        assert!(err.0.starts_with("agent.sandbox.mode:"), "{}", err.0);
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod config;
 mod logging;
 mod provider;
 mod sched;
+mod seal;
 
 use std::process::ExitCode;
 
@@ -82,6 +83,21 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         };
+    }
+    // Before anything else runs (and before any thread exists): the servers restart themselves
+    // without their secrets in the environment; every command with sessions turns
+    // non-dumpable (see `seal`).
+    if matches!(cli.command, Command::Serve(_) | Command::Telegram(_)) {
+        match seal::reexec_without_secrets() {
+            Ok(overlay) => cmd::set_sealed_env(overlay),
+            Err(err) => {
+                report(&err);
+                return ExitCode::from(1);
+            }
+        }
+    }
+    if matches!(cli.command, Command::Serve(_) | Command::Telegram(_) | Command::Chat(_)) {
+        seal::make_non_dumpable();
     }
     // The server logs its lifecycle and owner notifications; chat keeps the terminal quiet.
     logging::init(match cli.command {

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use volcanic_core::message::Message as CoreMessage;
+use volcanic_core::sandbox::OwnerConfinement;
 use volcanic_core::session::Role;
 use volcanic_core::{EventKind, RunHandle, RunOutcome, Session, SessionFactory, SessionOptions};
 
@@ -45,6 +46,8 @@ pub struct Ctx {
     pub factory: Arc<SessionFactory>,
     pub shutdown: CancellationToken,
     pub tracker: TaskTracker,
+    /// The sandbox of the chats' own sessions; `None`: their tools run unconfined.
+    pub owner: Option<Arc<OwnerConfinement>>,
 }
 
 impl Ctx {
@@ -251,6 +254,11 @@ impl Worker {
         });
         let mut options = SessionOptions::new(TelegramConfig::scope(self.chat_id), workspace);
         options.channel = Some(channel);
+        options.confinement = self.ctx.owner.as_ref().map(|owner| {
+            let config = &self.ctx.config;
+            let others = config.allowed_chats.iter().filter(|&&id| id != self.chat_id);
+            owner.for_workspace(workspace, others.map(|&id| config.workspace(id)))
+        });
         match self.ctx.factory.open(options).await {
             Ok(session) => {
                 self.session = Some(session.clone());

@@ -18,6 +18,7 @@ use volcanic_a2a::auth::{A2aWorkspace, CallerDirectory, WorkspaceCallerDirectory
 use volcanic_a2a::task::TaskStore;
 use volcanic_a2a::{A2aOptions, A2aServer, Containment};
 use volcanic_core::SessionFactory;
+use volcanic_core::sandbox::OwnerConfinement;
 
 use crate::api::{ApiError, BotApi, Update};
 use crate::chat::{Chat, Ctx, Enqueued, JobKind};
@@ -37,6 +38,7 @@ pub struct TelegramHostBuilder {
     shutdown: CancellationToken,
     a2a: Option<(A2aOptions, TcpListener)>,
     containment: Containment,
+    owner: Option<OwnerConfinement>,
 }
 
 impl TelegramHostBuilder {
@@ -46,6 +48,13 @@ impl TelegramHostBuilder {
     /// [`A2aServerBuilder::containment`]: volcanic_a2a::A2aServerBuilder::containment
     pub fn containment(mut self, containment: Containment) -> Self {
         self.containment = containment;
+        self
+    }
+
+    /// How the chats' own sessions' tools are contained (default: not at all). Each chat's
+    /// sandbox also hides the other chats' workspaces.
+    pub fn owner_confinement(mut self, owner: Option<OwnerConfinement>) -> Self {
+        self.owner = owner;
         self
     }
 
@@ -111,6 +120,7 @@ impl TelegramHostBuilder {
             a2a,
             directory,
             tasks: Arc::new(TaskStore::new().with_file_cap(file_cap)),
+            owner: self.owner.map(Arc::new),
         })
     }
 }
@@ -133,6 +143,7 @@ pub struct TelegramHost {
     a2a: Option<(A2aServer, TcpListener)>,
     directory: Arc<WorkspaceCallerDirectory>,
     tasks: Arc<TaskStore>,
+    owner: Option<Arc<OwnerConfinement>>,
 }
 
 impl TelegramHost {
@@ -144,6 +155,7 @@ impl TelegramHost {
             shutdown: CancellationToken::new(),
             a2a: None,
             containment: Containment::default(),
+            owner: None,
         }
     }
 
@@ -170,6 +182,7 @@ impl TelegramHost {
                 factory: self.factory.clone(),
                 shutdown: shutdown.clone(),
                 tracker: tracker.clone(),
+                owner: self.owner.clone(),
             });
             let mut router = Router {
                 ctx,

@@ -55,10 +55,13 @@ pub async fn run(args: ChatArgs) -> Result<u8, Failure> {
         )));
     }
     let factory = super::factory(built.provider, built.secrets, &state_dir, &settings, &env);
-    let session = factory
-        .open(SessionOptions::new(scope, &workspace))
-        .await
-        .map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let config_file = args.config.clone().unwrap_or_else(|| workspace.join("volcanic.toml"));
+    let mut options = SessionOptions::new(scope, &workspace);
+    options.confinement = super::owner_confinement(&settings, Some(&config_file))
+        .await?
+        .map(|owner| owner.for_workspace(&workspace, []));
+    let session =
+        factory.open(options).await.map_err(|e| Failure { code: 1, message: e.to_string() })?;
 
     let mut signals = Signals::new()?;
     let code = match args.prompt {

@@ -15,11 +15,24 @@ use volcanic_core::provider::Provider;
 use crate::Failure;
 use crate::config::Settings;
 
-/// The process environment, read once.
+/// The secrets the process was started with and moved out of its environment (`seal`).
+static SEALED_ENV: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+
+/// Records the secrets read back after the re-execution without them.
+pub fn set_sealed_env(overlay: Vec<(String, String)>) {
+    let _ = SEALED_ENV.set(overlay);
+}
+
+/// The process environment as it was started: the variables it has, plus the secrets moved out
+/// of it at start-up.
 pub fn host_env() -> Vec<(String, String)> {
-    std::env::vars_os()
+    let sealed = SEALED_ENV.get().map(Vec::as_slice).unwrap_or_default();
+    let mut env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect()
+        .filter(|(k, _)| !crate::seal::is_internal(k) && !sealed.iter().any(|(s, _)| s == k))
+        .collect();
+    env.extend(sealed.iter().cloned());
+    env
 }
 
 /// The workspace folder: the given one (must exist) or the current folder.
@@ -87,7 +100,15 @@ pub fn factory_with_shutdown(
     env: &[(String, String)],
     shutdown: CancellationToken,
 ) -> SessionFactory {
-    let exec = ExecEnv::from_host(env.iter().cloned(), &settings.agent.allow_env);
+    // The process's own secrets never reach a tool, even when the owner lets variables with
+    // such names through for their sessions.
+    let own_secret = |value: &str| {
+        provider_secrets.iter().any(|(_, secret)| !secret.is_empty() && secret == value)
+    };
+    let exec = ExecEnv::from_host(
+        env.iter().filter(|(_, value)| !own_secret(value)).cloned(),
+        &settings.agent.allow_env,
+    );
     let mut builder = SessionFactory::builder(provider, state_dir)
         .config(settings.agent.to_core(settings.provider.model.clone()))
         .exec_env(exec)
@@ -96,6 +117,52 @@ pub fn factory_with_shutdown(
         builder = builder.secret(name, value);
     }
     builder.build()
+}
+
+/// How the owner's own sessions' tools are contained, from `[agent.sandbox]`: `None` when they
+/// run unconfined (the owner's opt-out, or `auto` where no sandbox can be had, with a warning).
+/// The config file and the state folder are hidden from them; the host hides more per session.
+pub async fn owner_confinement(
+    settings: &crate::config::Settings,
+    config_file: Option<&Path>,
+) -> Result<Option<volcanic_core::sandbox::OwnerConfinement>, Failure> {
+    use crate::config::OwnerSandboxMode;
+    use volcanic_core::sandbox::{OwnerConfinement, Sandbox, ViewBase};
+    let own = &settings.agent.sandbox;
+    if own.mode == OwnerSandboxMode::Off {
+        tracing::warn!("Agent__Sandbox__Mode=off: the owner's sessions run their tools unconfined");
+        return Ok(None);
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure { code: 1, message: format!("cannot find this program: {e}") })?;
+    let bwrap = own
+        .bwrap
+        .clone()
+        .or_else(|| settings.a2a.sandbox.bwrap.clone())
+        .unwrap_or_else(|| PathBuf::from("bwrap"));
+    let sandbox =
+        std::sync::Arc::new(Sandbox::new(bwrap, exe, vec![crate::TOOL_HOST_COMMAND.into()]));
+    if let Err(reason) = sandbox.probe(ViewBase::Host).await {
+        if own.mode == OwnerSandboxMode::On {
+            return Err(Failure::usage(format!(
+                "Agent__Sandbox__Mode=on but no sandbox can be started here: {reason}"
+            )));
+        }
+        tracing::warn!(
+            %reason,
+            "no sandbox for the owner's sessions: their tools run unconfined, and can read the config file and, when the server runs as root, the server's memory (set Agent__Sandbox__Mode=on to refuse, or off to silence this)"
+        );
+        return Ok(None);
+    }
+    let mut hide: Vec<PathBuf> = own.hide.iter().map(PathBuf::from).collect();
+    hide.extend(config_file.map(absolute));
+    Ok(Some(OwnerConfinement { sandbox, hide }))
+}
+
+/// `path` made absolute against the current folder (a hidden path must not depend on the
+/// session's working folder).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// How callers' tools are contained, from `[a2a.sandbox]`: a sandbox when one can be had here
@@ -117,7 +184,7 @@ pub async fn containment(
             .read_only_paths(settings.read_only_paths.iter().map(PathBuf::from).collect())
             .tmp_bytes(settings.tmp_bytes.unwrap_or(volcanic_core::sandbox::DEFAULT_TMP_BYTES)),
     );
-    if let Err(reason) = sandbox.probe().await {
+    if let Err(reason) = sandbox.probe(volcanic_core::sandbox::ViewBase::Workspace).await {
         return Ok(Containment::Unavailable { reason });
     }
     let mut hide: Vec<PathBuf> = settings.hide.iter().map(PathBuf::from).collect();

@@ -68,9 +68,13 @@ pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
         &env,
         shutdown.clone(),
     ));
-    let mut builder = TelegramHost::builder(telegram, factory).shutdown(shutdown.clone());
+    let config_file = args.config.clone().unwrap_or_else(|| cwd.join("volcanic.toml"));
+    let owner = super::owner_confinement(&settings, Some(&config_file)).await?;
+    let mut builder = TelegramHost::builder(telegram, factory)
+        .shutdown(shutdown.clone())
+        .owner_confinement(owner);
     if let Some(options) = a2a_options {
-        let containment = super::containment(&settings.a2a.sandbox, args.config.as_deref()).await?;
+        let containment = super::containment(&settings.a2a.sandbox, Some(&config_file)).await?;
         builder = builder.containment(containment);
         let listen = args
             .listen

@@ -224,8 +224,11 @@ fn chat_sigterm_stops_the_run_and_its_processes() {
     let state = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let pid_file = ws.path().join("sleep.pid");
+    // A duration no other process uses, to find the sleep from outside: its pid as bash sees it
+    // is a pid of the sandbox's own namespace.
+    let duration = format!("300.{}", std::process::id());
     let prompt = format!(
-        r#"faux> {{"steps":[{{"tool":"bash","args":{{"command":"sleep 300 & echo $! > {}; wait"}}}}]}}"#,
+        r#"faux> {{"steps":[{{"tool":"bash","args":{{"command":"sleep {duration} & echo $! > {}; wait"}}}}]}}"#,
         pid_file.display()
     );
     let mut child = chat(state.path())
@@ -241,19 +244,23 @@ fn chat_sigterm_stops_the_run_and_its_processes() {
         assert!(std::time::Instant::now() < deadline, "the tool did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let cmdline = format!("sleep\0{duration}\0");
+    let sleeping = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            std::fs::read_to_string(entry.path().join("cmdline")).is_ok_and(|c| c == cmdline)
+                && !stat.contains(") Z ")
+        })
+    };
+    assert!(sleeping(), "the sleep is not visible from outside");
     assert!(
         Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success()
     );
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(143));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if stat.is_empty() || stat.contains(") Z ") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "sleep {pid} outlived volcanic chat");
+    while sleeping() {
+        assert!(std::time::Instant::now() < deadline, "sleep {duration} outlived volcanic chat");
         std::thread::sleep(Duration::from_millis(20));
     }
 }

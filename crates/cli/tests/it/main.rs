@@ -7,6 +7,7 @@ mod callers;
 mod chat;
 mod containment;
 mod crash;
+mod host_secrets;
 mod memory;
 mod serve;
 mod telegram;

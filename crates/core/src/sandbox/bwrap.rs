@@ -20,11 +20,15 @@
 //! 7. the tool host binary, read-only, at [`TOOL_HOST_PATH`];
 //! 8. `/dev` and the sandbox's root folder made read-only, so no memory-backed folder but the
 //!    two capped ones can be written.
+//!
+//! The owner's view ([`ViewBase::Host`]) replaces step 1 by the host's root bound as it is, keeps
+//! the host's network and `/tmp`, and skips steps 7 and 8; the namespaces other than network,
+//! the dropped capabilities, the fresh `/proc` and steps 3 to 6 are the same.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::{Sandbox, SandboxView};
+use super::{Sandbox, SandboxView, ViewBase};
 
 /// Where the tool host binary appears inside the sandbox.
 pub(crate) const TOOL_HOST_PATH: &str = "/run/volcanic/tool-host";
@@ -54,6 +58,14 @@ const ETC_ENTRIES: &[&str] = &[
 
 /// The arguments of `bwrap` (without the program) that start the tool host in `view`.
 pub(crate) fn arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) -> Vec<OsString> {
+    match view.base {
+        ViewBase::Workspace => workspace_arguments(sandbox, view, spill_dir),
+        ViewBase::Host => host_arguments(sandbox, view, spill_dir),
+    }
+}
+
+/// A caller's sandbox: only the system folders, the workspace and the spill folder, no network.
+fn workspace_arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) -> Vec<OsString> {
     let mut args = Args::default();
     args.flags(&[
         "--unshare-all",
@@ -92,6 +104,54 @@ pub(crate) fn arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path)
 
     let workspace = &view.workspace;
     args.pair(if view.writable { "--bind" } else { "--ro-bind" }, workspace, workspace);
+    view_mounts(&mut args, view, spill_dir);
+    args.pair("--ro-bind", &sandbox.tool_host, Path::new(TOOL_HOST_PATH));
+    args.flags(&["--remount-ro", "/dev", "--remount-ro", "/"]);
+    args.one("--chdir", workspace);
+    args.flags(&["--clearenv", "--"]);
+    args.0.push(TOOL_HOST_PATH.into());
+    args.0.extend(sandbox.tool_host_args.iter().map(OsString::from));
+    args.0
+}
+
+/// An owner's sandbox: the host's root as it is and the host's network, but a PID namespace of
+/// its own (the server and its `/proc` entries are out of sight), no capability (so `umount`
+/// cannot uncover the host's `/proc`, and root loses its power over other users' files), a
+/// minimal `/dev`, and the view's hidden paths covered.
+fn host_arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) -> Vec<OsString> {
+    let mut args = Args::default();
+    args.flags(&[
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]);
+    args.pair("--bind", Path::new("/"), Path::new("/"));
+    let tmp_bytes = sandbox.tmp_bytes.to_string();
+    args.flags(&["--proc", "/proc", "--dev", "/dev", "--size", &tmp_bytes, "--tmpfs", "/dev/shm"]);
+    let workspace = &view.workspace;
+    if !view.writable {
+        args.pair("--ro-bind", workspace, workspace);
+    }
+    view_mounts(&mut args, view, spill_dir);
+    // The tool host runs from where it lies: the root is the host's, and a mount point made
+    // for it elsewhere would be made on the host.
+    args.one("--chdir", workspace);
+    args.flags(&["--clearenv", "--"]);
+    args.0.push(sandbox.tool_host.clone().into());
+    args.0.extend(sandbox.tool_host_args.iter().map(OsString::from));
+    args.0
+}
+
+/// The view's own mounts over the base: hidden paths covered, protected files read-only, exposed
+/// folders and the spill folder bound again, then the hiding folders made read-only.
+fn view_mounts(args: &mut Args, view: &SandboxView, spill_dir: &Path) {
     let hidden: Vec<&PathBuf> = view.always_hidden.iter().chain(&view.hidden).collect();
     let mut hidden_dirs = Vec::new();
     for path in hidden {
@@ -123,13 +183,6 @@ pub(crate) fn arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path)
     for dir in hidden_dirs {
         args.one("--remount-ro", dir);
     }
-    args.pair("--ro-bind", &sandbox.tool_host, Path::new(TOOL_HOST_PATH));
-    args.flags(&["--remount-ro", "/dev", "--remount-ro", "/"]);
-    args.one("--chdir", workspace);
-    args.flags(&["--clearenv", "--"]);
-    args.0.push(TOOL_HOST_PATH.into());
-    args.0.extend(sandbox.tool_host_args.iter().map(OsString::from));
-    args.0
 }
 
 /// Creates what the view's mounts need before bwrap starts: the hidden folders that must always

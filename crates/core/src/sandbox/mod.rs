@@ -102,17 +102,18 @@ impl Sandbox {
         self
     }
 
-    /// Starts a sandbox over an empty temporary folder and checks that its tool host answers,
-    /// so a host can say at start-up whether callers can be contained here.
+    /// Starts a sandbox with a `base` view over an empty temporary folder and checks that its
+    /// tool host answers, so a host can say at start-up whether sessions can be contained here.
     ///
     /// # Errors
     /// Why the sandbox cannot start (bwrap missing, user namespaces refused, …).
-    pub async fn probe(self: &Arc<Self>) -> Result<(), String> {
+    pub async fn probe(self: &Arc<Self>, base: ViewBase) -> Result<(), String> {
         let dir = tempfile::tempdir().map_err(|e| format!("cannot make a folder: {e}"))?;
         let workspace = dir.path().join("workspace");
         let spill = dir.path().join("spill");
         std::fs::create_dir(&workspace).map_err(|e| format!("cannot make a folder: {e}"))?;
-        let confinement = Confinement { sandbox: self.clone(), view: SandboxView::new(&workspace) };
+        let view = SandboxView { base, ..SandboxView::new(&workspace) };
+        let confinement = Confinement { sandbox: self.clone(), view };
         let host = ToolHost::new(
             Arc::new(confinement),
             spill,
@@ -130,10 +131,27 @@ impl Sandbox {
 /// Longest a start-up probe waits.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// What a contained session sees of the machine: the workspace and the session's spill folder,
-/// the system folders read-only, and nothing else. Paths are absolute.
+/// What lies beneath a sandbox's view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ViewBase {
+    /// Only the workspace, the spill folder and the system folders (read-only), a private `/tmp`
+    /// and no network: a caller's session.
+    #[default]
+    Workspace,
+    /// The whole host file system as the server sees it, writable as far as the user may, and
+    /// the host's network: the owner's own sessions. What the sandbox still takes away is the
+    /// server itself (its `/proc` entries, its memory, every capability) and the paths the view
+    /// hides (the config file, the state folder, other chats' workspaces).
+    Host,
+}
+
+/// What a contained session sees of the machine: by default the workspace and the session's
+/// spill folder, the system folders read-only, and nothing else ([`ViewBase`]). Paths are
+/// absolute.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxView {
+    /// What lies beneath the workspace and the hidden paths.
+    pub base: ViewBase,
     /// The workspace, mounted at its own path (the session's working folder).
     pub workspace: PathBuf,
     /// Whether the workspace is writable (false: every file tool and program sees it read-only).
@@ -153,9 +171,10 @@ pub struct SandboxView {
 }
 
 impl SandboxView {
-    /// The whole workspace, writable, nothing hidden.
+    /// The whole workspace, writable, nothing hidden, nothing else but the system folders.
     pub fn new(workspace: &Path) -> Self {
         SandboxView {
+            base: ViewBase::Workspace,
             workspace: bwrap::normalize(workspace),
             writable: true,
             always_hidden: Vec::new(),
@@ -163,6 +182,11 @@ impl SandboxView {
             protected: Vec::new(),
             exposed: Vec::new(),
         }
+    }
+
+    /// The owner's view: the whole host as it is, working in `workspace`, nothing hidden yet.
+    pub fn host(workspace: &Path) -> Self {
+        SandboxView { base: ViewBase::Host, ..SandboxView::new(workspace) }
     }
 }
 
@@ -173,9 +197,85 @@ pub struct Confinement {
     pub view: SandboxView,
 }
 
+/// How the owner's own sessions are confined: the sandbox, and what every owner view hides.
+///
+/// The owner's sandbox shows the whole host ([`ViewBase::Host`]) but the server: its process
+/// (own PID namespace, no capability), the config file that holds its keys, its state folder,
+/// the workspace's A2A records (callers' keys, push tokens) and what the host adds per session
+/// (the other chats' workspaces).
+#[derive(Debug, Clone)]
+pub struct OwnerConfinement {
+    pub sandbox: Arc<Sandbox>,
+    /// Hidden in every owner view: absolute, or relative to the session's workspace.
+    pub hide: Vec<PathBuf>,
+}
+
+/// The workspace folder of the A2A server's records (callers, tasks, push configurations).
+const A2A_RECORDS: &str = ".volcanic/a2a";
+
+impl OwnerConfinement {
+    /// The confinement of an owner session working in `workspace`, hiding `also_hide` too.
+    pub fn for_workspace(
+        &self,
+        workspace: &Path,
+        also_hide: impl IntoIterator<Item = PathBuf>,
+    ) -> Confinement {
+        let mut view = SandboxView::host(workspace);
+        let root = view.workspace.clone();
+        let resolve = |path: &Path| normalize_path(&root.join(path));
+        view.hidden = self
+            .hide
+            .iter()
+            .map(|path| resolve(path))
+            .chain(also_hide.into_iter().map(|path| resolve(&path)))
+            .collect();
+        view.always_hidden = vec![root.join(A2A_RECORDS)];
+        Confinement { sandbox: self.sandbox.clone(), view }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_owner_view_shows_the_host_but_hides_the_servers_records() {
+        let owner = OwnerConfinement {
+            sandbox: Arc::new(Sandbox::new("bwrap", "/usr/bin/volcanic", vec!["host".into()])),
+            hide: vec!["/etc/volcanic.toml".into(), ".env".into()],
+        };
+        let confinement = owner.for_workspace(Path::new("/r/1/./"), [PathBuf::from("/r/2")]);
+        let view = confinement.view;
+        assert_eq!((view.base, view.writable), (ViewBase::Host, true));
+        assert_eq!(view.workspace, PathBuf::from("/r/1"));
+        assert_eq!(
+            view.hidden,
+            vec![
+                PathBuf::from("/etc/volcanic.toml"),
+                PathBuf::from("/r/1/.env"),
+                PathBuf::from("/r/2")
+            ]
+        );
+        assert_eq!(view.always_hidden, vec![PathBuf::from("/r/1/.volcanic/a2a")]);
+
+        let args: Vec<String> =
+            bwrap::arguments(&confinement.sandbox, &view, Path::new("/s/spill"))
+                .into_iter()
+                .map(|a| a.into_string().unwrap())
+                .collect();
+        let has = |run: &[&str]| args.windows(run.len()).any(|w| w == run);
+        // The host's root and network, but its own PID namespace and /proc, and no capability.
+        assert!(has(&["--bind", "/", "/"]), "{args:?}");
+        assert!(
+            has(&["--unshare-pid"]) && has(&["--proc", "/proc"]) && has(&["--cap-drop", "ALL"])
+        );
+        assert!(!args.iter().any(|a| a == "--unshare-all" || a == "--unshare-net"), "{args:?}");
+        assert!(
+            has(&["--ro-bind", "/dev/null", "/etc/volcanic.toml"])
+                || !Path::new("/etc/volcanic.toml").exists()
+        );
+        assert_eq!(args.iter().rev().nth(1).map(String::as_str), Some("/usr/bin/volcanic"));
+    }
 
     #[test]
     fn tool_sets_hold_the_tools_their_tier_promises() {

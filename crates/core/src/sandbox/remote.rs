@@ -200,10 +200,14 @@ impl ToolHost {
         }
     }
 
-    /// The environment of the sandbox's processes: the session's child environment without any
-    /// secret-looking variable the owner let through for their own sessions (a caller gets
-    /// none), and `HOME` inside the sandbox.
+    /// The environment of the sandbox's processes. The owner's view keeps the session's child
+    /// environment as it is (the owner chose what it holds). A caller's loses every
+    /// secret-looking variable the owner let through for their own sessions, and gets a `HOME`
+    /// inside the sandbox.
     fn sandbox_env(&self) -> Vec<(String, String)> {
+        if self.confinement.view.base == super::ViewBase::Host {
+            return self.env.clone();
+        }
         let mut env: Vec<(String, String)> = self
             .env
             .iter()

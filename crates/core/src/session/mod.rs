@@ -25,7 +25,7 @@ use crate::extension::{EventBus, Extension, Listener, Registrar};
 use crate::message::Message;
 use crate::provider::Provider;
 use crate::redact::{LiveRedactor, Redactor, RedactorCache, Secret};
-use crate::sandbox::{Confinement, RemoteTool, ToolHost, ToolSet};
+use crate::sandbox::{Confinement, RemoteTool, ToolHost, ToolSet, ViewBase};
 use crate::tool::{ContainedSendTool, SendTool, Tool, builtin_tools};
 use crate::{Error, Result};
 
@@ -157,6 +157,12 @@ const SANDBOX_NOTE: &str = "Your tools run in a sandbox: you see the workspace (
 .volcanic/ folder and some private files; PERSONA.md, MEMORY.md, AGENTS.md and CLAUDE.md may be \
 read-only), /tmp is private and emptied when this conversation closes, and there is no network.";
 
+/// The same for the owner's own sessions, whose sandbox shows the whole machine but the
+/// assistant's own configuration and records.
+const HOST_SANDBOX_NOTE: &str = "Your tools run in a sandbox that hides this assistant's own \
+configuration file, its state folder and its process (so its keys are out of reach); the rest \
+of the machine and the network are as usual.";
+
 /// How to open one session.
 pub struct SessionOptions {
     /// The session's name: its journal lives in `<state dir>/sessions/<scope>/`.
@@ -266,11 +272,15 @@ impl SessionFactory {
     }
 
     /// The tool host of a contained session: its view gains the state folder as a hidden path
-    /// when that folder lies inside the workspace (journals must stay out of reach).
+    /// when the sandbox would show it: always for the owner's view of the whole host, and for
+    /// a caller's when the folder lies inside the workspace (journals, task files and the
+    /// host's own records must stay out of reach).
     fn tool_host(&self, scope: &str, confinement: Option<Confinement>) -> Option<Arc<ToolHost>> {
         let mut confinement = confinement?;
         let state_dir = crate::sandbox::normalize_path(&self.shared.state_dir);
-        if state_dir.starts_with(&confinement.view.workspace) {
+        if confinement.view.base == ViewBase::Host
+            || state_dir.starts_with(&confinement.view.workspace)
+        {
             confinement.view.hidden.push(state_dir);
         }
         let env = self.shared.exec.vars().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -308,8 +318,16 @@ impl SessionFactory {
             registrar.secret_sources,
             self.shared.redactors.clone(),
         ));
-        if options.confinement.is_some() && options.tool_set != ToolSet::None {
-            registrar.fragments.push(SANDBOX_NOTE.to_string());
+        if let Some(confinement) = &options.confinement
+            && options.tool_set != ToolSet::None
+        {
+            registrar.fragments.push(
+                match confinement.view.base {
+                    ViewBase::Workspace => SANDBOX_NOTE,
+                    ViewBase::Host => HOST_SANDBOX_NOTE,
+                }
+                .to_string(),
+            );
         }
         let host = self.tool_host(&options.scope, options.confinement);
         let (tools, specs) =

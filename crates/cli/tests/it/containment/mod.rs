@@ -73,6 +73,10 @@ pub struct Secrets {
     pub api_key: String,
     pub owner_transcript: String,
     pub home_secret: String,
+    /// A plain (not secret-looking) variable in the server's start-up environment, as
+    /// `envmarker<id>`. Plain variables reach every session's environment, so a route proves it
+    /// read the server's `/proc/<pid>/environ` by rewriting the prefix to `fromproc` on the way.
+    pub env_marker: String,
 }
 
 impl Secrets {
@@ -86,19 +90,26 @@ impl Secrets {
             api_key: fresh("sk-ant-api03-"),
             owner_transcript: fresh("ownertranscript"),
             home_secret: fresh("homesecret"),
+            env_marker: fresh("envmarker"),
         }
     }
 
+    /// [`Self::env_marker`] as a route that read the server's environment rewrites it.
+    fn env_marker_from_proc(&self) -> String {
+        self.env_marker.replacen("envmarker", "fromproc", 1)
+    }
+
     /// Every secret with its label.
-    pub fn all(&self) -> Vec<(&'static str, &str)> {
+    pub fn all(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("alice's key", &self.alice_key),
-            ("alice's callers.json note", &self.alice_note),
-            ("alice's message", &self.alice_private_text),
-            ("alice's push token", &self.push_token),
-            ("the provider key", &self.api_key),
-            ("the owner's transcript", &self.owner_transcript),
-            ("the home folder's secret", &self.home_secret),
+            ("alice's key", self.alice_key.clone()),
+            ("alice's callers.json note", self.alice_note.clone()),
+            ("alice's message", self.alice_private_text.clone()),
+            ("alice's push token", self.push_token.clone()),
+            ("the provider key", self.api_key.clone()),
+            ("the owner's transcript", self.owner_transcript.clone()),
+            ("the home folder's secret", self.home_secret.clone()),
+            ("the server's environment marker", self.env_marker_from_proc()),
         ]
     }
 }
@@ -150,7 +161,7 @@ impl Fixture {
     }
 }
 
-fn chown_tree(root: &Path, uid: u32) {
+pub fn chown_tree(root: &Path, uid: u32) {
     let status =
         Command::new("chown").arg("-R").arg(format!("{uid}:{uid}")).arg(root).status().unwrap();
     assert!(status.success());
@@ -193,6 +204,7 @@ impl Server {
             .env("HOME", &fixture.home)
             .env("RUST_LOG", "info")
             .env("ANTHROPIC_API_KEY", &fixture.secrets.api_key)
+            .env("VOLCANIC_TEST_MARKER", &fixture.secrets.env_marker)
             .env("A2A__AllowPrivatePushUrls", "true")
             .args(["serve", "--faux", "--listen", "127.0.0.1:0", "--workspace"])
             .arg(&fixture.ws)
@@ -378,11 +390,13 @@ impl Evidence {
     }
 
     /// The secrets found in the evidence, plain or rot13.
-    pub fn leaked<'a>(&self, secrets: &'a Secrets) -> Vec<&'a str> {
+    pub fn leaked(&self, secrets: &Secrets) -> Vec<&'static str> {
         secrets
             .all()
             .into_iter()
-            .filter(|(_, value)| self.text.contains(value) || self.text.contains(&rot13(value)))
+            .filter(|(_, value)| {
+                self.text.contains(value.as_str()) || self.text.contains(&rot13(value))
+            })
             .map(|(label, _)| label)
             .collect()
     }
@@ -406,6 +420,16 @@ pub fn steal(source: &str, loot: &str) -> String {
 /// Runs one exfiltration route in every mode: it must leak nothing when contained and must
 /// leak `expected` (at least one of them) under the opt-out.
 pub fn assert_route(expected: &[&str], attack: impl Fn(&Server, &Fixture, &str) -> Value) {
+    assert_route_closing(expected, &[], attack);
+}
+
+/// [`assert_route`], where `closed` must not leak even under the opt-out (another mechanism
+/// than the sandbox keeps them away).
+pub fn assert_route_closing(
+    expected: &[&str],
+    closed: &[&str],
+    attack: impl Fn(&Server, &Fixture, &str) -> Value,
+) {
     for mode in Mode::all() {
         let fixture = Fixture::new(mode);
         let server = Server::start(&fixture, mode);
@@ -422,6 +446,9 @@ pub fn assert_route(expected: &[&str], attack: impl Fn(&Server, &Fixture, &str) 
                 "{mode:?}: the route should leak one of {expected:?} under the opt-out, got \
                  {leaked:?}; the test cannot see what it guards against"
             );
+            for label in closed {
+                assert!(!leaked.contains(label), "{mode:?}: {label} leaked under the opt-out");
+            }
         }
     }
 }

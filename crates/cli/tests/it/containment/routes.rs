@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Fixture, Mode, Server, assert_route, bash, directive, seed_alice, steal, tool};
+use super::{
+    Fixture, Mode, Server, assert_route, assert_route_closing, bash, directive, seed_alice, steal,
+    tool,
+};
 
 /// Sends `loot.txt` back as an artifact after `command`.
 fn steal_and_send(server: &Server, fixture: &Fixture, command: &str) -> Value {
@@ -66,11 +69,16 @@ fn the_owners_journal_does_not_reach_the_caller() {
 
 #[test]
 fn the_servers_environment_does_not_reach_the_caller() {
-    assert_route(&["the provider key"], |server, fixture, _| {
+    // The server restarts itself without its secrets before anything runs (seal.rs), so even
+    // unconfined tools find only the plain marker in its start-up environment, never the key.
+    let expected = ["the server's environment marker"];
+    assert_route_closing(&expected, &["the provider key"], |server, fixture, _| {
+        let environ = format!("/proc/{}/environ", server.pid());
         let command = format!(
-            "{}; for f in /proc/*/environ; do tr 'A-Za-z' 'N-ZA-Mn-za-m' < $f >> loot.txt; done; \
+            "{}; tr '\\0' '\\n' < {environ} | sed 's/=envmarker/=fromproc/' >> loot.txt; \
+             for f in /proc/*/environ; do tr 'A-Za-z' 'N-ZA-Mn-za-m' < $f >> loot.txt; done; \
              env | tr 'A-Za-z' 'N-ZA-Mn-za-m' >> loot.txt",
-            steal(&format!("/proc/{}/environ", server.pid()), "loot.txt")
+            steal(&environ, "loot.txt")
         );
         steal_and_send(server, fixture, &command)
     });
