@@ -342,3 +342,74 @@ fn server_restarts_itself_without_secrets_and_turns_non_dumpable() {
     let _ = host.child.kill();
     let _ = host.child.wait();
 }
+
+/// `volcanic chat` keeps its start-up environment (its stdin is the terminal), so the keys stay
+/// in its `/proc/<pid>/environ`: its own sandbox is what keeps the owner's bash from them, and
+/// from the config file holding the token.
+fn chat_pass(mode: Mode) {
+    let secrets = HostSecrets::new();
+    let dirs = Dirs::new(&secrets, mode);
+    let ws = dirs.workspace();
+    let volcanic = Command::cargo_bin("volcanic").unwrap();
+    let mut cmd = if mode == Mode::SandboxedUnprivileged {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+            .args(["--bounding-set=-all"])
+            .arg(volcanic.get_program());
+        cmd
+    } else {
+        volcanic
+    };
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &dirs.state)
+        .env("ANTHROPIC_API_KEY", &secrets.anthropic)
+        .env("OPENAI_API_KEY", &secrets.openai)
+        .env("Agent__Sandbox__Mode", if mode.contained() { "on" } else { "off" })
+        .args(["chat", "--faux", "--workspace"])
+        .arg(&ws)
+        .arg("--config")
+        .arg(&dirs.config)
+        .arg("--state-dir")
+        .arg(&dirs.state)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let script = thief(child.id(), &dirs.config, "loot-chat.txt");
+    let line = directive(json!([{"tool": "bash", "args": {"command": script}}]));
+    let mut stdin = child.stdin.take().unwrap();
+    let child = Kill(child);
+    std::io::Write::write_all(&mut stdin, format!("{line}\n").as_bytes()).unwrap();
+    let found = loot(&ws.join("loot-chat.txt"));
+    drop(stdin);
+    drop(child);
+    if mode.contained() {
+        assert!(found.contains("umount:"), "the chat's bash did not run in a sandbox: {found}");
+        assert_eq!(leaks(&found, &secrets), Vec::<&str>::new(), "{mode:?}, chat:\n{found}");
+    } else {
+        // Unconfined, the config file gives the token away and the environment the keys.
+        let leaked = leaks(&found, &secrets);
+        assert!(leaked.contains(&"the bot token"), "{found}");
+    }
+}
+
+#[test]
+fn chat_host_secrets_out_of_reach_sandboxed() {
+    chat_pass(Mode::Sandboxed);
+    if Mode::all().contains(&Mode::SandboxedUnprivileged) {
+        chat_pass(Mode::SandboxedUnprivileged);
+    }
+}
+
+#[test]
+fn chat_host_secrets_leak_without_the_sandbox() {
+    chat_pass(Mode::OptOut);
+}
