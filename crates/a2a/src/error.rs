@@ -19,6 +19,10 @@ pub const FAIR_SHARE_CODE: i64 = -32029;
 /// moments, and a retry costs us little, so a short wait is the useful hint.
 const RETRY_AFTER_SECS: u64 = 1;
 
+/// The message for a context that already has a task running: the session pool refuses a second
+/// claim with it, and so do the operations that must hold the context (cancel, push configs).
+pub const CONTEXT_BUSY: &str = "context busy, retry when the current task ends";
+
 /// An error answered to a caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum A2aError {

@@ -4,26 +4,27 @@
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use a2a::{StreamResponse, TaskState, TaskStatus};
 use futures_util::{FutureExt, Stream};
-use regex::Regex;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 use volcanic_core::{EventKind, RunHandle, RunOutcome, session::Role};
 
 use crate::auth::Caller;
-use crate::error::A2aError;
+use crate::error::{A2aError, CONTEXT_BUSY};
 use crate::extension::{A2aSessionExtension, REQUEST_INPUT, WorkspaceSecrets};
 use crate::live::LiveTask;
-use crate::pool::{CONTEXT_BUSY, Claim, Reservation};
+use crate::pool::{Claim, Reservation};
 use crate::push::StoredPushConfig;
 use crate::request::{Reply, Request};
 use crate::server::ServerInner;
 use crate::task::TaskFile;
 use crate::task::cache::TaskView;
+use crate::task::id::is_valid_id;
+use crate::task::state::{ends_stream, state_name};
 use crate::task::store::{Loaded, apply_history_length, history_length};
 use crate::{card, files};
 
@@ -44,11 +45,6 @@ pub const UNEXPECTED_FAILURE: &str = "The run failed unexpectedly.";
 
 /// How long CancelTask waits for an aborted run to settle.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
-
-static CONTEXT_ID: LazyLock<Regex> = LazyLock::new(|| {
-    #[allow(clippy::expect_used)]
-    Regex::new("^[A-Za-z0-9_-]{1,100}$").expect("the contextId pattern is a valid regex")
-});
 
 impl ServerInner {
     /// Runs one operation for an authenticated caller. `base_url` gives the server's base URL as
@@ -160,7 +156,7 @@ impl ServerInner {
             message.task_id = None;
         }
         if let Some(context_id) = &message.context_id
-            && !CONTEXT_ID.is_match(context_id)
+            && !is_valid_id(context_id)
         {
             return Err(A2aError::InvalidParams(
                 "message.contextId must match [A-Za-z0-9_-]{1,100}".into(),
@@ -832,11 +828,6 @@ async fn wait_finished(mut finished: watch::Receiver<Option<a2a::Task>>) -> Opti
 /// own (docs/reliability.md, "Power loss").
 const STREAM_FLUSH_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// Whether a status ends a stream: terminal or interrupted.
-pub fn ends_stream(state: &TaskState) -> bool {
-    state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
-}
-
 /// `stream`, signalling `acknowledged` when its first event is taken (to be written) or when it
 /// is dropped unread.
 fn acknowledging(
@@ -930,21 +921,6 @@ impl Follow {
                 }
             }
         }
-    }
-}
-
-/// The lower-case state name for messages and logs.
-pub fn state_name(state: &TaskState) -> &'static str {
-    match state {
-        TaskState::Unspecified => "unspecified",
-        TaskState::Submitted => "submitted",
-        TaskState::Working => "working",
-        TaskState::Completed => "completed",
-        TaskState::Failed => "failed",
-        TaskState::Canceled => "canceled",
-        TaskState::InputRequired => "input-required",
-        TaskState::Rejected => "rejected",
-        TaskState::AuthRequired => "auth-required",
     }
 }
 

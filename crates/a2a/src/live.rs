@@ -259,7 +259,7 @@ impl LiveTask {
             file.task.history.get_or_insert_with(Vec::new).push(old);
         }
         let changed = file.task.status.state != status.state;
-        let durable = crate::handler::ends_stream(&status.state);
+        let durable = crate::task::state::ends_stream(&status.state);
         file.task.status = status.clone();
         if durable {
             self.persist(&file).await;

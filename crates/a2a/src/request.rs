@@ -27,6 +27,16 @@ impl Version {
     }
 }
 
+/// A push config registered through a version gets that version's webhook payloads.
+impl From<Version> for PushFormat {
+    fn from(version: Version) -> Self {
+        match version {
+            Version::V1_0 => PushFormat::V1_0,
+            Version::V0_3 => PushFormat::V0_3,
+        }
+    }
+}
+
 /// A decoded call. Version differences are already normalised: a 0.3 `historyLength: 0` arrives
 /// as `None`, a missing 0.3 `blocking` as `returnImmediately: false`, 0.3 push configs in the
 /// 1.0 flat shape.

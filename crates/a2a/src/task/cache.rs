@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::index::Stamp;
 use super::key::TaskKey;
+use super::stamp::Stamp;
 use super::watch::FolderWatch;
 
 /// What an entry costs besides its JSON, id and caller name: the map slots, the `Arc`, the

@@ -29,7 +29,11 @@ use volcanic_core::safe_file::{self, RegularFile};
 
 use super::TaskFile;
 use super::cache::{CachedTask, PageTask, TaskCache, TaskJson, TaskPage, TaskView};
-use super::index::{Filter, SortKey, Stamp, Summary, WorkspaceIndex, is_active};
+use super::id::is_valid_id;
+use super::index::{Filter, SortKey, Summary, WorkspaceIndex, is_active};
+use super::path::task_path;
+pub use super::path::tasks_dir;
+use super::stamp::Stamp;
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
 use crate::push::secrets::PushSecrets;
@@ -40,29 +44,6 @@ pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub const MAX_PAGE_SIZE: usize = 100;
 /// The status text of a task failed by restart recovery.
 pub const RESTARTED_TEXT: &str = "server restarted";
-/// Bytes of settled tasks' JSON kept in memory when not configured (`A2A__TaskCacheBytes`).
-pub const DEFAULT_CACHE_BYTES: usize = 12 * 1024 * 1024;
-
-/// The task folder of a workspace: `<workspace>/.volcanic/a2a/tasks`.
-pub fn tasks_dir(workspace: &Path) -> PathBuf {
-    in_tasks_dir(workspace, 0)
-}
-
-/// [`tasks_dir`] with room for `more` bytes, in one allocation.
-fn in_tasks_dir(workspace: &Path, more: usize) -> PathBuf {
-    const PARTS: [&str; 3] = [".volcanic", "a2a", "tasks"];
-    let extra: usize = PARTS.iter().map(|part| part.len() + 1).sum();
-    let mut path = PathBuf::with_capacity(workspace.as_os_str().len() + extra + more);
-    path.push(workspace);
-    PARTS.iter().for_each(|part| path.push(part));
-    path
-}
-
-/// Whether `id` is safe as a task file name: `[A-Za-z0-9_-]{1,100}`.
-pub fn is_valid_task_id(id: &str) -> bool {
-    (1..=100).contains(&id.len())
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
 
 /// One task in an owner's listing ([`TaskStore::recent`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -101,13 +82,14 @@ pub(crate) enum Loaded {
 
 impl Default for TaskStore {
     fn default() -> Self {
+        let defaults = crate::config::A2aOptions::default();
         TaskStore {
             indexes: Mutex::default(),
             on_recovered: None,
             started: SystemTime::now(),
             swept: Mutex::default(),
-            cache: Arc::new(TaskCache::new(DEFAULT_CACHE_BYTES)),
-            file_cap: crate::config::A2aOptions::default().max_task_file_bytes(),
+            cache: Arc::new(TaskCache::new(defaults.task_cache_bytes)),
+            file_cap: defaults.max_task_file_bytes(),
             push_secrets: Arc::new(PushSecrets::new()),
         }
     }
@@ -230,7 +212,7 @@ impl TaskStore {
         workspace: &A2aWorkspace,
         task_id: &str,
     ) -> Result<(), A2aError> {
-        if !is_valid_task_id(task_id) {
+        if !is_valid_id(task_id) {
             return Err(A2aError::Internal);
         }
         let path = task_path(&workspace.path, task_id);
@@ -274,7 +256,7 @@ impl TaskStore {
     /// refused without reading its file, so it answers like a missing id in content and in cost.
     async fn may_read(&self, caller: &Caller, task_id: &str) -> Result<(), A2aError> {
         let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
-        if !is_valid_task_id(task_id) {
+        if !is_valid_id(task_id) {
             return Err(not_found());
         }
         self.sweep_once(&caller.workspace.path).await;
@@ -520,7 +502,7 @@ impl TaskStore {
         how: Write,
     ) -> Result<(), A2aError> {
         let id = file.task.id.clone();
-        if !is_valid_task_id(&id) {
+        if !is_valid_id(&id) {
             error!(task_id = ?id, "refusing to write a task file whose id is not a safe file name");
             return Err(A2aError::Internal);
         }
@@ -715,14 +697,6 @@ impl Query {
             include_artifacts: request.include_artifacts.unwrap_or(false),
         })
     }
-}
-
-fn task_path(workspace: &Path, id: &str) -> PathBuf {
-    // One allocation: GetTask and every task of a list build this path.
-    let mut path = in_tasks_dir(workspace, 1 + id.len() + ".json".len());
-    path.push(id);
-    path.as_mut_os_string().push(".json");
-    path
 }
 
 /// The task file of `id`: `None` when there is none, or when it does not parse as this task (a
