@@ -25,6 +25,7 @@ use crate::task::TaskFile;
 use crate::task::cache::TaskView;
 use crate::task::id::is_valid_id;
 use crate::task::state::{ends_stream, state_name};
+use crate::task::status::{agent_message, now};
 use crate::task::store::{Loaded, apply_history_length, history_length};
 use crate::{card, files};
 
@@ -61,7 +62,7 @@ impl ServerInner {
             Request::GetTask(req) => {
                 let reply = match self.task(caller, &req.id).await? {
                     Loaded::Settled(cached) => {
-                        let history = history_length(req.history_length)?;
+                        let history = history_length("historyLength", req.history_length)?;
                         Reply::TaskView(TaskView::new(cached, history, true))
                     }
                     Loaded::File(file) => {
@@ -170,11 +171,7 @@ impl ServerInner {
             },
         };
         let mut configuration = req.configuration.unwrap_or_default_config();
-        if configuration.history_length.is_some_and(|n| n < 0) {
-            return Err(A2aError::InvalidParams(
-                "configuration.historyLength must not be negative".into(),
-            ));
-        }
+        history_length("configuration.historyLength", configuration.history_length)?;
         let push = match configuration.push.take() {
             Some(config) => Some(self.validate_inline(config, push_format)?),
             None => None,
@@ -280,7 +277,7 @@ impl ServerInner {
             file.task.status = TaskStatus {
                 state: TaskState::Failed,
                 message: Some(agent_message(&task_id, &context_id, "hop limit reached")),
-                timestamp: Some(crate::now()),
+                timestamp: Some(now()),
             };
             register(&mut file);
             self.store.save(&caller.workspace, &file).await?;
@@ -653,7 +650,7 @@ impl ServerInner {
                         file.task.status = TaskStatus {
                             state: TaskState::Canceled,
                             message: None,
-                            timestamp: Some(crate::now()),
+                            timestamp: Some(now()),
                         };
                         let saved = self.store.save(&caller.workspace, &file).await;
                         if saved.is_ok() {
@@ -745,7 +742,7 @@ fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
             status: TaskStatus {
                 state: TaskState::Submitted,
                 message: None,
-                timestamp: Some(crate::now()),
+                timestamp: Some(now()),
             },
             artifacts: None,
             history: Some(vec![message.clone()]),
@@ -797,13 +794,6 @@ fn hops(value: &Value) -> Result<u32, A2aError> {
             "metadata[\"{HOPS_KEY}\"] must be a whole number of hops"
         ))),
     }
-}
-
-fn agent_message(task_id: &str, context_id: &str, text: &str) -> a2a::Message {
-    let mut message = a2a::Message::new(a2a::Role::Agent, vec![a2a::Part::text(text)]);
-    message.task_id = Some(task_id.to_string());
-    message.context_id = Some(context_id.to_string());
-    message
 }
 
 /// A task that ended before any run: the reply or a one-event stream.

@@ -4,13 +4,6 @@
 
 use crate::push::PushFormat;
 
-/// The wire binding of a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Binding {
-    JsonRpc,
-    Rest,
-}
-
 /// The protocol version of a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
@@ -91,8 +84,6 @@ pub enum Reply {
     Task(a2a::Task),
     /// GetTask of a settled task: its cached JSON.
     TaskView(crate::task::cache::TaskView),
-    /// ListTasks.
-    Tasks(a2a::ListTasksResponse),
     /// ListTasks, with the cached JSON of settled tasks.
     TaskPage(crate::task::cache::TaskPage),
     /// Create/GetPushConfig.

@@ -12,6 +12,7 @@ mod key;
 pub(crate) mod path;
 mod stamp;
 pub(crate) mod state;
+pub(crate) mod status;
 pub mod store;
 mod watch;
 

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Instant, SystemTime};
 
-use chrono::{SubsecRound, Utc};
+use chrono::Utc;
 use tracing::error;
 use volcanic_core::safe_file::{self, RegularFile};
 
@@ -34,6 +34,7 @@ use super::index::{Filter, SortKey, Summary, WorkspaceIndex, is_active};
 use super::path::task_path;
 pub use super::path::tasks_dir;
 use super::stamp::Stamp;
+use super::status::{agent_message, now};
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
 use crate::push::secrets::PushSecrets;
@@ -309,25 +310,13 @@ impl TaskStore {
 
     /// ListTasks (PROTOCOL.md §4.4) over `caller`'s tasks: filters, newest status first, cursor
     /// pages. Tasks without a live run are recovered (see [`TaskStore::load`]) before filtering.
+    /// The settled tasks of the page come as their cached JSON (read through the cache: one
+    /// `stat` each when unchanged); [`TaskPage::into_response`] makes the page a value.
     ///
     /// # Errors
     /// [`A2aError::InvalidParams`] for a `pageSize` outside 1..=100, a negative `historyLength`
     /// or a `pageToken` this store did not issue; [`A2aError::Internal`] when the blocking pool
     /// fails.
-    pub async fn list(
-        &self,
-        caller: &Caller,
-        request: &a2a::ListTasksRequest,
-        is_live: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<a2a::ListTasksResponse, A2aError> {
-        Ok(self.list_page(caller, request, is_live).await?.into_response())
-    }
-
-    /// [`TaskStore::list`], with the settled tasks of the page as their cached JSON (read through
-    /// the cache: one `stat` each when unchanged).
-    ///
-    /// # Errors
-    /// As [`TaskStore::list`].
     pub async fn list_page(
         &self,
         caller: &Caller,
@@ -335,7 +324,7 @@ impl TaskStore {
         is_live: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<TaskPage, A2aError> {
         let query = Query::parse(request)?;
-        let history_length = history_length(request.history_length)?;
+        let history_length = query.history_length;
         self.sweep_once(&caller.workspace.path).await;
         let requested_at = Instant::now();
         let index = self.index(&caller.workspace.path);
@@ -594,7 +583,9 @@ pub fn apply_history_length(
     task: &mut a2a::Task,
     history_length: Option<i32>,
 ) -> Result<(), A2aError> {
-    let Some(length) = self::history_length(history_length)? else { return Ok(()) };
+    let Some(length) = self::history_length("historyLength", history_length)? else {
+        return Ok(());
+    };
     if length == 0 {
         task.history = None;
     } else if let Some(history) = &mut task.history {
@@ -604,15 +595,16 @@ pub fn apply_history_length(
     Ok(())
 }
 
-/// A `historyLength` as a count of messages (see [`apply_history_length`]).
+/// A `historyLength` as a count of messages (see [`apply_history_length`]): the one check of
+/// the field, wherever a request carries it; `field` is its name in the error.
 ///
 /// # Errors
 /// [`A2aError::InvalidParams`] for a negative length.
-pub fn history_length(history_length: Option<i32>) -> Result<Option<usize>, A2aError> {
+pub fn history_length(field: &str, history_length: Option<i32>) -> Result<Option<usize>, A2aError> {
     history_length
         .map(|length| {
             usize::try_from(length).map_err(|_| {
-                A2aError::InvalidParams(format!("historyLength must not be negative, got {length}"))
+                A2aError::InvalidParams(format!("{field} must not be negative, got {length}"))
             })
         })
         .transpose()
@@ -620,20 +612,10 @@ pub fn history_length(history_length: Option<i32>) -> Result<Option<usize>, A2aE
 
 /// Sets a task to failed with the status message "server restarted" and a fresh timestamp.
 fn mark_restarted(task: &mut a2a::Task) {
-    let message = a2a::Message {
-        message_id: a2a::new_message_id(),
-        context_id: Some(task.context_id.clone()),
-        task_id: Some(task.id.clone()),
-        role: a2a::Role::Agent,
-        parts: vec![a2a::Part::text(RESTARTED_TEXT)],
-        metadata: None,
-        extensions: None,
-        reference_task_ids: None,
-    };
     task.status = a2a::TaskStatus {
         state: a2a::TaskState::Failed,
-        message: Some(message),
-        timestamp: Some(Utc::now().trunc_subsecs(3)),
+        message: Some(agent_message(&task.id, &task.context_id, RESTARTED_TEXT)),
+        timestamp: Some(now()),
     };
 }
 
@@ -655,6 +637,7 @@ struct Query {
     filter: Filter,
     cursor: Option<SortKey>,
     page_size: usize,
+    history_length: Option<usize>,
     include_artifacts: bool,
 }
 
@@ -671,13 +654,7 @@ impl Query {
                     ))
                 })?,
         };
-        if let Some(length) = request.history_length
-            && length < 0
-        {
-            return Err(A2aError::InvalidParams(format!(
-                "historyLength must not be negative, got {length}"
-            )));
-        }
+        let history_length = history_length("historyLength", request.history_length)?;
         let cursor = match request.page_token.as_deref() {
             None | Some("") => None,
             Some(token) => Some(SortKey::from_token(token).ok_or_else(|| {
@@ -694,6 +671,7 @@ impl Query {
             filter,
             cursor,
             page_size,
+            history_length,
             include_artifacts: request.include_artifacts.unwrap_or(false),
         })
     }
