@@ -110,7 +110,7 @@ impl Default for A2aOptions {
             max_connections_per_caller: 128,
             max_inbox_bytes: 1024 * 1024 * 1024,
             max_tasks: 100_000,
-            task_cache_bytes: crate::task::store::DEFAULT_CACHE_BYTES,
+            task_cache_bytes: 12 * 1024 * 1024,
         }
     }
 }

@@ -19,6 +19,10 @@ pub const FAIR_SHARE_CODE: i64 = -32029;
 /// moments, and a retry costs us little, so a short wait is the useful hint.
 const RETRY_AFTER_SECS: u64 = 1;
 
+/// The message for a context that already has a task running: the session pool refuses a second
+/// claim with it, and so do the operations that must hold the context (cancel, push configs).
+pub const CONTEXT_BUSY: &str = "context busy, retry when the current task ends";
+
 /// An error answered to a caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum A2aError {
@@ -28,18 +32,12 @@ pub enum A2aError {
     /// -32002: the task is terminal.
     #[error("Task cannot be canceled: it is already {state}")]
     TaskNotCancelable { task_id: String, state: String },
-    /// -32003.
-    #[error("Push notifications are not supported")]
-    PushNotSupported,
     /// -32004, with a reason for the caller.
     #[error("{0}")]
     UnsupportedOperation(String),
     /// -32005.
     #[error("{0}")]
     ContentTypeNotSupported(String),
-    /// -32007.
-    #[error("No extended agent card is configured")]
-    ExtendedCardNotConfigured,
     /// -32009.
     #[error("A2A version {requested} is not supported; supported versions: 1.0, 0.3")]
     VersionNotSupported { requested: String },
@@ -95,10 +93,8 @@ impl A2aError {
         match self {
             A2aError::TaskNotFound { .. } => -32001,
             A2aError::TaskNotCancelable { .. } => -32002,
-            A2aError::PushNotSupported => -32003,
             A2aError::UnsupportedOperation(_) => -32004,
             A2aError::ContentTypeNotSupported(_) => -32005,
-            A2aError::ExtendedCardNotConfigured => -32007,
             A2aError::VersionNotSupported { .. } => -32009,
             A2aError::Parse(_) => -32700,
             A2aError::InvalidRequest(_)
@@ -128,10 +124,8 @@ impl A2aError {
             | A2aError::TooManyConnections { .. }
             | A2aError::TooManyCallerConnections { .. } => 429,
             A2aError::TaskNotCancelable { .. }
-            | A2aError::PushNotSupported
             | A2aError::UnsupportedOperation(_)
             | A2aError::ContentTypeNotSupported(_)
-            | A2aError::ExtendedCardNotConfigured
             | A2aError::VersionNotSupported { .. }
             | A2aError::Parse(_)
             | A2aError::InvalidRequest(_)
@@ -151,9 +145,7 @@ impl A2aError {
             | A2aError::TooManyCallerConnections { .. } => "RESOURCE_EXHAUSTED",
             A2aError::BodyTimeout { .. } => "DEADLINE_EXCEEDED",
             A2aError::TaskNotCancelable { .. }
-            | A2aError::PushNotSupported
             | A2aError::UnsupportedOperation(_)
-            | A2aError::ExtendedCardNotConfigured
             | A2aError::VersionNotSupported { .. } => "FAILED_PRECONDITION",
             A2aError::ContentTypeNotSupported(_)
             | A2aError::UnsupportedMediaType(_)
@@ -168,10 +160,8 @@ impl A2aError {
         match self {
             A2aError::TaskNotFound { .. } => "TASK_NOT_FOUND",
             A2aError::TaskNotCancelable { .. } => "TASK_NOT_CANCELABLE",
-            A2aError::PushNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
             A2aError::UnsupportedOperation(_) => "UNSUPPORTED_OPERATION",
             A2aError::ContentTypeNotSupported(_) => "CONTENT_TYPE_NOT_SUPPORTED",
-            A2aError::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             A2aError::VersionNotSupported { .. } => "VERSION_NOT_SUPPORTED",
             A2aError::Parse(_) | A2aError::InvalidRequest(_) => "INVALID_REQUEST",
             A2aError::MethodNotFound(_) => "METHOD_NOT_FOUND",
@@ -197,10 +187,8 @@ impl A2aError {
             | A2aError::TooManyCallerConnections { .. } => Some(RETRY_AFTER_SECS),
             A2aError::TaskNotFound { .. }
             | A2aError::TaskNotCancelable { .. }
-            | A2aError::PushNotSupported
             | A2aError::UnsupportedOperation(_)
             | A2aError::ContentTypeNotSupported(_)
-            | A2aError::ExtendedCardNotConfigured
             | A2aError::VersionNotSupported { .. }
             | A2aError::Parse(_)
             | A2aError::InvalidRequest(_)
@@ -223,10 +211,8 @@ impl A2aError {
             A2aError::VersionNotSupported { .. } => {
                 metadata.insert("supportedVersions".into(), Value::String("1.0,0.3".into()));
             }
-            A2aError::PushNotSupported
-            | A2aError::UnsupportedOperation(_)
+            A2aError::UnsupportedOperation(_)
             | A2aError::ContentTypeNotSupported(_)
-            | A2aError::ExtendedCardNotConfigured
             | A2aError::Parse(_)
             | A2aError::InvalidRequest(_)
             | A2aError::MethodNotFound(_)
@@ -283,19 +269,12 @@ mod tests {
                 400,
                 "TASK_NOT_CANCELABLE",
             ),
-            (A2aError::PushNotSupported, -32003, 400, "PUSH_NOTIFICATION_NOT_SUPPORTED"),
             (A2aError::UnsupportedOperation("x".into()), -32004, 400, "UNSUPPORTED_OPERATION"),
             (
                 A2aError::ContentTypeNotSupported("x".into()),
                 -32005,
                 400,
                 "CONTENT_TYPE_NOT_SUPPORTED",
-            ),
-            (
-                A2aError::ExtendedCardNotConfigured,
-                -32007,
-                400,
-                "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             ),
             (
                 A2aError::VersionNotSupported { requested: "2.0".into() },

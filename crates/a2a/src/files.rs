@@ -13,6 +13,7 @@ use std::time::Duration;
 use a2a::{Part, PartContent};
 
 use crate::auth::Caller;
+use crate::binding::url::percent_decode;
 use crate::error::A2aError;
 use crate::inbox::sanitize;
 use crate::push::guard::{self, GuardError, GuardedClient};
@@ -221,7 +222,8 @@ pub(crate) fn file_name(part: &Part, url: Option<&str>, content_type: Option<&st
     let from_url = || {
         let parsed = url::Url::parse(url?).ok()?;
         let segment = parsed.path_segments()?.next_back()?.to_owned();
-        let decoded = percent_decode(&segment);
+        // Invalid escapes stay as they are, and so does a segment that is not UTF-8 decoded.
+        let decoded = percent_decode(&segment, false).unwrap_or(segment);
         Some(sanitize(decoded.rsplit(['/', '\\']).next().unwrap_or_default()))
             .filter(|n| !n.is_empty())
     };
@@ -240,27 +242,6 @@ pub(crate) fn file_name(part: &Part, url: Option<&str>, content_type: Option<&st
             format!("file{ext}")
         }
     }
-}
-
-/// Decodes `%XX` escapes of a URL path segment; invalid escapes and non-UTF-8 stay as they are.
-fn percent_decode(segment: &str) -> String {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).unwrap_or_else(|_| segment.to_owned())
 }
 
 /// Serialises the inbox check-then-write of the whole process, so two messages cannot both fit

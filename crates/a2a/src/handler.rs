@@ -4,26 +4,28 @@
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use a2a::{StreamResponse, TaskState, TaskStatus};
 use futures_util::{FutureExt, Stream};
-use regex::Regex;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 use volcanic_core::{EventKind, RunHandle, RunOutcome, session::Role};
 
 use crate::auth::Caller;
-use crate::error::A2aError;
+use crate::error::{A2aError, CONTEXT_BUSY};
 use crate::extension::{A2aSessionExtension, REQUEST_INPUT, WorkspaceSecrets};
 use crate::live::LiveTask;
-use crate::pool::{CONTEXT_BUSY, Claim, Reservation};
+use crate::pool::{Claim, Reservation};
 use crate::push::StoredPushConfig;
 use crate::request::{Reply, Request};
 use crate::server::ServerInner;
 use crate::task::TaskFile;
 use crate::task::cache::TaskView;
+use crate::task::id::is_valid_id;
+use crate::task::state::{ends_stream, state_name};
+use crate::task::status::{agent_message, now};
 use crate::task::store::{Loaded, apply_history_length, history_length};
 use crate::{card, files};
 
@@ -45,11 +47,6 @@ pub const UNEXPECTED_FAILURE: &str = "The run failed unexpectedly.";
 /// How long CancelTask waits for an aborted run to settle.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
-static CONTEXT_ID: LazyLock<Regex> = LazyLock::new(|| {
-    #[allow(clippy::expect_used)]
-    Regex::new("^[A-Za-z0-9_-]{1,100}$").expect("the contextId pattern is a valid regex")
-});
-
 impl ServerInner {
     /// Runs one operation for an authenticated caller. `base_url` gives the server's base URL as
     /// the request names it; only the extended card needs it, so it is built only then.
@@ -65,7 +62,7 @@ impl ServerInner {
             Request::GetTask(req) => {
                 let reply = match self.task(caller, &req.id).await? {
                     Loaded::Settled(cached) => {
-                        let history = history_length(req.history_length)?;
+                        let history = history_length("historyLength", req.history_length)?;
                         Reply::TaskView(TaskView::new(cached, history, true))
                     }
                     Loaded::File(file) => {
@@ -160,7 +157,7 @@ impl ServerInner {
             message.task_id = None;
         }
         if let Some(context_id) = &message.context_id
-            && !CONTEXT_ID.is_match(context_id)
+            && !is_valid_id(context_id)
         {
             return Err(A2aError::InvalidParams(
                 "message.contextId must match [A-Za-z0-9_-]{1,100}".into(),
@@ -174,11 +171,7 @@ impl ServerInner {
             },
         };
         let mut configuration = req.configuration.unwrap_or_default_config();
-        if configuration.history_length.is_some_and(|n| n < 0) {
-            return Err(A2aError::InvalidParams(
-                "configuration.historyLength must not be negative".into(),
-            ));
-        }
+        history_length("configuration.historyLength", configuration.history_length)?;
         let push = match configuration.push.take() {
             Some(config) => Some(self.validate_inline(config, push_format)?),
             None => None,
@@ -284,7 +277,7 @@ impl ServerInner {
             file.task.status = TaskStatus {
                 state: TaskState::Failed,
                 message: Some(agent_message(&task_id, &context_id, "hop limit reached")),
-                timestamp: Some(crate::now()),
+                timestamp: Some(now()),
             };
             register(&mut file);
             self.store.save(&caller.workspace, &file).await?;
@@ -657,7 +650,7 @@ impl ServerInner {
                         file.task.status = TaskStatus {
                             state: TaskState::Canceled,
                             message: None,
-                            timestamp: Some(crate::now()),
+                            timestamp: Some(now()),
                         };
                         let saved = self.store.save(&caller.workspace, &file).await;
                         if saved.is_ok() {
@@ -749,7 +742,7 @@ fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
             status: TaskStatus {
                 state: TaskState::Submitted,
                 message: None,
-                timestamp: Some(crate::now()),
+                timestamp: Some(now()),
             },
             artifacts: None,
             history: Some(vec![message.clone()]),
@@ -803,13 +796,6 @@ fn hops(value: &Value) -> Result<u32, A2aError> {
     }
 }
 
-fn agent_message(task_id: &str, context_id: &str, text: &str) -> a2a::Message {
-    let mut message = a2a::Message::new(a2a::Role::Agent, vec![a2a::Part::text(text)]);
-    message.task_id = Some(task_id.to_string());
-    message.context_id = Some(context_id.to_string());
-    message
-}
-
 /// A task that ended before any run: the reply or a one-event stream.
 fn finished_outcome(mut task: a2a::Task, streaming: bool, history_length: Option<i32>) -> Outcome {
     if streaming {
@@ -831,11 +817,6 @@ async fn wait_finished(mut finished: watch::Receiver<Option<a2a::Task>>) -> Opti
 /// How long a stream's run may take before the first version of its task file is flushed on its
 /// own (docs/reliability.md, "Power loss").
 const STREAM_FLUSH_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// Whether a status ends a stream: terminal or interrupted.
-pub fn ends_stream(state: &TaskState) -> bool {
-    state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
-}
 
 /// `stream`, signalling `acknowledged` when its first event is taken (to be written) or when it
 /// is dropped unread.
@@ -930,21 +911,6 @@ impl Follow {
                 }
             }
         }
-    }
-}
-
-/// The lower-case state name for messages and logs.
-pub fn state_name(state: &TaskState) -> &'static str {
-    match state {
-        TaskState::Unspecified => "unspecified",
-        TaskState::Submitted => "submitted",
-        TaskState::Working => "working",
-        TaskState::Completed => "completed",
-        TaskState::Failed => "failed",
-        TaskState::Canceled => "canceled",
-        TaskState::InputRequired => "input-required",
-        TaskState::Rejected => "rejected",
-        TaskState::AuthRequired => "auth-required",
     }
 }
 

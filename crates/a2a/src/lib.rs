@@ -49,9 +49,3 @@ pub use containment::{Containment, ViewPolicy};
 pub use error::A2aError;
 pub use extension::OwnerNotifier;
 pub use server::{A2aServer, A2aServerBuilder, PushHandler};
-
-/// Now, at the millisecond precision the protocol asks for (PROTOCOL.md §1).
-pub(crate) fn now() -> chrono::DateTime<chrono::Utc> {
-    use chrono::SubsecRound;
-    chrono::Utc::now().trunc_subsecs(3)
-}

@@ -26,6 +26,7 @@ use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
 use crate::push::StoredPushConfig;
 use crate::task::TaskFile;
+use crate::task::status::{agent_message, now};
 use crate::task::store::TaskStore;
 use volcanic_core::redact::Redactor;
 
@@ -173,14 +174,7 @@ impl LiveTask {
             file.task.artifacts.iter().flatten().find(|a| a.artifact_id == self.response_id);
         let mut caught = Vec::with_capacity(kept.len() + 1);
         if let Some(artifact) = artifact {
-            caught.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                task_id: self.task_id.clone(),
-                context_id: self.context_id.clone(),
-                artifact: artifact.clone(),
-                append: Some(false),
-                last_chunk: Some(last_chunk),
-                metadata: None,
-            }));
+            caught.push(self.artifact_update(artifact.clone(), Some(false), last_chunk));
         }
         caught.extend(kept);
         caught
@@ -225,7 +219,7 @@ impl LiveTask {
     pub async fn start_working(&self, create: bool) -> Result<(), A2aError> {
         let mut file = self.state.lock().await;
         let status =
-            TaskStatus { state: TaskState::Working, message: None, timestamp: Some(crate::now()) };
+            TaskStatus { state: TaskState::Working, message: None, timestamp: Some(now()) };
         if let Some(old) = file.task.status.message.take() {
             file.task.history.get_or_insert_with(Vec::new).push(old);
         }
@@ -252,14 +246,14 @@ impl LiveTask {
         let mut file = self.state.lock().await;
         let status = TaskStatus {
             state,
-            message: message.map(|text| self.agent_message(text)),
-            timestamp: Some(crate::now()),
+            message: message.map(|text| agent_message(&self.task_id, &self.context_id, text)),
+            timestamp: Some(now()),
         };
         if let Some(old) = file.task.status.message.take() {
             file.task.history.get_or_insert_with(Vec::new).push(old);
         }
         let changed = file.task.status.state != status.state;
-        let durable = crate::handler::ends_stream(&status.state);
+        let durable = crate::task::state::ends_stream(&status.state);
         file.task.status = status.clone();
         if durable {
             self.persist(&file).await;
@@ -351,14 +345,7 @@ impl LiveTask {
             None => artifacts.push(self.response_artifact(text.clone())),
         }
         self.send_event(|| {
-            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                task_id: self.task_id.clone(),
-                context_id: self.context_id.clone(),
-                artifact: self.response_artifact(text),
-                append: Some(append),
-                last_chunk: Some(last_chunk),
-                metadata: None,
-            })
+            self.artifact_update(self.response_artifact(text), Some(append), last_chunk)
         });
     }
 
@@ -386,14 +373,7 @@ impl LiveTask {
         }
         if !text.is_empty() && streamed.is_some_and(|streamed| streamed != text) {
             self.send_event(|| {
-                StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                    task_id: self.task_id.clone(),
-                    context_id: self.context_id.clone(),
-                    artifact: self.response_artifact(text.to_string()),
-                    append: Some(false),
-                    last_chunk: Some(true),
-                    metadata: None,
-                })
+                self.artifact_update(self.response_artifact(text.to_string()), Some(false), true)
             });
         }
     }
@@ -417,16 +397,7 @@ impl LiveTask {
         let mut file = self.state.lock().await;
         file.task.artifacts.get_or_insert_with(Vec::new).push(artifact.clone());
         self.persist_interim(&file).await;
-        self.send_event(|| {
-            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                task_id: self.task_id.clone(),
-                context_id: self.context_id.clone(),
-                artifact,
-                append: None,
-                last_chunk: Some(true),
-                metadata: None,
-            })
-        });
+        self.send_event(|| self.artifact_update(artifact, None, true));
     }
 
     /// Marks the run as over: every waiter gets the final task.
@@ -447,11 +418,22 @@ impl LiveTask {
         }
     }
 
-    fn agent_message(&self, text: String) -> a2a::Message {
-        let mut message = a2a::Message::new(a2a::Role::Agent, vec![Part::text(text)]);
-        message.context_id = Some(self.context_id.clone());
-        message.task_id = Some(self.task_id.clone());
-        message
+    /// An artifact event of this task: `append` says whether its parts extend the artifact the
+    /// client has (`None`: a new artifact), `last_chunk` whether more of it follows.
+    fn artifact_update(
+        &self,
+        artifact: Artifact,
+        append: Option<bool>,
+        last_chunk: bool,
+    ) -> StreamResponse {
+        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            artifact,
+            append,
+            last_chunk: Some(last_chunk),
+            metadata: None,
+        })
     }
 
     /// Whether the task file's last durable write succeeded (none yet: false).

@@ -24,11 +24,8 @@ use tokio_util::sync::CancellationToken;
 use volcanic_core::{Extension, Session, SessionFactory, SessionOptions};
 
 use crate::auth::Caller;
-use crate::error::A2aError;
+use crate::error::{A2aError, CONTEXT_BUSY};
 use crate::extension::A2aChatChannel;
-
-/// The message for a context that already has a task running.
-pub const CONTEXT_BUSY: &str = "context busy, retry when the current task ends";
 
 /// How many times a claim waits for its context's session to finish closing before giving up.
 const CLOSE_WAITS: usize = 3;

@@ -4,13 +4,6 @@
 
 use crate::push::PushFormat;
 
-/// The wire binding of a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Binding {
-    JsonRpc,
-    Rest,
-}
-
 /// The protocol version of a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
@@ -23,6 +16,16 @@ impl Version {
         match self {
             Version::V1_0 => "1.0",
             Version::V0_3 => "0.3",
+        }
+    }
+}
+
+/// A push config registered through a version gets that version's webhook payloads.
+impl From<Version> for PushFormat {
+    fn from(version: Version) -> Self {
+        match version {
+            Version::V1_0 => PushFormat::V1_0,
+            Version::V0_3 => PushFormat::V0_3,
         }
     }
 }
@@ -81,8 +84,6 @@ pub enum Reply {
     Task(a2a::Task),
     /// GetTask of a settled task: its cached JSON.
     TaskView(crate::task::cache::TaskView),
-    /// ListTasks.
-    Tasks(a2a::ListTasksResponse),
     /// ListTasks, with the cached JSON of settled tasks.
     TaskPage(crate::task::cache::TaskPage),
     /// Create/GetPushConfig.

@@ -17,7 +17,7 @@
 pub mod jsonrpc;
 mod params;
 pub mod rest;
-mod url;
+pub(crate) mod url;
 mod v03;
 
 use serde::Serialize;

@@ -163,11 +163,6 @@ pub fn encode_stream_item(item: &a2a::StreamResponse) -> Value {
     wire_json(item)
 }
 
-/// The data of the `event: error` SSE event that ends a REST stream mid-way (§6.3).
-pub fn encode_stream_error(error: &A2aError) -> Value {
-    error.rest_body()
-}
-
 /// A known route, with its decoded path parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Route {

@@ -12,9 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Caller;
-use crate::error::A2aError;
-use crate::pool::CONTEXT_BUSY;
-use crate::request::Version;
+use crate::error::{A2aError, CONTEXT_BUSY};
 use crate::server::ServerInner;
 
 /// How long a config change waits for a busy context (another task of it is starting).
@@ -37,15 +35,6 @@ pub enum PushFormat {
     /// The bare 0.3 Task with `"kind": "task"` (PROTOCOL.md §10.4).
     #[serde(rename = "0.3")]
     V0_3,
-}
-
-impl From<Version> for PushFormat {
-    fn from(version: Version) -> Self {
-        match version {
-            Version::V1_0 => PushFormat::V1_0,
-            Version::V0_3 => PushFormat::V0_3,
-        }
-    }
 }
 
 /// A push config as the task file keeps it: the 1.0 flat config (with its `id` always set) plus

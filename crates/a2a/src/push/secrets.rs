@@ -118,7 +118,7 @@ impl PushSecrets {
         if self.is_loaded(workspace) {
             return;
         }
-        let dir = crate::task::store::tasks_dir(workspace);
+        let dir = crate::task::path::tasks_dir(workspace);
         let mut found: Vec<(String, Vec<String>)> = Vec::new();
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for entry in entries.flatten() {
@@ -127,7 +127,7 @@ impl PushSecrets {
                     .file_name()
                     .and_then(|n| n.to_str())
                     .and_then(|n| n.strip_suffix(".json"))
-                    .filter(|id| crate::task::store::is_valid_task_id(id))
+                    .filter(|id| crate::task::id::is_valid_id(id))
                 else {
                     continue;
                 };
@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn push_secrets_follow_recorded_configs_and_files_on_disk() {
         let dir = tempfile::tempdir().unwrap();
-        let tasks = crate::task::store::tasks_dir(dir.path());
+        let tasks = crate::task::path::tasks_dir(dir.path());
         std::fs::create_dir_all(&tasks).unwrap();
         let on_disk = serde_json::json!({"id": "t-old", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"},
             "caller": "a", "pushConfigs": [{"url": "https://h", "id": "x", "token": "old-token-123"}]});

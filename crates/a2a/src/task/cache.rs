@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::index::Stamp;
 use super::key::TaskKey;
+use super::stamp::Stamp;
 use super::watch::FolderWatch;
 
 /// What an entry costs besides its JSON, id and caller name: the map slots, the `Arc`, the
@@ -645,7 +645,8 @@ impl TaskPage {
             + self.tasks.iter().map(|task| task.size_hint() + 1).sum::<usize>()
     }
 
-    /// The page as a value (for the 0.3 shape and for callers of [`super::TaskStore::list`]).
+    /// The page as a value (for the 0.3 shape, and for the fuzz target and tests that compare
+    /// pages).
     pub fn into_response(self) -> a2a::ListTasksResponse {
         a2a::ListTasksResponse {
             tasks: self.tasks.into_iter().map(PageTask::into_task).collect(),

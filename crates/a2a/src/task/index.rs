@@ -34,8 +34,9 @@ use serde::Deserialize;
 use tracing::warn;
 
 use super::TaskFile;
+use super::id::is_valid_id;
 use super::key::TaskKey;
-use super::store::is_valid_task_id;
+use super::stamp::Stamp;
 
 /// How old the folder's mtime must be before an equal mtime proves that nothing was added,
 /// removed or renamed since: file systems with coarse timestamps (FAT: 2 s, some network file
@@ -94,7 +95,7 @@ impl SortKey {
     pub fn from_token(token: &str) -> Option<SortKey> {
         let text = String::from_utf8(URL_SAFE_NO_PAD.decode(token).ok()?).ok()?;
         let (timestamp, id) = text.split_once('|')?;
-        if !is_valid_task_id(id) {
+        if !is_valid_id(id) {
             return None;
         }
         let timestamp = match timestamp {
@@ -122,32 +123,6 @@ pub(crate) struct Page {
     pub total: usize,
     /// Where the next page starts; `None` on the last page.
     pub next: Option<SortKey>,
-}
-
-/// How a file looked when it was indexed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stamp {
-    pub(super) mtime: SystemTime,
-    pub(super) size: u64,
-    #[cfg(unix)]
-    pub(super) inode: u64,
-    #[cfg(unix)]
-    pub(super) ctime: (i64, i64),
-}
-
-impl Stamp {
-    pub(crate) fn of(meta: &fs::Metadata) -> Option<Stamp> {
-        #[cfg(unix)]
-        use std::os::unix::fs::MetadataExt;
-        Some(Stamp {
-            mtime: meta.modified().ok()?,
-            size: meta.len(),
-            #[cfg(unix)]
-            inode: meta.ino(),
-            #[cfg(unix)]
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        })
-    }
 }
 
 #[derive(Debug)]
@@ -391,7 +366,7 @@ impl WorkspaceIndex {
                 continue;
             };
             // Also skips `.tmp*` files: a dot is not allowed in task ids.
-            if !is_valid_task_id(id) {
+            if !is_valid_id(id) {
                 continue;
             }
             let Ok(meta) = dirent.metadata() else { continue };

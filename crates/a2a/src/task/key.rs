@@ -4,13 +4,13 @@
 //! A `String` key sits behind a pointer, so a lookup that lands on its bucket reads the id's
 //! bytes from another cache line, which at 10,000 tasks is usually a miss to memory; an inline
 //! key is compared where the bucket is. Valid task ids are at most 100 ASCII bytes
-//! ([`super::store::is_valid_task_id`]), so the key is a fixed array.
+//! ([`super::id::is_valid_id`]), so the key is a fixed array.
 
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
 
-/// The longest task id (`[A-Za-z0-9_-]{1,100}`).
-const MAX_LEN: usize = 100;
+/// The longest task id.
+const MAX_LEN: usize = super::id::MAX_ID_LEN;
 
 /// A task id of at most 100 bytes, held in place. Hashes and compares as its `str`, so maps keyed
 /// by it are looked up with a `&str`.

@@ -6,17 +6,18 @@ use serde::{Deserialize, Serialize};
 use crate::push::StoredPushConfig;
 
 pub mod cache;
+pub(crate) mod id;
 mod index;
 mod key;
+pub(crate) mod path;
+mod stamp;
+pub(crate) mod state;
+pub(crate) mod status;
 pub mod store;
 mod watch;
 
+pub use state::state_name;
 pub use store::{TaskStore, TaskSummary, apply_history_length};
-
-/// The lower-case name of a task state (`completed`, `input-required`), for messages and logs.
-pub fn state_name(state: &a2a::TaskState) -> &'static str {
-    crate::handler::state_name(state)
-}
 
 /// What a task file holds: the SDK task shape plus our envelope fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

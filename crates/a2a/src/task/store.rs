@@ -23,13 +23,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Instant, SystemTime};
 
-use chrono::{SubsecRound, Utc};
+use chrono::Utc;
 use tracing::error;
 use volcanic_core::safe_file::{self, RegularFile};
 
 use super::TaskFile;
 use super::cache::{CachedTask, PageTask, TaskCache, TaskJson, TaskPage, TaskView};
-use super::index::{Filter, SortKey, Stamp, Summary, WorkspaceIndex, is_active};
+use super::id::is_valid_id;
+use super::index::{Filter, SortKey, Summary, WorkspaceIndex, is_active};
+use super::path::task_path;
+pub use super::path::tasks_dir;
+use super::stamp::Stamp;
+use super::status::{agent_message, now};
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
 use crate::push::secrets::PushSecrets;
@@ -40,29 +45,6 @@ pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub const MAX_PAGE_SIZE: usize = 100;
 /// The status text of a task failed by restart recovery.
 pub const RESTARTED_TEXT: &str = "server restarted";
-/// Bytes of settled tasks' JSON kept in memory when not configured (`A2A__TaskCacheBytes`).
-pub const DEFAULT_CACHE_BYTES: usize = 12 * 1024 * 1024;
-
-/// The task folder of a workspace: `<workspace>/.volcanic/a2a/tasks`.
-pub fn tasks_dir(workspace: &Path) -> PathBuf {
-    in_tasks_dir(workspace, 0)
-}
-
-/// [`tasks_dir`] with room for `more` bytes, in one allocation.
-fn in_tasks_dir(workspace: &Path, more: usize) -> PathBuf {
-    const PARTS: [&str; 3] = [".volcanic", "a2a", "tasks"];
-    let extra: usize = PARTS.iter().map(|part| part.len() + 1).sum();
-    let mut path = PathBuf::with_capacity(workspace.as_os_str().len() + extra + more);
-    path.push(workspace);
-    PARTS.iter().for_each(|part| path.push(part));
-    path
-}
-
-/// Whether `id` is safe as a task file name: `[A-Za-z0-9_-]{1,100}`.
-pub fn is_valid_task_id(id: &str) -> bool {
-    (1..=100).contains(&id.len())
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
 
 /// One task in an owner's listing ([`TaskStore::recent`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -101,13 +83,14 @@ pub(crate) enum Loaded {
 
 impl Default for TaskStore {
     fn default() -> Self {
+        let defaults = crate::config::A2aOptions::default();
         TaskStore {
             indexes: Mutex::default(),
             on_recovered: None,
             started: SystemTime::now(),
             swept: Mutex::default(),
-            cache: Arc::new(TaskCache::new(DEFAULT_CACHE_BYTES)),
-            file_cap: crate::config::A2aOptions::default().max_task_file_bytes(),
+            cache: Arc::new(TaskCache::new(defaults.task_cache_bytes)),
+            file_cap: defaults.max_task_file_bytes(),
             push_secrets: Arc::new(PushSecrets::new()),
         }
     }
@@ -230,7 +213,7 @@ impl TaskStore {
         workspace: &A2aWorkspace,
         task_id: &str,
     ) -> Result<(), A2aError> {
-        if !is_valid_task_id(task_id) {
+        if !is_valid_id(task_id) {
             return Err(A2aError::Internal);
         }
         let path = task_path(&workspace.path, task_id);
@@ -274,7 +257,7 @@ impl TaskStore {
     /// refused without reading its file, so it answers like a missing id in content and in cost.
     async fn may_read(&self, caller: &Caller, task_id: &str) -> Result<(), A2aError> {
         let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
-        if !is_valid_task_id(task_id) {
+        if !is_valid_id(task_id) {
             return Err(not_found());
         }
         self.sweep_once(&caller.workspace.path).await;
@@ -327,25 +310,13 @@ impl TaskStore {
 
     /// ListTasks (PROTOCOL.md §4.4) over `caller`'s tasks: filters, newest status first, cursor
     /// pages. Tasks without a live run are recovered (see [`TaskStore::load`]) before filtering.
+    /// The settled tasks of the page come as their cached JSON (read through the cache: one
+    /// `stat` each when unchanged); [`TaskPage::into_response`] makes the page a value.
     ///
     /// # Errors
     /// [`A2aError::InvalidParams`] for a `pageSize` outside 1..=100, a negative `historyLength`
     /// or a `pageToken` this store did not issue; [`A2aError::Internal`] when the blocking pool
     /// fails.
-    pub async fn list(
-        &self,
-        caller: &Caller,
-        request: &a2a::ListTasksRequest,
-        is_live: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<a2a::ListTasksResponse, A2aError> {
-        Ok(self.list_page(caller, request, is_live).await?.into_response())
-    }
-
-    /// [`TaskStore::list`], with the settled tasks of the page as their cached JSON (read through
-    /// the cache: one `stat` each when unchanged).
-    ///
-    /// # Errors
-    /// As [`TaskStore::list`].
     pub async fn list_page(
         &self,
         caller: &Caller,
@@ -353,7 +324,7 @@ impl TaskStore {
         is_live: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<TaskPage, A2aError> {
         let query = Query::parse(request)?;
-        let history_length = history_length(request.history_length)?;
+        let history_length = query.history_length;
         self.sweep_once(&caller.workspace.path).await;
         let requested_at = Instant::now();
         let index = self.index(&caller.workspace.path);
@@ -520,7 +491,7 @@ impl TaskStore {
         how: Write,
     ) -> Result<(), A2aError> {
         let id = file.task.id.clone();
-        if !is_valid_task_id(&id) {
+        if !is_valid_id(&id) {
             error!(task_id = ?id, "refusing to write a task file whose id is not a safe file name");
             return Err(A2aError::Internal);
         }
@@ -612,7 +583,9 @@ pub fn apply_history_length(
     task: &mut a2a::Task,
     history_length: Option<i32>,
 ) -> Result<(), A2aError> {
-    let Some(length) = self::history_length(history_length)? else { return Ok(()) };
+    let Some(length) = self::history_length("historyLength", history_length)? else {
+        return Ok(());
+    };
     if length == 0 {
         task.history = None;
     } else if let Some(history) = &mut task.history {
@@ -622,15 +595,16 @@ pub fn apply_history_length(
     Ok(())
 }
 
-/// A `historyLength` as a count of messages (see [`apply_history_length`]).
+/// A `historyLength` as a count of messages (see [`apply_history_length`]): the one check of
+/// the field, wherever a request carries it; `field` is its name in the error.
 ///
 /// # Errors
 /// [`A2aError::InvalidParams`] for a negative length.
-pub fn history_length(history_length: Option<i32>) -> Result<Option<usize>, A2aError> {
+pub fn history_length(field: &str, history_length: Option<i32>) -> Result<Option<usize>, A2aError> {
     history_length
         .map(|length| {
             usize::try_from(length).map_err(|_| {
-                A2aError::InvalidParams(format!("historyLength must not be negative, got {length}"))
+                A2aError::InvalidParams(format!("{field} must not be negative, got {length}"))
             })
         })
         .transpose()
@@ -638,20 +612,10 @@ pub fn history_length(history_length: Option<i32>) -> Result<Option<usize>, A2aE
 
 /// Sets a task to failed with the status message "server restarted" and a fresh timestamp.
 fn mark_restarted(task: &mut a2a::Task) {
-    let message = a2a::Message {
-        message_id: a2a::new_message_id(),
-        context_id: Some(task.context_id.clone()),
-        task_id: Some(task.id.clone()),
-        role: a2a::Role::Agent,
-        parts: vec![a2a::Part::text(RESTARTED_TEXT)],
-        metadata: None,
-        extensions: None,
-        reference_task_ids: None,
-    };
     task.status = a2a::TaskStatus {
         state: a2a::TaskState::Failed,
-        message: Some(message),
-        timestamp: Some(Utc::now().trunc_subsecs(3)),
+        message: Some(agent_message(&task.id, &task.context_id, RESTARTED_TEXT)),
+        timestamp: Some(now()),
     };
 }
 
@@ -673,6 +637,7 @@ struct Query {
     filter: Filter,
     cursor: Option<SortKey>,
     page_size: usize,
+    history_length: Option<usize>,
     include_artifacts: bool,
 }
 
@@ -689,13 +654,7 @@ impl Query {
                     ))
                 })?,
         };
-        if let Some(length) = request.history_length
-            && length < 0
-        {
-            return Err(A2aError::InvalidParams(format!(
-                "historyLength must not be negative, got {length}"
-            )));
-        }
+        let history_length = history_length("historyLength", request.history_length)?;
         let cursor = match request.page_token.as_deref() {
             None | Some("") => None,
             Some(token) => Some(SortKey::from_token(token).ok_or_else(|| {
@@ -712,17 +671,10 @@ impl Query {
             filter,
             cursor,
             page_size,
+            history_length,
             include_artifacts: request.include_artifacts.unwrap_or(false),
         })
     }
-}
-
-fn task_path(workspace: &Path, id: &str) -> PathBuf {
-    // One allocation: GetTask and every task of a list build this path.
-    let mut path = in_tasks_dir(workspace, 1 + id.len() + ".json".len());
-    path.push(id);
-    path.as_mut_os_string().push(".json");
-    path
 }
 
 /// The task file of `id`: `None` when there is none, or when it does not parse as this task (a

@@ -148,7 +148,7 @@ async fn store_unreadable_task_file_is_internal_not_missing() {
     let store = TaskStore::new();
     store.create(&ws, &task_file("t1", "c1", "alice", TaskState::Completed, 0)).await.unwrap();
     let alice = caller(&ws, "alice");
-    let listed = store.list(&alice, &request(), &always_live).await.unwrap();
+    let listed = store.list_page(&alice, &request(), &always_live).await.unwrap().into_response();
     assert_eq!(listed.tasks.len(), 1);
     std::fs::remove_dir_all(tasks_dir(dir.path())).unwrap();
     std::fs::write(tasks_dir(dir.path()), "").unwrap();
@@ -182,7 +182,8 @@ async fn store_task_file_that_is_not_a_regular_file_or_over_the_cap_is_not_found
         let _ = std::fs::remove_file(&path).or_else(|_| std::fs::remove_dir(&path));
         plant();
         assert_eq!(store.load(&alice, "t1", &always_live).await, Err(not_found("t1")), "{what}");
-        let listed = store.list(&alice, &request(), &always_live).await.unwrap();
+        let listed =
+            store.list_page(&alice, &request(), &always_live).await.unwrap().into_response();
         assert_eq!(listed.tasks, vec![], "{what}");
     }
     let _ = std::fs::remove_file(&path).or_else(|_| std::fs::remove_dir(&path));
@@ -366,14 +367,23 @@ async fn store_list_filters_order_and_totals() {
         ),
     ];
     for (label, request, expected) in cases {
-        let response = store.list(&alice, &request, &always_live).await.unwrap();
+        let response =
+            store.list_page(&alice, &request, &always_live).await.unwrap().into_response();
         assert_eq!(summary(&response), expected, "{label}");
         let page_size = request.page_size.unwrap_or(50);
         assert_eq!(response.page_size, page_size, "{label}");
     }
-    let bob = store.list(&caller(&ws, "bob"), &request(), &always_live).await.unwrap();
+    let bob = store
+        .list_page(&caller(&ws, "bob"), &request(), &always_live)
+        .await
+        .unwrap()
+        .into_response();
     assert_eq!(summary(&bob), (vec!["b1"], 1, false));
-    let elsewhere = store.list(&caller(&other, "alice"), &request(), &always_live).await.unwrap();
+    let elsewhere = store
+        .list_page(&caller(&other, "alice"), &request(), &always_live)
+        .await
+        .unwrap()
+        .into_response();
     assert_eq!(summary(&elsewhere), (vec!["o1"], 1, false));
 }
 
@@ -403,13 +413,22 @@ async fn store_list_pages_walk_everything_once_despite_inserts() {
         page_token: Some(token),
         ..request()
     };
-    let first = store.list(&alice, &page(String::new()), &always_live).await.unwrap();
+    let first =
+        store.list_page(&alice, &page(String::new()), &always_live).await.unwrap().into_response();
     assert_eq!(summary(&first), (vec!["t5", "t3"], 6, true));
     // A newer task arriving between pages does not shift the next pages.
     store.create(&ws, &task_file("t7", "c1", "alice", TaskState::Completed, 99)).await.unwrap();
-    let second = store.list(&alice, &page(first.next_page_token), &always_live).await.unwrap();
+    let second = store
+        .list_page(&alice, &page(first.next_page_token), &always_live)
+        .await
+        .unwrap()
+        .into_response();
     assert_eq!(summary(&second), (vec!["t4", "t2"], 7, true));
-    let third = store.list(&alice, &page(second.next_page_token), &always_live).await.unwrap();
+    let third = store
+        .list_page(&alice, &page(second.next_page_token), &always_live)
+        .await
+        .unwrap()
+        .into_response();
     assert_eq!(summary(&third), (vec!["t1", "t6"], 7, false));
 }
 
@@ -432,13 +451,13 @@ async fn store_list_invalid_params_are_rejected() {
         (ListTasksRequest { page_token: Some(encode("2026|t1")), ..request() }, "pageToken"),
     ];
     for (request, field) in cases {
-        match store.list(&alice, &request, &always_live).await {
+        match store.list_page(&alice, &request, &always_live).await {
             Err(A2aError::InvalidParams(message)) => assert!(message.contains(field), "{message}"),
             other => panic!("{request:?}: {other:?}"),
         }
     }
     let ok = ListTasksRequest { page_size: Some(100), history_length: Some(0), ..request() };
-    let empty = store.list(&alice, &ok, &always_live).await.unwrap();
+    let empty = store.list_page(&alice, &ok, &always_live).await.unwrap().into_response();
     assert_eq!(
         empty,
         a2a::ListTasksResponse {
@@ -474,7 +493,8 @@ async fn store_list_history_length_and_artifacts_shape_each_task() {
     ];
     for (include_artifacts, history_length, expected) in cases {
         let request = ListTasksRequest { include_artifacts, history_length, ..request() };
-        let response = store.list(&alice, &request, &always_live).await.unwrap();
+        let response =
+            store.list_page(&alice, &request, &always_live).await.unwrap().into_response();
         assert_eq!(response.tasks, vec![expected], "{include_artifacts:?} {history_length:?}");
     }
 }
@@ -489,7 +509,7 @@ async fn store_list_follows_outside_edits_deletions_and_ignores_other_files() {
         store.create(&ws, &task_file(id, "c1", "alice", TaskState::Completed, secs)).await.unwrap();
     }
     let c1 = ListTasksRequest { context_id: Some("c1".into()), ..request() };
-    let listed = store.list(&alice, &c1, &always_live).await.unwrap();
+    let listed = store.list_page(&alice, &c1, &always_live).await.unwrap().into_response();
     assert_eq!(summary(&listed), (vec!["t3", "t2", "t1"], 3, false));
 
     // Same-size in-place edit (context c1 → c2), a deletion, a malformed file, a new file
@@ -509,16 +529,16 @@ async fn store_list_follows_outside_edits_deletions_and_ignores_other_files() {
     std::fs::write(tasks_dir(dir.path()).join("notes.txt"), "hello").unwrap();
     std::fs::create_dir(tasks_dir(dir.path()).join("t6.json")).unwrap();
 
-    let listed = store.list(&alice, &c1, &always_live).await.unwrap();
+    let listed = store.list_page(&alice, &c1, &always_live).await.unwrap().into_response();
     assert_eq!(summary(&listed), (vec!["t4"], 1, false));
     let c2 = ListTasksRequest { context_id: Some("c2".into()), ..request() };
-    let listed = store.list(&alice, &c2, &always_live).await.unwrap();
+    let listed = store.list_page(&alice, &c2, &always_live).await.unwrap().into_response();
     assert_eq!(summary(&listed), (vec!["t2"], 1, false));
 
     // A repaired file comes back.
     let repaired = task_file("t1", "c1", "alice", TaskState::Completed, 1);
     std::fs::write(task_path(dir.path(), "t1"), serde_json::to_vec(&repaired).unwrap()).unwrap();
-    let listed = store.list(&alice, &c1, &always_live).await.unwrap();
+    let listed = store.list_page(&alice, &c1, &always_live).await.unwrap().into_response();
     assert_eq!(summary(&listed), (vec!["t4", "t1"], 2, false));
 }
 
@@ -540,26 +560,26 @@ async fn store_list_of_a_settled_folder_sees_files_added_and_removed_by_hand() {
         store.create(&ws, &task_file(id, "c1", "alice", TaskState::Completed, secs)).await.unwrap();
     }
     settle_folder(dir.path());
-    let listed = store.list(&alice, &request(), &always_live).await.unwrap();
+    let listed = store.list_page(&alice, &request(), &always_live).await.unwrap().into_response();
     assert_eq!(summary(&listed), (vec!["t2", "t1"], 2, false));
 
     let added = task_file("t3", "c1", "alice", TaskState::Completed, 3);
     std::fs::write(task_path(dir.path(), "t3"), serde_json::to_vec(&added).unwrap()).unwrap();
-    let listed = store.list(&alice, &request(), &always_live).await.unwrap();
+    let listed = store.list_page(&alice, &request(), &always_live).await.unwrap().into_response();
     assert_eq!(summary(&listed), (vec!["t3", "t2", "t1"], 3, false));
 
     settle_folder(dir.path());
-    store.list(&alice, &request(), &always_live).await.unwrap();
+    store.list_page(&alice, &request(), &always_live).await.unwrap();
     std::fs::remove_file(task_path(dir.path(), "t2")).unwrap();
-    let listed = store.list(&alice, &request(), &always_live).await.unwrap();
+    let listed = store.list_page(&alice, &request(), &always_live).await.unwrap().into_response();
     assert_eq!(summary(&listed), (vec!["t3", "t1"], 2, false));
 
     // Our own writes keep it current too, settled or not.
     settle_folder(dir.path());
-    store.list(&alice, &request(), &always_live).await.unwrap();
+    store.list_page(&alice, &request(), &always_live).await.unwrap();
     store.save(&ws, &task_file("t1", "c2", "alice", TaskState::Failed, 4)).await.unwrap();
     let c2 = ListTasksRequest { context_id: Some("c2".into()), ..request() };
-    let listed = store.list(&alice, &c2, &always_live).await.unwrap();
+    let listed = store.list_page(&alice, &c2, &always_live).await.unwrap().into_response();
     assert_eq!(summary(&listed), (vec!["t1"], 1, false));
 }
 
@@ -588,14 +608,18 @@ async fn store_list_after_a_restart_matches_the_list_before_it() {
     before.create(&ws, &task_file("b1", "c1", "bob", TaskState::Completed, 6)).await.unwrap();
     let mut listed_before = Vec::new();
     for request in &requests {
-        listed_before.push(before.list(&alice, request, &always_live).await.unwrap());
+        listed_before
+            .push(before.list_page(&alice, request, &always_live).await.unwrap().into_response());
     }
     assert_eq!(summary(&listed_before[0]), (vec!["t1", "t4", "t3", "t2"], 4, false));
 
     // A new process: a fresh store, the same files.
     let after = TaskStore::new();
     for (request, expected) in requests.iter().zip(&listed_before) {
-        assert_eq!(&after.list(&alice, request, &always_live).await.unwrap(), expected);
+        assert_eq!(
+            &after.list_page(&alice, request, &always_live).await.unwrap().into_response(),
+            expected
+        );
     }
 }
 
@@ -610,10 +634,10 @@ async fn store_list_recovers_stale_tasks_before_filtering() {
     store.create(&ws, &task_file("t3", "c1", "alice", TaskState::InputRequired, 3)).await.unwrap();
     let live = |id: &str| id == "t2";
     let working = ListTasksRequest { status: Some(TaskState::Working), ..request() };
-    let listed = store.list(&alice, &working, &live).await.unwrap();
+    let listed = store.list_page(&alice, &working, &live).await.unwrap().into_response();
     assert_eq!(summary(&listed), (vec!["t2"], 1, false));
     let failed = ListTasksRequest { status: Some(TaskState::Failed), ..request() };
-    let listed = store.list(&alice, &failed, &live).await.unwrap();
+    let listed = store.list_page(&alice, &failed, &live).await.unwrap().into_response();
     assert_eq!(summary(&listed), (vec!["t1"], 1, false));
     assert_eq!(listed.tasks[0].status, read_file(dir.path(), "t1").task.status);
     assert_eq!(read_file(dir.path(), "t3").task.status.state, TaskState::InputRequired);
@@ -652,7 +676,7 @@ fn store_futures_are_send() {
     let alice = caller(&ws, "alice");
     let file = task_file("t1", "c1", "alice", TaskState::Completed, 0);
     is_send(&store.load(&alice, "t1", &always_live));
-    is_send(&store.list(&alice, &request(), &always_live));
+    is_send(&store.list_page(&alice, &request(), &always_live));
     is_send(&store.save(&ws, &file));
 }
 

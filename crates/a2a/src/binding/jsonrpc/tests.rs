@@ -4,6 +4,7 @@ use super::*;
 use serde::de::DeserializeOwned;
 
 use crate::push::PushFormat;
+use crate::task::cache::{PageTask, TaskPage};
 
 fn body(method: &str, params: Value) -> Vec<u8> {
     json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string().into_bytes()
@@ -489,7 +490,12 @@ fn encode_reply_table_per_version() {
             json!({"kind": "message", "messageId": "m", "role": "agent", "parts": [{"kind": "text", "text": "hi"}]}),
         ),
         (
-            Reply::Tasks(from(list.clone())),
+            Reply::TaskPage(TaskPage {
+                tasks: vec![PageTask::Task(Box::new(from(task.clone())))],
+                next_page_token: String::new(),
+                page_size: 50,
+                total_size: 1,
+            }),
             list,
             json!({"tasks": [v03_task], "nextPageToken": "", "pageSize": 50, "totalSize": 1}),
         ),

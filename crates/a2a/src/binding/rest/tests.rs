@@ -295,10 +295,9 @@ fn encode_error_and_stream_items_use_the_rest_shapes() {
         json!({"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}),
     ));
     assert_eq!(
-        (encode_error(&error), encode_stream_error(&error), encode_stream_item(&item)),
+        (encode_error(&error), encode_stream_item(&item)),
         (
             (404, error.rest_body()),
-            error.rest_body(),
             json!({"statusUpdate": {"taskId": "t", "contextId": "c",
                 "status": {"state": "TASK_STATE_COMPLETED"}}})
         )

@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::message::{message, message_to_v03, part_to_v03, remove_zero_history_length};
 use crate::binding::{TASK_STATES, wire_json};
+use crate::task::state::ends_stream;
 
 /// Converts 0.3 `tasks/get` params to 1.0 GetTaskRequest JSON: `historyLength: 0` meant
 /// "no limit" (PROTOCOL.md §4.9).
@@ -70,11 +71,6 @@ pub(crate) fn stream_item(item: &a2a::StreamResponse) -> Value {
             value
         }
     }
-}
-
-fn ends_stream(state: &a2a::TaskState) -> bool {
-    state.is_terminal()
-        || matches!(state, a2a::TaskState::InputRequired | a2a::TaskState::AuthRequired)
 }
 
 fn task_to_v03(value: &mut Value) {
