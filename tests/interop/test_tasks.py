@@ -16,7 +16,11 @@ from a2a.types.a2a_pb2 import (
     SubscribeToTaskRequest,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import (
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 from conftest import OTHER_KEY, Connector
 from support import (
     STEP_TIMEOUT,
@@ -152,6 +156,24 @@ async def test_unknown_task_id_is_task_not_found(
                 await client.cancel_task(CancelTaskRequest(id=missing))
         with pytest.raises(TaskNotFoundError):
             await collect(client.subscribe(SubscribeToTaskRequest(id=missing)))
+    assert_binding(wire, binding)
+
+
+async def test_subscribe_to_completed_task_is_unsupported(
+    connect: Connector, binding: str, wire: list[Exchange]
+) -> None:
+    """A settled task cannot be subscribed to: the SDK raises the error, it sees no stream."""
+    async with connect(binding, streaming=False) as client:
+        done = await send(client, send_request('finish first'))
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    async with connect(binding, streaming=True) as client:
+        async with asyncio.timeout(STEP_TIMEOUT):
+            with pytest.raises(UnsupportedOperationError):
+                await collect(client.subscribe(SubscribeToTaskRequest(id=done.id)))
+    # The refusal is a plain answer, not a stream that holds it.
+    answers = [x for x in wire if x.rpc_method() == 'SubscribeToTask' or ':subscribe' in x.path]
+    assert answers, 'the subscription went over the wire'
+    assert not answers[-1].is_sse(), answers[-1].headers
     assert_binding(wire, binding)
 
 

@@ -59,7 +59,9 @@ pub enum A2aError {
     /// The request body is over the cap (HTTP 413 on REST, -32600 on JSON-RPC).
     #[error("Request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
-    /// The request declares a body type other than JSON (HTTP 415, -32600 on JSON-RPC).
+    /// The request declares a body type other than JSON: ContentTypeNotSupported (-32005 on
+    /// JSON-RPC, reason `CONTENT_TYPE_NOT_SUPPORTED`) answered with HTTP 415 on both bindings,
+    /// as the conformance kit and spec 1.0.0 expect of a refused request body.
     #[error("Content-Type {0:?} is not supported; send application/json or application/a2a+json")]
     UnsupportedMediaType(String),
     /// The request body did not arrive in time (HTTP 408 on both bindings, -32600 on JSON-RPC).
@@ -94,13 +96,12 @@ impl A2aError {
             A2aError::TaskNotFound { .. } => -32001,
             A2aError::TaskNotCancelable { .. } => -32002,
             A2aError::UnsupportedOperation(_) => -32004,
-            A2aError::ContentTypeNotSupported(_) => -32005,
+            A2aError::ContentTypeNotSupported(_) | A2aError::UnsupportedMediaType(_) => -32005,
             A2aError::VersionNotSupported { .. } => -32009,
             A2aError::Parse(_) => -32700,
             A2aError::InvalidRequest(_)
             | A2aError::PayloadTooLarge { .. }
-            | A2aError::BodyTimeout { .. }
-            | A2aError::UnsupportedMediaType(_) => -32600,
+            | A2aError::BodyTimeout { .. } => -32600,
             A2aError::MethodNotFound(_) => -32601,
             A2aError::InvalidParams(_) => -32602,
             A2aError::Internal => -32603,
@@ -161,7 +162,9 @@ impl A2aError {
             A2aError::TaskNotFound { .. } => "TASK_NOT_FOUND",
             A2aError::TaskNotCancelable { .. } => "TASK_NOT_CANCELABLE",
             A2aError::UnsupportedOperation(_) => "UNSUPPORTED_OPERATION",
-            A2aError::ContentTypeNotSupported(_) => "CONTENT_TYPE_NOT_SUPPORTED",
+            A2aError::ContentTypeNotSupported(_) | A2aError::UnsupportedMediaType(_) => {
+                "CONTENT_TYPE_NOT_SUPPORTED"
+            }
             A2aError::VersionNotSupported { .. } => "VERSION_NOT_SUPPORTED",
             A2aError::Parse(_) | A2aError::InvalidRequest(_) => "INVALID_REQUEST",
             A2aError::MethodNotFound(_) => "METHOD_NOT_FOUND",
@@ -169,7 +172,6 @@ impl A2aError {
             A2aError::Internal => "INTERNAL_ERROR",
             A2aError::PayloadTooLarge { .. } => "PAYLOAD_TOO_LARGE",
             A2aError::BodyTimeout { .. } => "REQUEST_TIMEOUT",
-            A2aError::UnsupportedMediaType(_) => "UNSUPPORTED_MEDIA_TYPE",
             A2aError::TooManyStreams { .. } => "TOO_MANY_STREAMS",
             A2aError::TooManyRequests { .. } => "TOO_MANY_REQUESTS",
             A2aError::TooManyConnections { .. } => "TOO_MANY_CONNECTIONS",
@@ -289,7 +291,7 @@ mod tests {
             (A2aError::Internal, -32603, 500, "INTERNAL_ERROR"),
             (A2aError::PayloadTooLarge { limit: 1 }, -32600, 413, "PAYLOAD_TOO_LARGE"),
             (A2aError::BodyTimeout { secs: 1 }, -32600, 408, "REQUEST_TIMEOUT"),
-            (A2aError::UnsupportedMediaType("x".into()), -32600, 415, "UNSUPPORTED_MEDIA_TYPE"),
+            (A2aError::UnsupportedMediaType("x".into()), -32005, 415, "CONTENT_TYPE_NOT_SUPPORTED"),
             (A2aError::TooManyStreams { limit: 1 }, -32029, 429, "TOO_MANY_STREAMS"),
             (A2aError::TooManyRequests { limit: 1 }, -32029, 429, "TOO_MANY_REQUESTS"),
             (A2aError::TooManyConnections { limit: 1 }, -32029, 429, "TOO_MANY_CONNECTIONS"),

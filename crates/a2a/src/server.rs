@@ -33,6 +33,7 @@ use crate::handler::Outcome;
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
 use crate::push::{self, PushSender, UrlCheck};
+use crate::request::Request;
 use crate::task::store::TaskStore;
 
 /// How often an idle SSE stream gets a comment so proxies keep it open.
@@ -472,6 +473,7 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
         Err((id, err)) => return json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
     };
     let streaming = decoded.request.is_streaming();
+    let subscribe = matches!(decoded.request, Request::SubscribeToTask(_));
     let (id, version) = (decoded.id, decoded.version);
     // Before the run starts, so a refused stream starts nothing.
     if streaming && let Err(err) = inner.shares.admit_stream(&mut admission) {
@@ -490,6 +492,12 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
                 )
             });
             sse(events)
+        }
+        // A subscription to a settled task is refused with a plain JSON-RPC error, not a
+        // stream: clients and the conformance kit read any 200 event stream as a subscription
+        // that started (issue 20; this case overrides PROTOCOL.md §5.3).
+        Err(err @ A2aError::UnsupportedOperation(_)) if subscribe => {
+            json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err))
         }
         Err(err) if streaming => {
             // Early errors of a stream go out as one SSE error event (PROTOCOL.md §5.3).

@@ -149,14 +149,14 @@ async fn bad_bodies_get_their_own_errors_on_every_binding() {
                 "text/plain",
                 "text/plain",
                 send_body(target, json!({"text": "hi"}), json!(1)),
-                (415, json!(-32600)),
+                (415, json!(-32005)),
                 (415, json!("INVALID_ARGUMENT")),
             ),
             (
                 "form data",
                 "application/x-www-form-urlencoded",
                 b"a=1&b=2".to_vec(),
-                (415, json!(-32600)),
+                (415, json!(-32005)),
                 (415, json!("INVALID_ARGUMENT")),
             ),
             (

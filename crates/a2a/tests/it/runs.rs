@@ -288,10 +288,20 @@ async fn subscribe_live_task_gets_events() {
 async fn subscribe_terminal_task_unsupported() {
     let server = TestServer::start().await;
     let task = server.send("hi").await["task"].clone();
+    // A plain JSON-RPC error, not an event stream holding one (issue 20): the answer parses as
+    // JSON only when it is not SSE.
+    let body =
+        server.rpc_versioned(KEY, Some("1.0"), "SubscribeToTask", json!({"id": task["id"]})).await;
+    assert_eq!(body["error"]["code"], -32004, "{body}");
+    assert_eq!(body["id"], 1);
+    let body =
+        server.rpc_versioned(KEY, None, "tasks/resubscribe", json!({"id": task["id"]})).await;
+    assert_eq!(body["error"]["code"], -32004, "0.3: {body}");
+    // Other early errors of a stream still go out as one SSE event (PROTOCOL.md §5.3).
     let events =
-        server.rpc_stream(KEY, Some("1.0"), "SubscribeToTask", json!({"id": task["id"]})).await;
+        server.rpc_stream(KEY, Some("1.0"), "SubscribeToTask", json!({"id": "no-such-task"})).await;
     assert_eq!(events.len(), 1);
-    assert_eq!(events[0]["error"]["code"], -32004);
+    assert_eq!(events[0]["error"]["code"], -32001);
 }
 
 #[tokio::test]
