@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 from a2a.types.a2a_pb2 import AgentCard
+from google.protobuf import json_format
 from conftest import Connector
 
 
@@ -31,3 +33,22 @@ async def test_card_resolves_with_interfaces_and_capabilities(connect: Connector
     assert schemes['bearer'].http_auth_security_scheme.scheme.lower() == 'bearer'
     required = [sorted(r.schemes) for r in card.security_requirements]
     assert required == [['apiKey'], ['bearer']]
+
+
+async def test_card_for_1_0_parses_strictly_with_the_sdk_types(connect: Connector) -> None:
+    """A request naming 1.0 gets a card that the SDK's 1.0 protobuf type parses with unknown
+    fields rejected; the card without a version carries the 0.3 fields and does not."""
+    async with connect.http() as http:
+        strict_answer = await http.get(
+            connect.server.base + '/.well-known/agent-card.json', headers={'A2A-Version': '1.0'}
+        )
+        blended_answer = await http.get(connect.server.base + '/.well-known/agent-card.json')
+    assert strict_answer.status_code == 200
+    assert strict_answer.headers['vary'] == 'A2A-Version'
+    card = json_format.Parse(strict_answer.text, AgentCard(), ignore_unknown_fields=False)
+    assert card.name == 'Volcanic assistant'
+    assert card.security_schemes['apiKey'].api_key_security_scheme.name == 'X-API-Key'
+    assert [i.protocol_version for i in card.supported_interfaces] == ['1.0', '1.0', '0.3']
+
+    with pytest.raises(json_format.ParseError):
+        json_format.Parse(blended_answer.text, AgentCard(), ignore_unknown_fields=False)

@@ -267,7 +267,11 @@ def _check_card(exchange: Exchange) -> None:
     if exchange.status != 200 or not exchange.complete:
         return
     data = exchange.json()
-    # The served card is the blended 1.0 + 0.3 card: both views must parse with the SDK.
+    if exchange.request_headers.get('a2a-version', '').startswith('1.'):
+        # Asked for 1.0: the strict 1.0 card, nothing a strict 1.0 parser would refuse.
+        strict(data, AgentCard)
+        return
+    # Otherwise the blended 1.0 + 0.3 card: both views must parse with the SDK.
     parse_agent_card(json.loads(json.dumps(data)))
     v03.AgentCard.model_validate(data)
 

@@ -5,7 +5,8 @@
 //! - [`binding`]: JSON-RPC and REST decoding/encoding, SSE framing, 0.3 ⇄ 1.0 conversion.
 //! - [`error`]: the one mapping of failures to JSON-RPC codes, HTTP statuses and reasons.
 //! - [`auth`]: caller directory, callers.json, key checks.
-//! - [`card`]: the public and the extended agent card.
+//! - [`card`]: the public and the extended agent card; `public_card`: which shape of the public
+//!   card a request gets, and its HTTP caching.
 //! - [`containment`]: caller tiers → tools, and the sandbox view of the workspace callers get.
 //! - [`task`]: task files, the index, ListTasks.
 //! - `server`: the axum router, authentication, SSE, shutdown; `handler`: the operations;
@@ -36,6 +37,7 @@ mod handler;
 pub mod inbox;
 mod live;
 mod pool;
+mod public_card;
 pub mod push;
 pub mod request;
 mod server;

@@ -32,6 +32,7 @@ use crate::fair::{Admission, CallerCaps, CallerShares, ConnectionShare, Held};
 use crate::handler::Outcome;
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
+use crate::public_card::PublicCards;
 use crate::push::{self, PushSender, UrlCheck};
 use crate::request::Request;
 use crate::task::store::TaskStore;
@@ -64,9 +65,8 @@ pub struct ServerInner {
     pub(crate) push: Arc<PushSender>,
     /// Each caller's requests, streams and connections in progress, against their caps.
     shares: CallerShares,
-    /// The public card's body for the last base URL it was built for: it depends on nothing
-    /// else, and clients fetch it often.
-    card_body: std::sync::Mutex<Option<(String, Bytes)>>,
+    /// The public card's bodies and their validators.
+    public_cards: PublicCards,
 }
 
 /// The host's handler of pushes to `POST /a2a/push/{watchId}`: `(watch id, the
@@ -177,7 +177,7 @@ impl A2aServerBuilder {
                 tracker: TaskTracker::new(),
                 push_url_check,
                 push,
-                card_body: std::sync::Mutex::default(),
+                public_cards: PublicCards::default(),
             }),
         })
     }
@@ -271,25 +271,7 @@ fn edge_layers<S: Clone + Send + Sync + 'static>(
 
 async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {
     let base = base_url(&inner, &headers);
-    let cached = {
-        let last = inner.card_body.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        last.as_ref().filter(|(built_for, _)| *built_for == base).map(|(_, body)| body.clone())
-    };
-    let body = match cached {
-        Some(body) => body,
-        None => {
-            let card = card::public_card(&inner.options, &base);
-            let body = Bytes::from(binding::blended_card(&card).to_string());
-            *inner.card_body.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                Some((base, body.clone()));
-            body
-        }
-    };
-    let mut response = (StatusCode::OK, body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
-    response
+    inner.public_cards.answer(&inner.options, base, &headers)
 }
 
 fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {

@@ -55,6 +55,12 @@ pub fn requested_version(
     raw.map(|raw| parse_version(&raw)).transpose()
 }
 
+/// The 1.0 card exactly as the 1.0 schema has it: what a request asking for 1.x gets, and what
+/// a strict 1.0 parser (unknown fields rejected) accepts.
+pub fn strict_card(card: &a2a::AgentCard) -> Value {
+    wire_json(card)
+}
+
 /// The public agent card served at `/.well-known/agent-card.json`: the 1.0 card plus the 0.3
 /// top-level fields and 0.3 security scheme keys, so that 1.0 and 0.3 clients can both read it
 /// (PROTOCOL.md §8.4; both SDKs' card parsers ignore unknown keys).

@@ -67,3 +67,99 @@ async fn card_extended_falls_back_to_persona() {
     assert_eq!(status, 200);
     assert_eq!(rest["description"], "Ada, Eugene's assistant");
 }
+
+/// GET of the public card with `headers`: status, response headers, body (empty for a 304).
+async fn get_card(
+    server: &TestServer,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = server.client.get(format!("{}/.well-known/agent-card.json", server.base));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    (status, headers, response.text().await.unwrap())
+}
+
+/// The fields that exist only in 0.3 cards.
+const V03_ONLY: [&str; 6] = [
+    "url",
+    "preferredTransport",
+    "protocolVersion",
+    "additionalInterfaces",
+    "supportsAuthenticatedExtendedCard",
+    "security",
+];
+
+#[tokio::test]
+async fn card_for_a_1_0_request_is_strict_and_the_others_get_the_blended_card() {
+    let server = TestServer::start().await;
+    let (status, headers, body) = get_card(&server, &[("A2A-Version", "1.0")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["vary"], "A2A-Version");
+    let strict: Value = serde_json::from_str(&body).unwrap();
+    for field in V03_ONLY {
+        assert!(strict.get(field).is_none(), "{field} in the strict card: {strict}");
+    }
+    // Security schemes only in the 1.0 shape: one key naming the scheme's kind.
+    assert_eq!(
+        strict["securitySchemes"]["apiKey"],
+        json!({"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"}})
+    );
+    assert_eq!(
+        strict["securitySchemes"]["bearer"],
+        json!({"httpAuthSecurityScheme": {"scheme": "Bearer"}})
+    );
+    assert_eq!(strict["supportedInterfaces"].as_array().unwrap().len(), 3);
+
+    // No version, 0.3, or one we do not know: the blended card, for 1.0 and 0.3 clients alike.
+    for headers in [vec![], vec![("A2A-Version", "0.3")], vec![("A2A-Version", "7.1")]] {
+        let (status, answer_headers, body) = get_card(&server, &headers).await;
+        assert_eq!(status, 200, "{headers:?}");
+        assert_eq!(answer_headers["vary"], "A2A-Version");
+        let blended: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(blended["protocolVersion"], "0.3.0", "{headers:?}");
+        assert_eq!(blended["securitySchemes"]["apiKey"]["type"], "apiKey");
+        assert_eq!(blended["supportedInterfaces"], strict["supportedInterfaces"]);
+    }
+}
+
+#[tokio::test]
+async fn card_has_validators_and_answers_304_when_unchanged() {
+    let server = TestServer::start().await;
+    let (_, headers, body) = get_card(&server, &[]).await;
+    let etag = headers["etag"].to_str().unwrap().to_string();
+    let modified = headers["last-modified"].to_str().unwrap().to_string();
+    assert!(etag.starts_with('"') && etag.ends_with('"') && etag.len() > 2, "{etag}");
+    assert!(modified.ends_with(" GMT"), "{modified}");
+    assert_eq!(headers["cache-control"], "public, max-age=300");
+    assert!(!body.is_empty());
+
+    // The same card again: 304 without a body, with the validators.
+    for conditional in [
+        vec![("If-None-Match", etag.as_str())],
+        vec![("If-Modified-Since", modified.as_str())],
+        vec![("If-Modified-Since", "Fri, 31 Dec 2100 23:59:59 GMT")],
+    ] {
+        let (status, headers, body) = get_card(&server, &conditional).await;
+        assert_eq!(status, 304, "{conditional:?}");
+        assert_eq!(body, "", "{conditional:?}");
+        assert_eq!(headers["etag"].to_str().unwrap(), etag);
+        assert_eq!(headers["vary"], "A2A-Version");
+    }
+    let weak = format!("\"other\", W/{etag}");
+    assert_eq!(get_card(&server, &[("If-None-Match", &weak)]).await.0, 304);
+
+    // A different card, an older date, or an ETag that does not match (which wins over a
+    // matching date): the full card.
+    let (status, strict_headers, _) =
+        get_card(&server, &[("A2A-Version", "1.0"), ("If-None-Match", &etag)]).await;
+    assert_eq!(status, 200, "the strict card has its own ETag");
+    assert_ne!(strict_headers["etag"].to_str().unwrap(), etag);
+    let old = "Thu, 01 Jan 2015 00:00:00 GMT";
+    assert_eq!(get_card(&server, &[("If-Modified-Since", old)]).await.0, 200);
+    let both = [("If-None-Match", "\"other\""), ("If-Modified-Since", modified.as_str())];
+    assert_eq!(get_card(&server, &both).await.0, 200);
+    assert_eq!(get_card(&server, &[("If-Modified-Since", "yesterday")]).await.0, 200);
+}

@@ -1,0 +1,179 @@
+//! Serving the public card at `/.well-known/agent-card.json`: which shape a request gets, and
+//! HTTP caching (issue 20).
+//!
+//! - A request that names A2A 1.x in `A2A-Version` gets the strict 1.0 card: only 1.0 fields,
+//!   security schemes in the 1.0 shape, so a strict 1.0 parser accepts it. Any other request
+//!   (no version, 0.3, a version we do not know) gets the blended card that 1.0 and 0.3 clients
+//!   both read (PROTOCOL.md §8.4): card discovery has no error answer, and 0.3 clients send no
+//!   version. Answers say `Vary: A2A-Version`.
+//! - Every answer carries a strong `ETag` (a digest of the body), `Last-Modified` (when this
+//!   server started: the public card depends only on the options and the base URL, fixed for
+//!   the process's life) and `Cache-Control`. A matching `If-None-Match`, or without one an
+//!   `If-Modified-Since` at or after `Last-Modified`, gets `304 Not Modified` without a body
+//!   (RFC 9110 §13.1.2–§13.1.3, §15.4.5).
+//!
+//! The bodies are built once per (base URL, shape) and kept: clients fetch the card often.
+
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use sha2::Digest;
+
+use crate::binding;
+use crate::card;
+use crate::config::A2aOptions;
+use crate::request::Version;
+
+/// How long clients and caches may reuse the card without asking again.
+const CACHE_CONTROL: &str = "public, max-age=300";
+
+/// The two shapes of the public card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// 1.0 fields only (a request that asked for 1.x).
+    Strict,
+    /// 1.0 and 0.3 fields together (everyone else).
+    Blended,
+}
+
+impl Shape {
+    fn of(headers: &HeaderMap) -> Shape {
+        let version = headers.get("a2a-version").and_then(|value| value.to_str().ok());
+        match binding::requested_version(version, None) {
+            Ok(Some(Version::V1_0)) => Shape::Strict,
+            _ => Shape::Blended,
+        }
+    }
+}
+
+/// One built card body with its validator.
+#[derive(Clone)]
+struct Built {
+    base: String,
+    body: Bytes,
+    etag: HeaderValue,
+}
+
+/// The public card's bodies, one per shape, for the last base URL each was built for.
+pub(crate) struct PublicCards {
+    last_modified: HeaderValue,
+    /// When the bodies count as changed, at HTTP-date (whole second) precision.
+    since: SystemTime,
+    built: Mutex<[Option<Built>; 2]>,
+}
+
+impl Default for PublicCards {
+    fn default() -> Self {
+        Self::new(SystemTime::now())
+    }
+}
+
+impl PublicCards {
+    /// Cards that count as changed at `since`.
+    pub(crate) fn new(since: SystemTime) -> Self {
+        let text = httpdate::fmt_http_date(since);
+        // Round-tripping through the text drops the sub-second part, so that a client sending
+        // back our own Last-Modified compares equal.
+        let since = httpdate::parse_http_date(&text).unwrap_or(since);
+        let last_modified = HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static(""));
+        PublicCards { last_modified, since, built: Mutex::new([None, None]) }
+    }
+
+    /// The answer to `GET /.well-known/agent-card.json` with `headers`, for `base` (the base URL
+    /// of the card's interfaces).
+    pub(crate) fn answer(
+        &self,
+        options: &A2aOptions,
+        base: String,
+        headers: &HeaderMap,
+    ) -> Response {
+        let shape = Shape::of(headers);
+        let built = self.built(options, base, shape);
+        let fresh = match headers.get(header::IF_NONE_MATCH) {
+            Some(tags) => none_match(tags, &built.etag),
+            None => headers
+                .get(header::IF_MODIFIED_SINCE)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|text| httpdate::parse_http_date(text).ok())
+                .is_some_and(|since| since >= self.since),
+        };
+        let (status, body) = if fresh {
+            (StatusCode::NOT_MODIFIED, Body::empty())
+        } else {
+            (StatusCode::OK, Body::from(built.body))
+        };
+        let mut response = Response::new(body);
+        *response.status_mut() = status;
+        let out = response.headers_mut();
+        if status == StatusCode::OK {
+            out.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        out.insert(header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL));
+        out.insert(header::ETAG, built.etag);
+        out.insert(header::LAST_MODIFIED, self.last_modified.clone());
+        out.insert(header::VARY, HeaderValue::from_static("A2A-Version"));
+        response
+    }
+
+    fn built(&self, options: &A2aOptions, base: String, shape: Shape) -> Built {
+        let slot = shape as usize;
+        {
+            let built = self.built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(hit) = built[slot].as_ref().filter(|built| built.base == base) {
+                return hit.clone();
+            }
+        }
+        let card = card::public_card(options, &base);
+        let json = match shape {
+            Shape::Strict => binding::strict_card(&card),
+            Shape::Blended => binding::blended_card(&card),
+        };
+        let body = Bytes::from(json.to_string());
+        let digest = sha2::Sha256::digest(&body);
+        let hex: String = digest[..16].iter().map(|byte| format!("{byte:02x}")).collect();
+        let etag = HeaderValue::from_str(&format!("\"{hex}\""))
+            .unwrap_or(HeaderValue::from_static("\"\""));
+        let fresh = Built { base, body, etag };
+        self.built.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[slot] =
+            Some(fresh.clone());
+        fresh
+    }
+}
+
+/// Whether an `If-None-Match` value matches `etag` (weak comparison, RFC 9110 §13.1.2: `*`,
+/// or any listed tag with the same opaque part, `W/` or not).
+fn none_match(tags: &HeaderValue, etag: &HeaderValue) -> bool {
+    let Ok(tags) = tags.to_str() else { return false };
+    let ours = etag.to_str().unwrap_or_default();
+    tags.split(',').map(str::trim).any(|tag| tag == "*" || tag.trim_start_matches("W/") == ours)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_none_match_compares_weakly_and_accepts_lists_and_star() {
+        let ours = HeaderValue::from_static("\"abc\"");
+        let matches = |value: &'static str| none_match(&HeaderValue::from_static(value), &ours);
+        assert!(matches("\"abc\""));
+        assert!(matches("W/\"abc\""));
+        assert!(matches("\"x\", \"abc\""));
+        assert!(matches("*"));
+        assert!(!matches("\"abcd\""));
+        assert!(!matches("abc"));
+        assert!(!matches(""));
+    }
+
+    #[test]
+    fn last_modified_has_whole_seconds_so_our_own_value_matches() {
+        let start = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_790_000_000_750);
+        let cards = PublicCards::new(start);
+        let text = cards.last_modified.to_str().unwrap();
+        assert_eq!(httpdate::parse_http_date(text).unwrap(), cards.since);
+        assert!(cards.since <= start);
+    }
+}
