@@ -140,11 +140,8 @@ async fn caller_loop(
                     let server = server.clone();
                     let key = who.key.clone();
                     let id = id.clone();
-                    tokio::spawn(async move {
-                        server
-                            .rpc_stream(&key, Some("1.0"), "SubscribeToTask", json!({"id": id}))
-                            .await
-                    })
+                    // The cancel below may settle the task before the subscription arrives.
+                    tokio::spawn(async move { server.subscribe_or_refusal(&key, &id).await })
                 };
                 // The context is busy while the run works: a second send is refused, cleanly.
                 let again = send_params("me too", Some(json!({"contextId": context})));

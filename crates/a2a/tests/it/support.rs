@@ -272,6 +272,24 @@ impl TestServer {
         collect_sse(response).await
     }
 
+    /// SubscribeToTask over JSON-RPC 1.0: the stream's events, or, for a task that settled
+    /// before the subscription arrived, the plain error answer as the one element.
+    pub async fn subscribe_or_refusal(&self, key: &str, task_id: &str) -> Vec<Value> {
+        let response = self
+            .client
+            .post(format!("{}/a2a", self.base))
+            .header("X-API-Key", key)
+            .header("A2A-Version", "1.0")
+            .json(&json!({"jsonrpc": "2.0", "id": "s1", "method": "SubscribeToTask", "params": {"id": task_id}}));
+        let response = tokio::time::timeout(DEADLINE, response.send()).await.unwrap().unwrap();
+        if response.headers()["content-type"] == "text/event-stream" {
+            return collect_sse(response).await;
+        }
+        let refusal: Value = response.json().await.unwrap();
+        assert_eq!(refusal["error"]["code"], -32004, "{refusal}");
+        vec![refusal]
+    }
+
     /// A REST call; returns status and body.
     pub async fn rest(
         &self,
