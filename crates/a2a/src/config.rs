@@ -25,8 +25,13 @@ pub struct A2aOptions {
     /// Cap per file part, in and out; request bodies are capped at this plus base64 overhead.
     /// Default 10 MiB.
     pub max_file_bytes: u64,
-    /// Allow webhook URLs on loopback and private ranges (tests, tailnets). Default false.
+    /// Allow webhook and file-part URLs on loopback and private ranges (tests, tailnets), and
+    /// plain http for webhooks (file parts are https whatever this says). Default false.
     pub allow_private_push_urls: bool,
+    /// A PEM file of certificate authorities to trust for outbound https (file downloads and
+    /// webhooks), on top of the system's: a private CA. Nothing turns certificate checks off.
+    /// Default none.
+    pub extra_ca_certificates: Option<std::path::PathBuf>,
     /// Name on the public card and the fallback extended card. Default "Volcanic assistant".
     pub card_name: String,
     /// Description on the public card and the last fallback. Default a generic sentence.
@@ -96,6 +101,7 @@ impl Default for A2aOptions {
             max_sessions_per_caller: 32,
             max_file_bytes: 10 * 1024 * 1024,
             allow_private_push_urls: false,
+            extra_ca_certificates: None,
             card_name: "Volcanic assistant".into(),
             card_description: "A personal assistant that other agents can talk to over A2A.".into(),
             header_read_timeout: Duration::from_secs(30),

@@ -42,7 +42,8 @@ pub enum PromptError {
 pub const MAX_URL_PARTS: usize = 10;
 
 /// Checks a message's parts before anything is created: at least one part, file bytes within the
-/// cap, URLs https (or http when `allow_private`) and not aimed at a blocked IP literal.
+/// cap, URLs https (always: `allow_private` lifts only the address check) and not aimed at a
+/// blocked IP literal. This is the one gate: downloads follow no redirect.
 ///
 /// # Errors
 /// InvalidParams naming the part and the problem.
@@ -65,6 +66,11 @@ pub fn precheck(parts: &[Part], max_file_bytes: u64, allow_private: bool) -> Res
                 )));
             }
             PartContent::Url(url) => match guard::check_url(url, allow_private) {
+                Ok(parsed) if parsed.scheme() != "https" => {
+                    return Err(A2aError::InvalidParams(format!(
+                        "message.parts[{i}]: file URLs must be https"
+                    )));
+                }
                 Ok(_) => {}
                 Err(GuardError::SchemeNotAllowed { .. }) => {
                     return Err(A2aError::InvalidParams(format!(
@@ -663,7 +669,11 @@ mod tests {
             Err(A2aError::InvalidParams(m)) if m.contains("loopback")
         ));
         assert_eq!(precheck(&[Part::url("https://127.0.0.1/a.pdf")], 10, true), Ok(()));
-        assert_eq!(precheck(&[Part::url("http://127.0.0.1/a.pdf")], 10, true), Ok(()));
+        // Plain http stays refused: the option lifts only the address check.
+        assert_eq!(
+            precheck(&[Part::url("http://127.0.0.1/a.pdf")], 10, true),
+            Err(A2aError::InvalidParams("message.parts[0]: file URLs must be https".into()))
+        );
     }
 
     #[test]

@@ -120,13 +120,32 @@ impl A2aServerBuilder {
     }
 
     /// # Errors
-    /// The outbound HTTP client cannot be built (no TLS backend).
+    /// The outbound HTTP client cannot be built (no TLS backend), or the extra certificate
+    /// authorities cannot be read.
     pub fn build(self) -> std::io::Result<A2aServer> {
         let allow_private = self.options.allow_private_push_urls;
         let cache_bytes = self.options.task_cache_bytes;
         let file_cap = self.options.max_task_file_bytes();
-        let guard =
-            crate::push::guard::GuardedClient::new(allow_private).map_err(std::io::Error::other)?;
+        let guard = match &self.options.extra_ca_certificates {
+            None => crate::push::guard::GuardedClient::new(allow_private)
+                .map_err(std::io::Error::other)?,
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|err| {
+                    std::io::Error::new(
+                        err.kind(),
+                        format!("A2A__ExtraCaCertificates {}: {err}", path.display()),
+                    )
+                })?;
+                crate::push::guard::GuardedClient::with_extra_roots(allow_private, &pem).map_err(
+                    |err| {
+                        std::io::Error::other(format!(
+                            "A2A__ExtraCaCertificates {}: {err}",
+                            path.display()
+                        ))
+                    },
+                )?
+            }
+        };
         // Pushes go through the same guarded client as downloads: one outbound path.
         let push_url_check = push::url_check(allow_private);
         let push = Arc::new(PushSender::new(

@@ -108,6 +108,7 @@ pub struct A2aSettings {
     pub max_sessions_per_caller: Option<usize>,
     pub max_file_bytes: Option<u64>,
     pub allow_private_push_urls: Option<bool>,
+    pub extra_ca_certificates: Option<PathBuf>,
     #[serde(default, deserialize_with = "opt_duration")]
     pub header_read_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "opt_duration")]
@@ -211,6 +212,9 @@ impl A2aSettings {
         }
         if let Some(v) = self.allow_private_push_urls {
             options.allow_private_push_urls = v;
+        }
+        if let Some(v) = &self.extra_ca_certificates {
+            options.extra_ca_certificates = Some(v.clone());
         }
         let timeouts = [
             ("header_read_timeout", self.header_read_timeout, &mut options.header_read_timeout),

@@ -325,7 +325,31 @@ impl GuardedClient {
         allow_private: bool,
         resolver: Arc<dyn Resolve>,
     ) -> Result<Self, GuardError> {
+        Self::build(allow_private, resolver, Vec::new())
+    }
+
+    /// A client over the system resolver that also trusts the certificate authorities in
+    /// `pem_bundle` (PEM, one or more certificates), on top of the system's.
+    ///
+    /// # Errors
+    /// [`GuardError::Build`] when the bundle holds no valid certificate or the TLS backend
+    /// cannot be set up.
+    pub fn with_extra_roots(allow_private: bool, pem_bundle: &[u8]) -> Result<Self, GuardError> {
+        let roots = reqwest::Certificate::from_pem_bundle(pem_bundle)
+            .map_err(|err| GuardError::Build { reason: error_chain(&err) })?;
+        if roots.is_empty() {
+            return Err(GuardError::Build { reason: "no PEM certificate in the bundle".into() });
+        }
+        Self::build(allow_private, Arc::new(SystemResolver), roots)
+    }
+
+    fn build(
+        allow_private: bool,
+        resolver: Arc<dyn Resolve>,
+        roots: Vec<reqwest::Certificate>,
+    ) -> Result<Self, GuardError> {
         let client = reqwest::Client::builder()
+            .tls_certs_merge(roots)
             .dns_resolver(Filtering { inner: resolver, allow_private })
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()

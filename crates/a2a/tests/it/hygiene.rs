@@ -148,7 +148,7 @@ async fn error_answers_never_reveal_paths_types_or_traces() {
 
     // A download that fails: the task fails with a reason, which must not leak either.
     let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER",
-        "parts": [{"url": "http://127.0.0.1:9/missing/report.pdf"}]}});
+        "parts": [{"url": "https://127.0.0.1:9/missing/report.pdf"}]}});
     answers
         .push(("failed download".into(), server.rpc(KEY, "SendMessage", params).await.to_string()));
 

@@ -536,22 +536,16 @@ async fn rest_stream_and_send_use_the_rest_shapes() {
 
 #[tokio::test]
 async fn files_by_url_are_downloaded_through_the_guard() {
-    use wiremock::matchers::path;
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let files = MockServer::start().await;
-    Mock::given(path("/plan.txt"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .insert_header("content-type", "text/plain")
-                .set_body_string("the plan"),
-        )
-        .mount(&files)
-        .await;
-    Mock::given(path("/missing.txt")).respond_with(ResponseTemplate::new(404)).mount(&files).await;
-    let options = volcanic_a2a::A2aOptions { allow_private_push_urls: true, ..Default::default() };
+    let files = volcanic_test_support::tls::TlsFiles::start().await;
+    files.add("/plan.txt", "text/plain", b"the plan");
+    let options = volcanic_a2a::A2aOptions {
+        allow_private_push_urls: true,
+        extra_ca_certificates: Some(files.ca_file().to_path_buf()),
+        ..Default::default()
+    };
     let server = TestServer::with(Setup { options, ..Setup::default() }).await;
     let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
-        {"text": "see"}, {"url": format!("{}/plan.txt", files.uri())}]}});
+        {"text": "see"}, {"url": format!("{}/plan.txt", files.url)}]}});
     let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
     assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
     let inbox = server.inbox_files();
@@ -562,11 +556,37 @@ async fn files_by_url_are_downloaded_through_the_guard() {
     assert_eq!(std::fs::read_to_string(server.ws().join(&inbox[0])).unwrap(), "the plan");
 
     let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
-        {"url": format!("{}/missing.txt", files.uri())}]}});
+        {"url": format!("{}/missing.txt", files.url)}]}});
     let failed = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
     assert_eq!(state(&failed), "TASK_STATE_FAILED");
     let reason = failed["status"]["message"]["parts"][0]["text"].as_str().unwrap();
     assert!(reason.contains("file") && reason.contains("404"), "{reason}");
+}
+
+#[tokio::test]
+async fn files_by_url_need_https_and_a_trusted_certificate() {
+    let files = volcanic_test_support::tls::TlsFiles::start().await;
+    files.add("/plan.txt", "text/plain", b"the plan");
+    // Private addresses allowed, but the test CA not trusted: the download fails on the
+    // certificate, and the file server never sees a request.
+    let options = volcanic_a2a::A2aOptions { allow_private_push_urls: true, ..Default::default() };
+    let server = TestServer::with(Setup { options, ..Setup::default() }).await;
+    let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
+        {"url": format!("{}/plan.txt", files.url)}]}});
+    let failed = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
+    assert_eq!(state(&failed), "TASK_STATE_FAILED", "{failed}");
+    let reason = failed["status"]["message"]["parts"][0]["text"].as_str().unwrap();
+    assert!(reason.contains("certificate"), "{reason}");
+    assert_eq!(files.requests(), 0);
+    assert!(server.inbox_files().is_empty());
+
+    // Plain http is refused before anything exists, whatever AllowPrivatePushUrls says.
+    let plain = files.url.replace("https://", "http://");
+    let params = json!({"message": {"messageId": uuid(), "role": "ROLE_USER", "parts": [
+        {"url": format!("{plain}/plan.txt")}]}});
+    let body = server.rpc(KEY, "SendMessage", params).await;
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("https"), "{body}");
 }
 
 #[tokio::test]

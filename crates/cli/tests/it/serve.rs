@@ -289,3 +289,29 @@ fn serve_bad_a2a_config_exits_2_naming_the_key() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn serve_with_an_unreadable_or_invalid_ca_file_stops_naming_it() {
+    let ws = workspace_with_caller();
+    let state = tempfile::tempdir().unwrap();
+    let not_pem = state.path().join("not-a-ca.pem");
+    std::fs::write(&not_pem, "no certificate here\n").unwrap();
+    for ca in [state.path().join("missing.pem"), not_pem] {
+        let out = Command::cargo_bin("volcanic")
+            .unwrap()
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("A2A__ExtraCaCertificates", &ca)
+            .args(["serve", "--faux", "--listen", "127.0.0.1:0", "--state-dir"])
+            .arg(state.path())
+            .arg("--workspace")
+            .arg(ws.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("A2A__ExtraCaCertificates"), "{stderr}");
+        assert!(stderr.contains(&ca.display().to_string()), "{stderr}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
+    }
+}
