@@ -256,8 +256,9 @@ impl Worker {
         options.channel = Some(channel);
         options.confinement = self.ctx.owner.as_ref().map(|owner| {
             let config = &self.ctx.config;
-            let others = config.allowed_chats.iter().filter(|&&id| id != self.chat_id);
-            owner.for_workspace(workspace, others.map(|&id| config.workspace(id)))
+            // Every other served chat's workspace, the groups' included.
+            let others = config.served_chats().filter(|&id| id != self.chat_id);
+            owner.for_workspace(workspace, others.map(|id| config.workspace(id)))
         });
         match self.ctx.factory.open(options).await {
             Ok(session) => {

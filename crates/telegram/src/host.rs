@@ -20,6 +20,7 @@ use volcanic_a2a::{A2aOptions, A2aServer, Containment};
 use volcanic_core::SessionFactory;
 use volcanic_core::sandbox::OwnerConfinement;
 
+use crate::access::{self, Access, Ignored};
 use crate::api::{ApiError, BotApi, Update};
 use crate::chat::{Chat, Ctx, Enqueued, JobKind};
 use crate::command::{self, Command};
@@ -85,11 +86,7 @@ impl TelegramHostBuilder {
         let workspaces = {
             let config = config.clone();
             Arc::new(move || {
-                config
-                    .allowed_chats
-                    .iter()
-                    .map(|&chat_id| chat_workspace(&config, chat_id))
-                    .collect()
+                config.served_chats().map(|chat_id| chat_workspace(&config, chat_id)).collect()
             })
         };
         let directory = Arc::new(WorkspaceCallerDirectory::new(workspaces));
@@ -101,8 +98,11 @@ impl TelegramHostBuilder {
         let a2a = match self.a2a {
             None => None,
             Some((options, listener)) => {
-                let notifier =
-                    Arc::new(TelegramNotifier { api: api.clone(), cancel: self.shutdown.clone() });
+                let notifier = Arc::new(TelegramNotifier {
+                    api: api.clone(),
+                    config: config.clone(),
+                    cancel: self.shutdown.clone(),
+                });
                 let server = A2aServer::builder(self.factory.clone(), directory.clone())
                     .options(options)
                     .notifier(notifier)
@@ -175,7 +175,7 @@ impl TelegramHost {
         });
 
         let started = self.start(&shutdown).await;
-        if started.is_ok() {
+        if let Ok(username) = &started {
             let ctx = Arc::new(Ctx {
                 api: self.api.clone(),
                 config: self.config.clone(),
@@ -191,6 +191,7 @@ impl TelegramHost {
                 a2a_enabled: server.is_some(),
                 chats: HashMap::new(),
                 refused: HashSet::new(),
+                username: username.clone(),
             };
             let offsets = OffsetFile::new(&self.config.state_dir, self.config.token.bot_id());
             poll::run(&self.api, &offsets, &shutdown, |update| router.route(update)).await;
@@ -211,25 +212,38 @@ impl TelegramHost {
     }
 
     /// getMe (retried while the API is unreachable) and the command menu (best effort).
-    async fn start(&self, shutdown: &CancellationToken) -> Result<()> {
-        match self.api.get_me(shutdown).await {
+    /// Returns the bot's username, which commands addressed to a bot must name.
+    async fn start(&self, shutdown: &CancellationToken) -> Result<Option<String>> {
+        let config = &self.config;
+        let ids = |ids: &[i64]| ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        tracing::info!(
+            users = %ids(&config.allowed_users),
+            groups = %ids(&config.allowed_groups),
+            owner = config.owner(),
+            "serving these Telegram users (in private chats and the groups) and groups"
+        );
+        let username = match self.api.get_me(shutdown).await {
             Ok(me) => {
                 tracing::info!(
                     bot_id = me.id,
                     username = me.username.as_deref().unwrap_or("?"),
                     "connected to Telegram"
                 );
+                me.username
             }
-            Err(ApiError::Cancelled) => return Ok(()),
+            Err(ApiError::Cancelled) => return Ok(None),
             Err(err @ ApiError::Rejected { status: 401 | 404, .. }) => {
                 return Err(Error::TokenRejected(err));
             }
-            Err(err) => tracing::warn!(error = %err, "getMe failed; polling anyway"),
-        }
+            Err(err) => {
+                tracing::warn!(error = %err, "getMe failed; polling anyway, commands addressed to a bot by name are ignored");
+                None
+            }
+        };
         if let Err(err) = self.api.set_my_commands(command::MENU, shutdown).await {
             tracing::debug!(error = %err, "the command menu was not set");
         }
-        Ok(())
+        Ok(username)
     }
 }
 
@@ -240,8 +254,11 @@ struct Router {
     tasks: Arc<TaskStore>,
     a2a_enabled: bool,
     chats: HashMap<i64, Chat>,
-    /// Chats that got their one refusal in this process.
+    /// Chats that got their one refusal (private chats) or their one warning line (groups) in
+    /// this process.
     refused: HashSet<i64>,
+    /// The bot's username (getMe), if known.
+    username: Option<String>,
 }
 
 impl Router {
@@ -250,13 +267,39 @@ impl Router {
     fn route(&mut self, update: Update) {
         let Some(message) = update.message else { return };
         let chat_id = message.chat.id;
-        if !self.ctx.config.is_allowed(chat_id) {
-            if self.refused.insert(chat_id) {
-                tracing::warn!(chat_id, "message from a chat that is not allowed; refusing once");
-                self.reply(chat_id, command::REFUSAL.to_string());
-            } else {
-                tracing::debug!(chat_id, "message from a refused chat ignored");
+        let sender = message.from.as_ref().map(|user| user.id);
+        match access::decide(&self.ctx.config, &message) {
+            Access::Serve => {}
+            Access::Refuse => {
+                if self.refused.insert(chat_id) {
+                    tracing::warn!(
+                        chat_id,
+                        "message from a user who is not allowed; refusing once"
+                    );
+                    self.reply(chat_id, command::REFUSAL.to_string());
+                } else {
+                    tracing::debug!(chat_id, "message from a refused user ignored");
+                }
+                return;
             }
+            Access::Ignore(Ignored::GroupNotAllowed) if self.refused.insert(chat_id) => {
+                tracing::warn!(
+                    chat_id,
+                    "message in a group that is not allowed; ignored without a word (allow it in Telegram__AllowedGroupIds)"
+                );
+                return;
+            }
+            Access::Ignore(why) => {
+                tracing::debug!(chat_id, sender, reason = why.as_str(), "message ignored");
+                return;
+            }
+        }
+        if message
+            .text
+            .as_deref()
+            .is_some_and(|text| command::is_for_another_bot(text, self.username.as_deref()))
+        {
+            tracing::debug!(chat_id, "command addressed to another bot ignored");
             return;
         }
         let command = message.text.as_deref().and_then(command::parse);

@@ -4,6 +4,7 @@
 //! Layout:
 //! - [`api`]: a thin Bot API client over HTTPS (long polling, sends, files) with retries; the
 //!   bot token is in every URL, so no URL ever reaches an error or a log line.
+//! - `access`: who may use the bot (allowed users, in their private chats and allowed groups).
 //! - `poll`: the long-polling loop and the persisted update offset.
 //! - `chat`: one worker per allowed chat: its workspace, its main session, the run queue.
 //! - `render`: an answer streamed into messages (edits, splits at Telegram's limit).
@@ -15,6 +16,7 @@
 //! Invariant: the bot token never appears in a log line, an error, a journal or tool output.
 //! The host never exits because the Bot API failed; it retries.
 
+mod access;
 pub mod api;
 mod attachments;
 mod channel;

@@ -18,6 +18,10 @@ pub struct Message {
     pub chat: Chat,
     #[serde(default)]
     pub from: Option<User>,
+    /// The chat a message was sent on behalf of (an anonymous group admin, a channel); `from`
+    /// then holds a placeholder bot.
+    #[serde(default)]
+    pub sender_chat: Option<Chat>,
     #[serde(default)]
     pub text: Option<String>,
     #[serde(default)]
@@ -29,16 +33,39 @@ pub struct Message {
     pub photo: Option<Vec<PhotoSize>>,
 }
 
-/// A chat; in a private chat its id is the user's id.
+/// A chat; in a private chat its id is the user's id, groups have negative ids.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Chat {
     pub id: i64,
+    #[serde(rename = "type", default)]
+    pub kind: ChatKind,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub username: Option<String>,
+}
+
+/// What kind of chat a [`Chat`] is; a kind this client does not know is `Unknown`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatKind {
+    Private,
+    Group,
+    Supergroup,
+    Channel,
+    #[default]
+    #[serde(other)]
+    Unknown,
 }
 
 /// A Telegram user or bot.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct User {
     pub id: i64,
+    #[serde(default)]
+    pub first_name: Option<String>,
+    #[serde(default)]
+    pub last_name: Option<String>,
     #[serde(default)]
     pub username: Option<String>,
 }

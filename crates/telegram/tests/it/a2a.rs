@@ -99,3 +99,30 @@ async fn a2a_command_without_callers_says_how_to_add_them() {
     assert!(listing.contains("No tasks yet."), "{listing}");
     bot.stop().await;
 }
+
+#[tokio::test]
+async fn notify_owner_from_a_group_workspace_goes_to_the_owners_private_chat() {
+    let bot = Bot::with(Setup {
+        allowed: vec![OWNER, OTHER_OWNER],
+        groups: vec![GROUP],
+        a2a: true,
+        ..Setup::default()
+    })
+    .await;
+    write_callers(&bot.workspace(GROUP), &[("travel-bot", KEY)]);
+    let base = bot.a2a_url.clone().unwrap();
+    let text = directive(json!([
+        {"tool": "notify_owner", "args": {"text": "the group's trip is booked"}},
+        {"text": "told them"}
+    ]));
+    let (status, body) = a2a_send(&base, KEY, &text).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{body}");
+    // The group's workspace is served, its task is there, and the note went to the owner.
+    assert!(bot.workspace(GROUP).join(".volcanic/a2a/tasks").is_dir());
+    let note = bot.message(OWNER, |t| t.starts_with("🤖")).await;
+    assert_eq!(note.text, "🤖 A2A · travel-bot (group -1001234567): the group's trip is booked");
+    assert_eq!(bot.api().messages(GROUP), vec![], "a notification went into the group");
+    assert_eq!(bot.api().messages(OTHER_OWNER), vec![]);
+    bot.stop().await;
+}

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod a2a;
+mod access;
 mod chat;
 mod resilience;
 mod support;
