@@ -43,6 +43,10 @@ pub struct TelegramSettings {
     pub workspace_root: Option<PathBuf>,
     /// Bot API base URL; unset = `https://api.telegram.org`.
     pub api_url: Option<String>,
+    /// Longest `notify_owner` text shown, in characters; unset = 2,000.
+    pub notify_max_chars: Option<usize>,
+    /// `notify_owner` messages one A2A caller may send per minute; unset = 5.
+    pub notify_per_minute: Option<usize>,
 }
 
 impl std::fmt::Debug for TelegramSettings {
@@ -53,6 +57,8 @@ impl std::fmt::Debug for TelegramSettings {
             .field("allowed_group_ids", &self.allowed_group_ids)
             .field("workspace_root", &self.workspace_root)
             .field("api_url", &self.api_url)
+            .field("notify_max_chars", &self.notify_max_chars)
+            .field("notify_per_minute", &self.notify_per_minute)
             .finish()
     }
 }
@@ -97,6 +103,16 @@ list users in Telegram__AllowedUserIds"
             state_dir.to_path_buf(),
         );
         config.allowed_groups = self.allowed_group_ids.clone();
+        for (key, value, target) in [
+            ("Telegram__NotifyMaxChars", self.notify_max_chars, &mut config.notify_max_chars),
+            ("Telegram__NotifyPerMinute", self.notify_per_minute, &mut config.notify_limit),
+        ] {
+            match value {
+                Some(0) => return Err(ConfigError(format!("{key}: must be at least 1, got 0"))),
+                Some(n) => *target = n,
+                None => {}
+            }
+        }
         if let Some(url) = &self.api_url {
             let trimmed = url.trim().trim_end_matches('/');
             if !(trimmed.starts_with("https://") || trimmed.starts_with("http://")) {
@@ -887,6 +903,18 @@ list groups in Telegram__AllowedGroupIds"
         assert!(err.0.starts_with("Telegram__AllowedGroupIds: 42 is not a group id"), "{}", err.0);
         let config = settings(&[("Telegram__AllowedUserIds", "42")]).unwrap();
         assert_eq!(config.allowed_groups, Vec::<i64>::new(), "no groups by default");
+        assert_eq!((config.notify_max_chars, config.notify_limit), (2_000, 5));
+        let config = settings(&[
+            ("Telegram__AllowedUserIds", "42"),
+            ("Telegram__NotifyMaxChars", "500"),
+            ("Telegram__NotifyPerMinute", "2"),
+        ])
+        .unwrap();
+        assert_eq!((config.notify_max_chars, config.notify_limit), (500, 2));
+        let err =
+            settings(&[("Telegram__AllowedUserIds", "42"), ("Telegram__NotifyPerMinute", "0")])
+                .unwrap_err();
+        assert_eq!(err.0, "Telegram__NotifyPerMinute: must be at least 1, got 0");
         assert_eq!(config.owner(), Some(42));
     }
 

@@ -89,6 +89,15 @@ pub struct TelegramConfig {
     /// How often the typing indicator is renewed during a run (default 4 s; Telegram shows it
     /// for about 5 s).
     pub typing_interval: Duration,
+    /// Longest `notify_owner` text shown, in characters (`Telegram__NotifyMaxChars`, default
+    /// 2,000); the rest is cut with a visible `…(cut)`.
+    pub notify_max_chars: usize,
+    /// Notifications one A2A caller may send per [`Self::notify_window`]
+    /// (`Telegram__NotifyPerMinute`, default 5); more are dropped, and the owner gets one
+    /// notice per burst saying how many.
+    pub notify_limit: usize,
+    /// The sliding window of [`Self::notify_limit`] (default 1 minute).
+    pub notify_window: Duration,
 }
 
 impl TelegramConfig {
@@ -113,6 +122,9 @@ impl TelegramConfig {
             max_download_bytes: TELEGRAM_DOWNLOAD_LIMIT,
             edit_interval: Duration::from_secs(1),
             typing_interval: Duration::from_secs(4),
+            notify_max_chars: 2_000,
+            notify_limit: 5,
+            notify_window: Duration::from_secs(60),
         }
     }
 

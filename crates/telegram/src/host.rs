@@ -90,6 +90,8 @@ impl TelegramHostBuilder {
             })
         };
         let directory = Arc::new(WorkspaceCallerDirectory::new(workspaces));
+        // Owns every task the host spawns: chat workers, replies, deferred notices.
+        let tracker = TaskTracker::new();
         // The `/a2a` listing reads task files under the same cap as the server.
         let file_cap = self.a2a.as_ref().map_or_else(
             || A2aOptions::default().max_task_file_bytes(),
@@ -98,11 +100,12 @@ impl TelegramHostBuilder {
         let a2a = match self.a2a {
             None => None,
             Some((options, listener)) => {
-                let notifier = Arc::new(TelegramNotifier {
-                    api: api.clone(),
-                    config: config.clone(),
-                    cancel: self.shutdown.clone(),
-                });
+                let notifier = Arc::new(TelegramNotifier::new(
+                    api.clone(),
+                    config.clone(),
+                    self.shutdown.clone(),
+                    tracker.clone(),
+                ));
                 let server = A2aServer::builder(self.factory.clone(), directory.clone())
                     .options(options)
                     .notifier(notifier)
@@ -121,6 +124,7 @@ impl TelegramHostBuilder {
             directory,
             tasks: Arc::new(TaskStore::new().with_file_cap(file_cap)),
             owner: self.owner.map(Arc::new),
+            tracker,
         })
     }
 }
@@ -144,6 +148,7 @@ pub struct TelegramHost {
     directory: Arc<WorkspaceCallerDirectory>,
     tasks: Arc<TaskStore>,
     owner: Option<Arc<OwnerConfinement>>,
+    tracker: TaskTracker,
 }
 
 impl TelegramHost {
@@ -168,7 +173,7 @@ impl TelegramHost {
     /// listener failed.
     pub async fn run(mut self) -> Result<()> {
         let shutdown = self.shutdown.clone();
-        let tracker = TaskTracker::new();
+        let tracker = self.tracker.clone();
         let server = self.a2a.take().map(|(server, listener)| {
             let stop = shutdown.clone();
             tracker.spawn(async move { server.serve(listener, stop).await })

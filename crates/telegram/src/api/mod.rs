@@ -364,6 +364,23 @@ impl BotApi {
         self.call("sendMessage", body, self.sends(), CALL_TIMEOUT, cancel).await
     }
 
+    /// `sendMessage` with plain text whose first `bold_units` UTF-16 units are bold (an
+    /// `entities` parameter, never a parse mode, so nothing in the text can mark itself).
+    ///
+    /// # Errors
+    /// The last failure once attempts run out, or a refusal.
+    pub async fn send_message_bold_prefix(
+        &self,
+        chat_id: i64,
+        text: &str,
+        bold_units: usize,
+        cancel: &CancellationToken,
+    ) -> Result<Message, ApiError> {
+        let entities = json!([{"type": "bold", "offset": 0, "length": bold_units}]);
+        let body = Body::Json(json!({"chat_id": chat_id, "text": text, "entities": entities}));
+        self.call("sendMessage", body, self.sends(), CALL_TIMEOUT, cancel).await
+    }
+
     /// `editMessageText`; "message is not modified" counts as success.
     ///
     /// # Errors

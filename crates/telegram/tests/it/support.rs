@@ -33,6 +33,8 @@ pub struct Setup {
     pub queue_capacity: usize,
     /// Point the host at this URL instead of a fresh fake (the test starts the fake itself).
     pub api_url: Option<String>,
+    /// Changes to the settings after the test defaults.
+    pub configure: Option<fn(&mut TelegramConfig)>,
 }
 
 impl Default for Setup {
@@ -43,6 +45,7 @@ impl Default for Setup {
             a2a: false,
             queue_capacity: 20,
             api_url: None,
+            configure: None,
         }
     }
 }
@@ -96,6 +99,9 @@ impl Bot {
         config.edit_interval = Duration::from_millis(50);
         config.typing_interval = Duration::from_millis(500);
         config.queue_capacity = setup.queue_capacity;
+        if let Some(configure) = setup.configure {
+            configure(&mut config);
+        }
         let mut builder = TelegramHost::builder(config, factory).shutdown(shutdown.clone());
         let mut a2a_url = None;
         if setup.a2a {
