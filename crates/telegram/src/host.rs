@@ -25,6 +25,7 @@ use crate::api::{ApiError, BotApi, Update};
 use crate::chat::{Chat, Ctx, Enqueued, JobKind};
 use crate::command::{self, Command};
 use crate::config::TelegramConfig;
+use crate::intake;
 use crate::notifier::TelegramNotifier;
 use crate::poll::{self, OffsetFile};
 use crate::{Error, Result};
@@ -307,6 +308,11 @@ impl Router {
             tracing::debug!(chat_id, "command addressed to another bot ignored");
             return;
         }
+        if let Some(what) = intake::unusable(&message) {
+            tracing::debug!(chat_id, what, "message the bot cannot use");
+            self.reply(chat_id, intake::unusable_reply(what));
+            return;
+        }
         let command = message.text.as_deref().and_then(command::parse);
         tracing::debug!(chat_id, update_id = update.update_id, "message received");
         match command {
@@ -338,16 +344,23 @@ impl Router {
     }
 
     fn enqueue(&mut self, chat_id: i64, job: JobKind) {
-        if self.chat(chat_id).enqueue(job) == Enqueued::Full {
-            tracing::warn!(chat_id, "chat queue full; message not taken");
-            let capacity = self.ctx.config.queue_capacity;
-            self.reply(
-                chat_id,
-                format!(
-                    "⏳ I'm still answering and {capacity} messages are already waiting, so I \
-didn't take this one. Send it again later, or /stop to clear the queue."
-                ),
-            );
+        match self.chat(chat_id).enqueue(job) {
+            Enqueued::Accepted => {}
+            Enqueued::Full { first: true } => {
+                tracing::warn!(chat_id, "chat queue full; message not taken");
+                let capacity = self.ctx.config.queue_capacity;
+                self.reply(
+                    chat_id,
+                    format!(
+                        "⏳ I'm still answering and {capacity} messages are already waiting, so \
+I didn't take this one. Send it again later, or /stop to clear the queue. (If more don't fit, \
+I'll tell you how many once I'm through.)"
+                    ),
+                );
+            }
+            Enqueued::Full { first: false } => {
+                tracing::debug!(chat_id, "chat queue still full; message not taken");
+            }
         }
     }
 

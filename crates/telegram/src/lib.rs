@@ -9,6 +9,7 @@
 //! - `chat`: one worker per allowed chat: its workspace, its main session, the run queue.
 //! - `render`: an answer streamed into messages (edits, splits at Telegram's limit).
 //! - `attachments`: documents and photos saved to the workspace's `inbox/`.
+//! - `intake`: forwarded messages' origin, and messages the bot cannot use.
 //! - `channel`: the `send` tool's way into the chat; `notifier`: `notify_owner` into the
 //!   owner's chat; `command`: `/start`, `/help`, `/new`, `/stop`, `/a2a`.
 //! - [`host`]: [`TelegramHost`], which ties them together and serves A2A when asked.
@@ -25,6 +26,7 @@ mod command;
 pub mod config;
 mod error;
 pub mod host;
+mod intake;
 mod notifier;
 mod poll;
 mod render;

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-pub use types::{Chat, ChatKind, Document, File, Message, PhotoSize, Update, User};
+pub use types::{Chat, ChatKind, Document, File, Message, MessageOrigin, PhotoSize, Update, User};
 
 use crate::config::{Backoff, BotToken};
 

@@ -6,5 +6,6 @@
 mod a2a;
 mod access;
 mod chat;
+mod intake;
 mod resilience;
 mod support;
