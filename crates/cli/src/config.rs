@@ -32,13 +32,21 @@ pub struct Settings {
 pub struct TelegramSettings {
     /// The bot token from BotFather. Never printed.
     pub bot_token: Option<String>,
-    /// Chats served: a TOML array, or comma-separated in `Telegram__AllowedUserIds`.
+    /// Users served: a TOML array, or comma-separated in `Telegram__AllowedUserIds`; the first
+    /// is the owner. Positive ids only.
     #[serde(deserialize_with = "id_list")]
     pub allowed_user_ids: Vec<i64>,
+    /// Groups served (`Telegram__AllowedGroupIds`, same forms); negative ids only.
+    #[serde(deserialize_with = "id_list")]
+    pub allowed_group_ids: Vec<i64>,
     /// Each allowed chat's workspace is `<workspace_root>/<chatId>`.
     pub workspace_root: Option<PathBuf>,
     /// Bot API base URL; unset = `https://api.telegram.org`.
     pub api_url: Option<String>,
+    /// Longest `notify_owner` text shown, in characters; unset = 2,000.
+    pub notify_max_chars: Option<usize>,
+    /// `notify_owner` messages one A2A caller may send per minute; unset = 5.
+    pub notify_per_minute: Option<usize>,
 }
 
 impl std::fmt::Debug for TelegramSettings {
@@ -46,8 +54,11 @@ impl std::fmt::Debug for TelegramSettings {
         f.debug_struct("TelegramSettings")
             .field("bot_token", &self.bot_token.as_ref().map(|_| "[redacted]"))
             .field("allowed_user_ids", &self.allowed_user_ids)
+            .field("allowed_group_ids", &self.allowed_group_ids)
             .field("workspace_root", &self.workspace_root)
             .field("api_url", &self.api_url)
+            .field("notify_max_chars", &self.notify_max_chars)
+            .field("notify_per_minute", &self.notify_per_minute)
             .finish()
     }
 }
@@ -56,8 +67,8 @@ impl TelegramSettings {
     /// The host's settings, with its state folder.
     ///
     /// # Errors
-    /// A missing token, chat list or workspace root, or an API URL that is not http(s),
-    /// naming the variable.
+    /// A missing token, user list or workspace root, a group id among the users or a user id
+    /// among the groups, or an API URL that is not http(s), naming the variable.
     pub fn to_config(
         &self,
         state_dir: &Path,
@@ -67,8 +78,20 @@ impl TelegramSettings {
         )?;
         if self.allowed_user_ids.is_empty() {
             return Err(ConfigError(
-                "Telegram__AllowedUserIds: not set (comma-separated chat ids to serve)".into(),
+                "Telegram__AllowedUserIds: not set (comma-separated user ids to serve)".into(),
             ));
+        }
+        if let Some(group) = self.allowed_user_ids.iter().find(|&&id| id <= 0) {
+            return Err(ConfigError(format!(
+                "Telegram__AllowedUserIds: {group} is not a user id (groups have negative ids); \
+list groups in Telegram__AllowedGroupIds"
+            )));
+        }
+        if let Some(user) = self.allowed_group_ids.iter().find(|&&id| id >= 0) {
+            return Err(ConfigError(format!(
+                "Telegram__AllowedGroupIds: {user} is not a group id (group ids are negative); \
+list users in Telegram__AllowedUserIds"
+            )));
         }
         let root = self.workspace_root.clone().ok_or_else(|| {
             ConfigError("Telegram__WorkspaceRoot: not set (the folder for chat workspaces)".into())
@@ -79,6 +102,17 @@ impl TelegramSettings {
             root,
             state_dir.to_path_buf(),
         );
+        config.allowed_groups = self.allowed_group_ids.clone();
+        for (key, value, target) in [
+            ("Telegram__NotifyMaxChars", self.notify_max_chars, &mut config.notify_max_chars),
+            ("Telegram__NotifyPerMinute", self.notify_per_minute, &mut config.notify_limit),
+        ] {
+            match value {
+                Some(0) => return Err(ConfigError(format!("{key}: must be at least 1, got 0"))),
+                Some(n) => *target = n,
+                None => {}
+            }
+        }
         if let Some(url) = &self.api_url {
             let trimmed = url.trim().trim_end_matches('/');
             if !(trimmed.starts_with("https://") || trimmed.starts_with("http://")) {
@@ -807,19 +841,22 @@ mod tests {
             dir.path(),
             &env(&[
                 ("Telegram__BotToken", "123:abc"),
-                ("Telegram__AllowedUserIds", "42, -1001234"),
+                ("Telegram__AllowedUserIds", "42, 7"),
+                ("Telegram__AllowedGroupIds", "-1001234"),
                 ("Telegram__WorkspaceRoot", "/data/chats"),
                 ("Telegram__ApiUrl", "http://127.0.0.1:9/"),
                 ("A2A__Listen", "127.0.0.1:0"),
             ]),
         )
         .unwrap();
-        assert_eq!(settings.telegram.allowed_user_ids, vec![42, -1_001_234]);
+        assert_eq!(settings.telegram.allowed_user_ids, vec![42, 7]);
+        assert_eq!(settings.telegram.allowed_group_ids, vec![-1_001_234]);
         assert!(!format!("{settings:?}").contains("123:abc"), "the token must not print");
         assert_eq!(settings.a2a.listen.as_deref(), Some("127.0.0.1:0"));
         let config = settings.telegram.to_config(dir.path()).unwrap();
         assert_eq!(config.api_url, "http://127.0.0.1:9");
         assert_eq!(config.workspace(42), PathBuf::from("/data/chats/42"));
+        assert_eq!((config.allowed_users, config.allowed_groups), (vec![42, 7], vec![-1_001_234]));
 
         let one = load(
             None,
@@ -847,6 +884,42 @@ mod tests {
         assert!(err.0.starts_with("telegram.allowed_user_ids:"), "{}", err.0);
         let err = TelegramSettings::default().to_config(dir.path()).unwrap_err();
         assert!(err.0.starts_with("Telegram__BotToken"), "{}", err.0);
+    }
+
+    #[test]
+    fn telegram_group_ids_belong_in_their_own_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = |vars: &[(&str, &str)]| {
+            let mut all =
+                vec![("Telegram__BotToken", "123:abc"), ("Telegram__WorkspaceRoot", "/w")];
+            all.extend_from_slice(vars);
+            load(None, dir.path(), &env(&all)).unwrap().telegram.to_config(dir.path())
+        };
+        let err = settings(&[("Telegram__AllowedUserIds", "42, -1001234")]).unwrap_err();
+        assert_eq!(
+            err.0,
+            "Telegram__AllowedUserIds: -1001234 is not a user id (groups have negative ids); \
+list groups in Telegram__AllowedGroupIds"
+        );
+        let err =
+            settings(&[("Telegram__AllowedUserIds", "42"), ("Telegram__AllowedGroupIds", "42")])
+                .unwrap_err();
+        assert!(err.0.starts_with("Telegram__AllowedGroupIds: 42 is not a group id"), "{}", err.0);
+        let config = settings(&[("Telegram__AllowedUserIds", "42")]).unwrap();
+        assert_eq!(config.allowed_groups, Vec::<i64>::new(), "no groups by default");
+        assert_eq!((config.notify_max_chars, config.notify_limit), (2_000, 5));
+        let config = settings(&[
+            ("Telegram__AllowedUserIds", "42"),
+            ("Telegram__NotifyMaxChars", "500"),
+            ("Telegram__NotifyPerMinute", "2"),
+        ])
+        .unwrap();
+        assert_eq!((config.notify_max_chars, config.notify_limit), (500, 2));
+        let err =
+            settings(&[("Telegram__AllowedUserIds", "42"), ("Telegram__NotifyPerMinute", "0")])
+                .unwrap_err();
+        assert_eq!(err.0, "Telegram__NotifyPerMinute: must be at least 1, got 0");
+        assert_eq!(config.owner(), Some(42));
     }
 
     #[test]

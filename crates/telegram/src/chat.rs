@@ -2,13 +2,15 @@
 //! its queue.
 //!
 //! One run at a time per chat. Messages that arrive during a run wait in a bounded queue and run
-//! in order; when the queue is full the sender is told so and that message is not run. `/stop`
+//! in order; when the queue is full the message is not run. `/stop`
 //! aborts the current run and drops the queue: every job carries the generation it was queued
-//! in, `/stop` starts a new generation, and the worker skips jobs of an older one. `/new` is
+//! in, `/stop` starts a new generation, and the worker skips jobs of an older one. Only the
+//! first message dropped in a burst of overflow is answered at once; when the queue has
+//! drained, the worker says how many were dropped in all. `/new` is
 //! queued like a message, so it applies after what was sent before it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,6 +27,7 @@ use crate::api::{BotApi, Message};
 use crate::attachments;
 use crate::channel::TelegramChannel;
 use crate::config::TelegramConfig;
+use crate::intake;
 use crate::render::{self, Stream};
 
 /// How long closing a chat waits for an aborted run to settle.
@@ -74,8 +77,12 @@ struct Job {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Enqueued {
     Accepted,
-    /// The queue is full; the job was not taken.
-    Full,
+    /// The queue is full; the job was not taken. `first` is true for the first job dropped
+    /// since the queue last drained: only that one is answered at once (one notice per burst),
+    /// and the worker tells the count once the queue has drained.
+    Full {
+        first: bool,
+    },
 }
 
 /// A chat's handle: queue jobs, stop runs.
@@ -86,6 +93,8 @@ pub struct Chat {
     running: Arc<Mutex<Option<Session>>>,
     /// Whether the worker is handling a job (a run may be about to start).
     busy: Arc<AtomicBool>,
+    /// Jobs not taken since the queue last drained.
+    overflow: Arc<AtomicUsize>,
 }
 
 impl Chat {
@@ -95,16 +104,18 @@ impl Chat {
         let generation = Arc::new(AtomicU64::new(0));
         let running = Arc::new(Mutex::new(None));
         let busy = Arc::new(AtomicBool::new(false));
+        let overflow = Arc::new(AtomicUsize::new(0));
         let worker = Worker {
             ctx: ctx.clone(),
             chat_id,
             generation: generation.clone(),
             running: running.clone(),
             busy: busy.clone(),
+            overflow: overflow.clone(),
             session: None,
         };
         ctx.tracker.spawn(worker.run(rx));
-        Chat { tx, generation, running, busy }
+        Chat { tx, generation, running, busy, overflow }
     }
 
     /// Queues a job behind the current run.
@@ -114,7 +125,7 @@ impl Chat {
             Ok(()) => Enqueued::Accepted,
             // A closed queue means the host is shutting down; the job is dropped like a full one.
             Err(mpsc::error::TrySendError::Full(_) | mpsc::error::TrySendError::Closed(_)) => {
-                Enqueued::Full
+                Enqueued::Full { first: self.overflow.fetch_add(1, Ordering::SeqCst) == 0 }
             }
         }
     }
@@ -140,6 +151,7 @@ struct Worker {
     generation: Arc<AtomicU64>,
     running: Arc<Mutex<Option<Session>>>,
     busy: Arc<AtomicBool>,
+    overflow: Arc<AtomicUsize>,
     /// The chat's main session, opened on first use and kept open.
     session: Option<Session>,
 }
@@ -155,17 +167,32 @@ impl Worker {
                     None => break,
                 },
             };
-            if job.generation != self.generation.load(Ordering::SeqCst) {
-                continue;
+            if job.generation == self.generation.load(Ordering::SeqCst) {
+                self.busy.store(true, Ordering::SeqCst);
+                match job.kind {
+                    JobKind::Prompt(message) => self.prompt(*message, job.generation).await,
+                    JobKind::NewSession => self.new_session().await,
+                }
+                self.busy.store(false, Ordering::SeqCst);
             }
-            self.busy.store(true, Ordering::SeqCst);
-            match job.kind {
-                JobKind::Prompt(message) => self.prompt(*message, job.generation).await,
-                JobKind::NewSession => self.new_session().await,
+            if rx.is_empty() {
+                self.report_overflow().await;
             }
-            self.busy.store(false, Ordering::SeqCst);
         }
         self.close_session().await;
+    }
+
+    /// The queue has drained: says how many messages a burst of overflow dropped, when more
+    /// than the one the sender was told about at once.
+    async fn report_overflow(&self) {
+        let dropped = self.overflow.swap(0, Ordering::SeqCst);
+        if dropped > 1 {
+            let text = format!(
+                "⏳ While I was busy, {dropped} messages didn't fit in the queue and were not taken. \
+Send again what still matters."
+            );
+            self.ctx.say(self.chat_id, &text).await;
+        }
     }
 
     fn is_stopped(&self, generation: u64) -> bool {
@@ -213,6 +240,9 @@ impl Worker {
     /// caption. `None` when there is nothing to run (a sticker, or only failed files).
     async fn prompt_text(&self, message: &Message, workspace: &Path) -> Option<String> {
         let mut lines = Vec::new();
+        if let Some(marker) = intake::forward_marker(message) {
+            lines.push(marker);
+        }
         if attachments::has_attachments(message) {
             let saved = attachments::save(
                 &self.ctx.api,
@@ -256,8 +286,9 @@ impl Worker {
         options.channel = Some(channel);
         options.confinement = self.ctx.owner.as_ref().map(|owner| {
             let config = &self.ctx.config;
-            let others = config.allowed_chats.iter().filter(|&&id| id != self.chat_id);
-            owner.for_workspace(workspace, others.map(|&id| config.workspace(id)))
+            // Every other served chat's workspace, the groups' included.
+            let others = config.served_chats().filter(|&id| id != self.chat_id);
+            owner.for_workspace(workspace, others.map(|id| config.workspace(id)))
         });
         match self.ctx.factory.open(options).await {
             Ok(session) => {

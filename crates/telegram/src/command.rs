@@ -42,6 +42,18 @@ pub fn parse(text: &str) -> Option<Command> {
     }
 }
 
+/// Whether `text` is a command addressed to another bot (`/new@some_other_bot`): in a group
+/// every bot sees it, and none but the named one may act on it. `me` is this bot's username
+/// (from getMe); when it is unknown, no addressed command is taken as ours.
+pub fn is_for_another_bot(text: &str, me: Option<&str>) -> bool {
+    let Some(first) = text.split_whitespace().next() else { return false };
+    let Some(name) = first.strip_prefix('/') else { return false };
+    match name.split_once('@') {
+        None => false,
+        Some((_, bot)) => me.is_none_or(|me| !bot.eq_ignore_ascii_case(me)),
+    }
+}
+
 /// The answer to `/start` and `/help`.
 pub fn help(queue_capacity: usize) -> String {
     format!(
@@ -53,9 +65,10 @@ this text"
     )
 }
 
-/// The refusal a chat that is not allowed gets, once.
+/// The refusal a user who is not allowed gets in their private chat, once. Groups that are not
+/// allowed get nothing.
 pub const REFUSAL: &str = "Sorry, this is a private assistant and I can't talk with you. \
-(The owner can allow this chat by adding its id to Telegram__AllowedUserIds.)";
+(The owner can allow you by adding your user id to Telegram__AllowedUserIds.)";
 
 /// `3m ago`, `2h ago`, `5d ago`.
 pub fn age(then: DateTime<Utc>, now: DateTime<Utc>) -> String {
@@ -122,6 +135,17 @@ mod tests {
         assert_eq!(parse("/unknown"), None);
         assert_eq!(parse("new"), None);
         assert_eq!(parse(""), None);
+    }
+
+    #[test]
+    fn commands_for_other_bots_are_recognised() {
+        let me = Some("fake_bot");
+        assert!(is_for_another_bot("/new@some_other_bot", me));
+        assert!(is_for_another_bot("/weather@other_bot Paris", me));
+        assert!(!is_for_another_bot("/new@Fake_Bot", me));
+        assert!(!is_for_another_bot("/new", me));
+        assert!(!is_for_another_bot("mail me@example.com", me));
+        assert!(is_for_another_bot("/new@fake_bot", None), "unknown name: not ours");
     }
 
     #[test]

@@ -59,8 +59,13 @@ impl Backoff {
 pub struct TelegramConfig {
     /// The bot token (`Telegram__BotToken`).
     pub token: BotToken,
-    /// Chats served (`Telegram__AllowedUserIds`); everyone else gets one polite refusal.
-    pub allowed_chats: Vec<i64>,
+    /// Users served (`Telegram__AllowedUserIds`), in their private chats and in the allowed
+    /// groups; the first one is the owner (see [`TelegramConfig::owner`]). Anyone else gets one
+    /// polite refusal in a private chat and is ignored in a group.
+    pub allowed_users: Vec<i64>,
+    /// Groups served (`Telegram__AllowedGroupIds`, negative ids); default none. In a group only
+    /// the allowed users' messages are handled; other groups get no message at all.
+    pub allowed_groups: Vec<i64>,
     /// Each allowed chat's workspace is `<workspace_root>/<chatId>` (`Telegram__WorkspaceRoot`).
     pub workspace_root: PathBuf,
     /// Where the update offset is kept (the host's state folder).
@@ -84,19 +89,29 @@ pub struct TelegramConfig {
     /// How often the typing indicator is renewed during a run (default 4 s; Telegram shows it
     /// for about 5 s).
     pub typing_interval: Duration,
+    /// Longest `notify_owner` text shown, in characters (`Telegram__NotifyMaxChars`, default
+    /// 2,000); the rest is cut with a visible `…(cut)`.
+    pub notify_max_chars: usize,
+    /// Notifications one A2A caller may send per [`Self::notify_window`]
+    /// (`Telegram__NotifyPerMinute`, default 5); more are dropped, and the owner gets one
+    /// notice per burst saying how many.
+    pub notify_limit: usize,
+    /// The sliding window of [`Self::notify_limit`] (default 1 minute).
+    pub notify_window: Duration,
 }
 
 impl TelegramConfig {
     /// Settings with every default.
     pub fn new(
         token: BotToken,
-        allowed_chats: Vec<i64>,
+        allowed_users: Vec<i64>,
         workspace_root: PathBuf,
         state_dir: PathBuf,
     ) -> Self {
         TelegramConfig {
             token,
-            allowed_chats,
+            allowed_users,
+            allowed_groups: Vec::new(),
             workspace_root,
             state_dir,
             api_url: DEFAULT_API_URL.to_string(),
@@ -107,6 +122,9 @@ impl TelegramConfig {
             max_download_bytes: TELEGRAM_DOWNLOAD_LIMIT,
             edit_interval: Duration::from_secs(1),
             typing_interval: Duration::from_secs(4),
+            notify_max_chars: 2_000,
+            notify_limit: 5,
+            notify_window: Duration::from_secs(60),
         }
     }
 
@@ -121,9 +139,25 @@ impl TelegramConfig {
         format!("telegram-{chat_id}")
     }
 
-    /// Whether a chat is served.
-    pub fn is_allowed(&self, chat_id: i64) -> bool {
-        self.allowed_chats.contains(&chat_id)
+    /// The owner: the first of the allowed users. Owner notifications of a group's workspace
+    /// go to the owner's private chat, never into the group.
+    pub fn owner(&self) -> Option<i64> {
+        self.allowed_users.first().copied()
+    }
+
+    /// Whether a user is served (in their private chat, and in the allowed groups).
+    pub fn is_allowed_user(&self, user_id: i64) -> bool {
+        self.allowed_users.contains(&user_id)
+    }
+
+    /// Whether a group is served.
+    pub fn is_allowed_group(&self, chat_id: i64) -> bool {
+        self.allowed_groups.contains(&chat_id)
+    }
+
+    /// Every chat with a workspace: the allowed users' private chats, then the allowed groups.
+    pub fn served_chats(&self) -> impl Iterator<Item = i64> + '_ {
+        self.allowed_users.iter().chain(&self.allowed_groups).copied()
     }
 }
 

@@ -20,10 +20,12 @@ use volcanic_a2a::{A2aOptions, A2aServer, Containment};
 use volcanic_core::SessionFactory;
 use volcanic_core::sandbox::OwnerConfinement;
 
+use crate::access::{self, Access, Ignored};
 use crate::api::{ApiError, BotApi, Update};
 use crate::chat::{Chat, Ctx, Enqueued, JobKind};
 use crate::command::{self, Command};
 use crate::config::TelegramConfig;
+use crate::intake;
 use crate::notifier::TelegramNotifier;
 use crate::poll::{self, OffsetFile};
 use crate::{Error, Result};
@@ -85,14 +87,12 @@ impl TelegramHostBuilder {
         let workspaces = {
             let config = config.clone();
             Arc::new(move || {
-                config
-                    .allowed_chats
-                    .iter()
-                    .map(|&chat_id| chat_workspace(&config, chat_id))
-                    .collect()
+                config.served_chats().map(|chat_id| chat_workspace(&config, chat_id)).collect()
             })
         };
         let directory = Arc::new(WorkspaceCallerDirectory::new(workspaces));
+        // Owns every task the host spawns: chat workers, replies, deferred notices.
+        let tracker = TaskTracker::new();
         // The `/a2a` listing reads task files under the same cap as the server.
         let file_cap = self.a2a.as_ref().map_or_else(
             || A2aOptions::default().max_task_file_bytes(),
@@ -101,8 +101,12 @@ impl TelegramHostBuilder {
         let a2a = match self.a2a {
             None => None,
             Some((options, listener)) => {
-                let notifier =
-                    Arc::new(TelegramNotifier { api: api.clone(), cancel: self.shutdown.clone() });
+                let notifier = Arc::new(TelegramNotifier::new(
+                    api.clone(),
+                    config.clone(),
+                    self.shutdown.clone(),
+                    tracker.clone(),
+                ));
                 let server = A2aServer::builder(self.factory.clone(), directory.clone())
                     .options(options)
                     .notifier(notifier)
@@ -121,6 +125,7 @@ impl TelegramHostBuilder {
             directory,
             tasks: Arc::new(TaskStore::new().with_file_cap(file_cap)),
             owner: self.owner.map(Arc::new),
+            tracker,
         })
     }
 }
@@ -144,6 +149,7 @@ pub struct TelegramHost {
     directory: Arc<WorkspaceCallerDirectory>,
     tasks: Arc<TaskStore>,
     owner: Option<Arc<OwnerConfinement>>,
+    tracker: TaskTracker,
 }
 
 impl TelegramHost {
@@ -168,14 +174,14 @@ impl TelegramHost {
     /// listener failed.
     pub async fn run(mut self) -> Result<()> {
         let shutdown = self.shutdown.clone();
-        let tracker = TaskTracker::new();
+        let tracker = self.tracker.clone();
         let server = self.a2a.take().map(|(server, listener)| {
             let stop = shutdown.clone();
             tracker.spawn(async move { server.serve(listener, stop).await })
         });
 
         let started = self.start(&shutdown).await;
-        if started.is_ok() {
+        if let Ok(username) = &started {
             let ctx = Arc::new(Ctx {
                 api: self.api.clone(),
                 config: self.config.clone(),
@@ -191,6 +197,7 @@ impl TelegramHost {
                 a2a_enabled: server.is_some(),
                 chats: HashMap::new(),
                 refused: HashSet::new(),
+                username: username.clone(),
             };
             let offsets = OffsetFile::new(&self.config.state_dir, self.config.token.bot_id());
             poll::run(&self.api, &offsets, &shutdown, |update| router.route(update)).await;
@@ -211,25 +218,38 @@ impl TelegramHost {
     }
 
     /// getMe (retried while the API is unreachable) and the command menu (best effort).
-    async fn start(&self, shutdown: &CancellationToken) -> Result<()> {
-        match self.api.get_me(shutdown).await {
+    /// Returns the bot's username, which commands addressed to a bot must name.
+    async fn start(&self, shutdown: &CancellationToken) -> Result<Option<String>> {
+        let config = &self.config;
+        let ids = |ids: &[i64]| ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        tracing::info!(
+            users = %ids(&config.allowed_users),
+            groups = %ids(&config.allowed_groups),
+            owner = config.owner(),
+            "serving these Telegram users (in private chats and the groups) and groups"
+        );
+        let username = match self.api.get_me(shutdown).await {
             Ok(me) => {
                 tracing::info!(
                     bot_id = me.id,
                     username = me.username.as_deref().unwrap_or("?"),
                     "connected to Telegram"
                 );
+                me.username
             }
-            Err(ApiError::Cancelled) => return Ok(()),
+            Err(ApiError::Cancelled) => return Ok(None),
             Err(err @ ApiError::Rejected { status: 401 | 404, .. }) => {
                 return Err(Error::TokenRejected(err));
             }
-            Err(err) => tracing::warn!(error = %err, "getMe failed; polling anyway"),
-        }
+            Err(err) => {
+                tracing::warn!(error = %err, "getMe failed; polling anyway, commands addressed to a bot by name are ignored");
+                None
+            }
+        };
         if let Err(err) = self.api.set_my_commands(command::MENU, shutdown).await {
             tracing::debug!(error = %err, "the command menu was not set");
         }
-        Ok(())
+        Ok(username)
     }
 }
 
@@ -240,8 +260,11 @@ struct Router {
     tasks: Arc<TaskStore>,
     a2a_enabled: bool,
     chats: HashMap<i64, Chat>,
-    /// Chats that got their one refusal in this process.
+    /// Chats that got their one refusal (private chats) or their one warning line (groups) in
+    /// this process.
     refused: HashSet<i64>,
+    /// The bot's username (getMe), if known.
+    username: Option<String>,
 }
 
 impl Router {
@@ -250,13 +273,44 @@ impl Router {
     fn route(&mut self, update: Update) {
         let Some(message) = update.message else { return };
         let chat_id = message.chat.id;
-        if !self.ctx.config.is_allowed(chat_id) {
-            if self.refused.insert(chat_id) {
-                tracing::warn!(chat_id, "message from a chat that is not allowed; refusing once");
-                self.reply(chat_id, command::REFUSAL.to_string());
-            } else {
-                tracing::debug!(chat_id, "message from a refused chat ignored");
+        let sender = message.from.as_ref().map(|user| user.id);
+        match access::decide(&self.ctx.config, &message) {
+            Access::Serve => {}
+            Access::Refuse => {
+                if self.refused.insert(chat_id) {
+                    tracing::warn!(
+                        chat_id,
+                        "message from a user who is not allowed; refusing once"
+                    );
+                    self.reply(chat_id, command::REFUSAL.to_string());
+                } else {
+                    tracing::debug!(chat_id, "message from a refused user ignored");
+                }
+                return;
             }
+            Access::Ignore(Ignored::GroupNotAllowed) if self.refused.insert(chat_id) => {
+                tracing::warn!(
+                    chat_id,
+                    "message in a group that is not allowed; ignored without a word (allow it in Telegram__AllowedGroupIds)"
+                );
+                return;
+            }
+            Access::Ignore(why) => {
+                tracing::debug!(chat_id, sender, reason = why.as_str(), "message ignored");
+                return;
+            }
+        }
+        if message
+            .text
+            .as_deref()
+            .is_some_and(|text| command::is_for_another_bot(text, self.username.as_deref()))
+        {
+            tracing::debug!(chat_id, "command addressed to another bot ignored");
+            return;
+        }
+        if let Some(what) = intake::unusable(&message) {
+            tracing::debug!(chat_id, what, "message the bot cannot use");
+            self.reply(chat_id, intake::unusable_reply(what));
             return;
         }
         let command = message.text.as_deref().and_then(command::parse);
@@ -290,16 +344,23 @@ impl Router {
     }
 
     fn enqueue(&mut self, chat_id: i64, job: JobKind) {
-        if self.chat(chat_id).enqueue(job) == Enqueued::Full {
-            tracing::warn!(chat_id, "chat queue full; message not taken");
-            let capacity = self.ctx.config.queue_capacity;
-            self.reply(
-                chat_id,
-                format!(
-                    "⏳ I'm still answering and {capacity} messages are already waiting, so I \
-didn't take this one. Send it again later, or /stop to clear the queue."
-                ),
-            );
+        match self.chat(chat_id).enqueue(job) {
+            Enqueued::Accepted => {}
+            Enqueued::Full { first: true } => {
+                tracing::warn!(chat_id, "chat queue full; message not taken");
+                let capacity = self.ctx.config.queue_capacity;
+                self.reply(
+                    chat_id,
+                    format!(
+                        "⏳ I'm still answering and {capacity} messages are already waiting, so \
+I didn't take this one. Send it again later, or /stop to clear the queue. (If more don't fit, \
+I'll tell you how many once I'm through.)"
+                    ),
+                );
+            }
+            Enqueued::Full { first: false } => {
+                tracing::debug!(chat_id, "chat queue still full; message not taken");
+            }
         }
     }
 

@@ -4,10 +4,12 @@
 //! Layout:
 //! - [`api`]: a thin Bot API client over HTTPS (long polling, sends, files) with retries; the
 //!   bot token is in every URL, so no URL ever reaches an error or a log line.
+//! - `access`: who may use the bot (allowed users, in their private chats and allowed groups).
 //! - `poll`: the long-polling loop and the persisted update offset.
 //! - `chat`: one worker per allowed chat: its workspace, its main session, the run queue.
 //! - `render`: an answer streamed into messages (edits, splits at Telegram's limit).
 //! - `attachments`: documents and photos saved to the workspace's `inbox/`.
+//! - `intake`: forwarded messages' origin, and messages the bot cannot use.
 //! - `channel`: the `send` tool's way into the chat; `notifier`: `notify_owner` into the
 //!   owner's chat; `command`: `/start`, `/help`, `/new`, `/stop`, `/a2a`.
 //! - [`host`]: [`TelegramHost`], which ties them together and serves A2A when asked.
@@ -15,6 +17,7 @@
 //! Invariant: the bot token never appears in a log line, an error, a journal or tool output.
 //! The host never exits because the Bot API failed; it retries.
 
+mod access;
 pub mod api;
 mod attachments;
 mod channel;
@@ -23,6 +26,7 @@ mod command;
 pub mod config;
 mod error;
 pub mod host;
+mod intake;
 mod notifier;
 mod poll;
 mod render;

@@ -69,6 +69,8 @@ struct Inner {
     documents: Vec<SentDocument>,
     files: HashMap<String, (String, Vec<u8>)>,
     failures: VecDeque<(String, Injected)>,
+    /// The `entities` of sent messages, by (chat id, message id).
+    entities: HashMap<(i64, i64), Vec<Value>>,
 }
 
 struct Shared {
@@ -426,14 +428,23 @@ fn send_message(shared: &Shared, params: &Value) -> Response {
     if let Some(refused) = check_text(&text) {
         return refused;
     }
+    let entities = match message_entities(&text, params) {
+        Ok(entities) => entities,
+        Err(description) => return error(400, description),
+    };
     let mut inner = shared.lock();
     let message_id = inner.next_message_id;
     inner.next_message_id += 1;
     inner.messages.push(SentMessage { chat_id, message_id, text: text.clone(), edits: 0 });
-    ok(json!({
+    let mut sent = json!({
         "message_id": message_id, "date": 1_700_000_000,
         "chat": {"id": chat_id, "type": "private"}, "text": text,
-    }))
+    });
+    if !entities.is_empty() {
+        sent["entities"] = json!(entities);
+        inner.entities.insert((chat_id, message_id), entities);
+    }
+    ok(sent)
 }
 
 fn edit_message(shared: &Shared, params: &Value) -> Response {
@@ -514,4 +525,105 @@ async fn file(
         Some(bytes) => (StatusCode::OK, Bytes::from(bytes)).into_response(),
         None => error(404, "Not Found"),
     }
+}
+
+/// Ids Telegram uses for the fake senders of messages sent on behalf of a chat.
+pub const GROUP_ANONYMOUS_BOT: i64 = 1_087_968_824;
+
+/// Groups, forwarded messages, stickers and message entities.
+impl FakeBotApi {
+    /// Queues a text message from user `from` in the supergroup `group_id` (a negative id).
+    pub fn push_group_text(&self, group_id: i64, from: i64, text: &str) -> i64 {
+        self.push_message(json!({
+            "chat": {"id": group_id, "type": "supergroup", "title": "Test group"},
+            "from": {"id": from, "is_bot": false, "first_name": "Member"},
+            "text": text,
+        }))
+    }
+
+    /// Queues a message an anonymous admin sent in `group_id`: Telegram gives it the chat as
+    /// `sender_chat` and a placeholder bot as `from`.
+    pub fn push_anonymous_admin_text(&self, group_id: i64, text: &str) -> i64 {
+        self.push_message(json!({
+            "chat": {"id": group_id, "type": "supergroup", "title": "Test group"},
+            "sender_chat": {"id": group_id, "type": "supergroup", "title": "Test group"},
+            "from": {"id": GROUP_ANONYMOUS_BOT, "is_bot": true, "first_name": "Group",
+                     "username": "GroupAnonymousBot"},
+            "text": text,
+        }))
+    }
+
+    /// Queues a text message that `chat_id`'s user forwarded: `origin` is the Bot API's
+    /// `forward_origin` object (or `null`), `legacy` the older fields (`forward_from`,
+    /// `forward_from_chat`, `forward_sender_name`, …) merged into the message.
+    pub fn push_forwarded_text(
+        &self,
+        chat_id: i64,
+        text: &str,
+        origin: Value,
+        legacy: Value,
+    ) -> i64 {
+        let mut message = json!({
+            "chat": {"id": chat_id},
+            "from": {"id": chat_id, "is_bot": false, "first_name": "Tester"},
+            "text": text,
+        });
+        if !origin.is_null() {
+            message["forward_origin"] = origin;
+            message["forward_date"] = json!(1_699_999_000);
+        }
+        if let Some(fields) = legacy.as_object() {
+            for (key, value) in fields {
+                message[key.as_str()] = value.clone();
+            }
+        }
+        self.push_message(message)
+    }
+
+    /// Queues a sticker from user `chat_id` in their private chat.
+    pub fn push_sticker(&self, chat_id: i64) -> i64 {
+        let file_id = self.add_file("stickers/file_0.webp", b"RIFF-sticker");
+        self.push_message(json!({
+            "chat": {"id": chat_id},
+            "from": {"id": chat_id, "is_bot": false, "first_name": "Tester"},
+            "sticker": {"file_id": file_id, "file_unique_id": "usticker", "type": "regular",
+                        "width": 512, "height": 512, "is_animated": false, "is_video": false,
+                        "emoji": "🌋"},
+        }))
+    }
+
+    /// The `entities` a sent message carries (empty when it has none).
+    pub fn entities(&self, chat_id: i64, message_id: i64) -> Vec<Value> {
+        self.shared.lock().entities.get(&(chat_id, message_id)).cloned().unwrap_or_default()
+    }
+}
+
+/// The `entities` parameter of a send, checked as Telegram does: each needs a known type and an
+/// offset and length in UTF-16 units inside the text; otherwise the send is refused with the
+/// returned description.
+fn message_entities(text: &str, params: &Value) -> Result<Vec<Value>, &'static str> {
+    let entities = match &params["entities"] {
+        Value::Null => return Ok(Vec::new()),
+        // Multipart and query forms send it as a JSON string.
+        Value::String(s) => serde_json::from_str::<Value>(s).unwrap_or(Value::Null),
+        other => other.clone(),
+    };
+    let Some(list) = entities.as_array() else {
+        return Err("Bad Request: can't parse entities: array expected");
+    };
+    let units = utf16_len(text) as u64;
+    for entity in list {
+        let known = matches!(
+            entity["type"].as_str(),
+            Some("bold" | "italic" | "underline" | "strikethrough" | "code" | "spoiler")
+        );
+        let (Some(offset), Some(length)) = (entity["offset"].as_u64(), entity["length"].as_u64())
+        else {
+            return Err("Bad Request: can't parse entities: offset and length expected");
+        };
+        if !known || length == 0 || offset + length > units {
+            return Err("Bad Request: can't parse entities: entity out of the text");
+        }
+    }
+    Ok(list.clone())
 }

@@ -184,3 +184,90 @@ fn telegram_rejected_token_exits_2_without_printing_it() {
     assert!(stderr.contains("Telegram__BotToken"), "{stderr}");
     assert!(!stderr.contains(TOKEN), "the token reached stderr");
 }
+
+#[test]
+fn telegram_group_id_among_users_exits_2_naming_allowed_group_ids() {
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("volcanic")
+        .unwrap()
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", state.path())
+        .env("Telegram__BotToken", TOKEN)
+        .env("Telegram__AllowedUserIds", "4242,-1001234")
+        .env("Telegram__WorkspaceRoot", state.path())
+        .current_dir(state.path())
+        .args(["telegram", "--faux", "--state-dir"])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("Telegram__AllowedUserIds: -1001234"), "{stderr}");
+    assert!(stderr.contains("Telegram__AllowedGroupIds"), "{stderr}");
+}
+
+/// Waits for `path` to hold a line `END`; returns its text.
+fn wait_for_file(path: &Path) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.lines().any(|l| l == "END")
+        {
+            return text;
+        }
+        assert!(start.elapsed() < DEADLINE, "{} was not written in time", path.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn telegram_group_is_served_logged_and_hidden_from_the_owners_chat() {
+    const GROUP: i64 = -1_000_777;
+    let rt = runtime();
+    let api = rt.block_on(FakeBotApi::start(TOKEN));
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let group_ws = root.path().join(GROUP.to_string());
+    std::fs::create_dir_all(&group_ws).unwrap();
+    std::fs::write(group_ws.join("group-note.txt"), "for the group's eyes only").unwrap();
+    let chat_ws = root.path().join(CHAT.to_string());
+    let env = [("Telegram__AllowedGroupIds", "-1000777"), ("Agent__Sandbox__Mode", "on")];
+    let bot = spawn(&api, root.path(), state.path(), &env, "127.0.0.1:0");
+
+    // Written relative to the session's workspace (its working folder).
+    let peek = || {
+        let command = format!(
+            "{{ pwd; id; cat '{}'; echo; echo END; }} > seen.txt 2>&1",
+            group_ws.join("group-note.txt").display(),
+        );
+        format!(r#"faux> {{"steps": [{{"tool": "bash", "args": {{"command": {command:?}}}}}]}}"#)
+    };
+    // The group's own session sees its note (so the path is right)...
+    api.push_group_text(GROUP, CHAT, &peek());
+    let seen = wait_for_file(&group_ws.join("seen.txt"));
+    assert!(seen.contains("for the group's eyes only"), "{seen}");
+    // ...and the owner's private chat does not.
+    std::fs::create_dir_all(&chat_ws).unwrap();
+    api.push_text(CHAT, &peek());
+    let seen = wait_for_file(&chat_ws.join("seen.txt"));
+    assert!(!seen.contains("eyes only"), "the owner's chat read the group's workspace: {seen}");
+
+    let (code, _, stderr) = stop(bot);
+    assert_eq!(code, 0, "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("serving these Telegram users"))
+        .unwrap_or_else(|| panic!("no start-up line naming users and groups: {stderr}"));
+    // The line may be coloured: drop the escape sequences first.
+    let mut plain = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            plain.push(c);
+        }
+    }
+    assert!(plain.contains("users=4242 groups=-1000777 owner=4242"), "{plain}");
+}

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-pub use types::{Chat, Document, File, Message, PhotoSize, Update, User};
+pub use types::{Chat, ChatKind, Document, File, Message, MessageOrigin, PhotoSize, Update, User};
 
 use crate::config::{Backoff, BotToken};
 
@@ -361,6 +361,23 @@ impl BotApi {
         cancel: &CancellationToken,
     ) -> Result<Message, ApiError> {
         let body = Body::Json(json!({"chat_id": chat_id, "text": text}));
+        self.call("sendMessage", body, self.sends(), CALL_TIMEOUT, cancel).await
+    }
+
+    /// `sendMessage` with plain text whose first `bold_units` UTF-16 units are bold (an
+    /// `entities` parameter, never a parse mode, so nothing in the text can mark itself).
+    ///
+    /// # Errors
+    /// The last failure once attempts run out, or a refusal.
+    pub async fn send_message_bold_prefix(
+        &self,
+        chat_id: i64,
+        text: &str,
+        bold_units: usize,
+        cancel: &CancellationToken,
+    ) -> Result<Message, ApiError> {
+        let entities = json!([{"type": "bold", "offset": 0, "length": bold_units}]);
+        let body = Body::Json(json!({"chat_id": chat_id, "text": text, "entities": entities}));
         self.call("sendMessage", body, self.sends(), CALL_TIMEOUT, cancel).await
     }
 

@@ -2,6 +2,7 @@
 //! Unknown fields are ignored, so newer API versions keep working.
 
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 
 /// One incoming update; only `message` updates are asked for.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -18,6 +19,10 @@ pub struct Message {
     pub chat: Chat,
     #[serde(default)]
     pub from: Option<User>,
+    /// The chat a message was sent on behalf of (an anonymous group admin, a channel); `from`
+    /// then holds a placeholder bot.
+    #[serde(default)]
+    pub sender_chat: Option<Chat>,
     #[serde(default)]
     pub text: Option<String>,
     #[serde(default)]
@@ -27,18 +32,94 @@ pub struct Message {
     /// The sizes of a photo, smallest first.
     #[serde(default)]
     pub photo: Option<Vec<PhotoSize>>,
+    /// Where a forwarded message came from (Bot API 7.0 and later).
+    #[serde(default)]
+    pub forward_origin: Option<MessageOrigin>,
+    /// The older forward fields, for servers before Bot API 7.0.
+    #[serde(default)]
+    pub forward_from: Option<User>,
+    #[serde(default)]
+    pub forward_from_chat: Option<Chat>,
+    #[serde(default)]
+    pub forward_sender_name: Option<String>,
+    /// Content the bot cannot use; only their presence matters.
+    #[serde(default)]
+    pub sticker: Option<IgnoredAny>,
+    #[serde(default)]
+    pub voice: Option<IgnoredAny>,
+    #[serde(default)]
+    pub audio: Option<IgnoredAny>,
+    #[serde(default)]
+    pub video: Option<IgnoredAny>,
+    #[serde(default)]
+    pub video_note: Option<IgnoredAny>,
+    #[serde(default)]
+    pub animation: Option<IgnoredAny>,
+    #[serde(default)]
+    pub location: Option<IgnoredAny>,
+    #[serde(default)]
+    pub contact: Option<IgnoredAny>,
+    #[serde(default)]
+    pub poll: Option<IgnoredAny>,
 }
 
-/// A chat; in a private chat its id is the user's id.
+/// Where a forwarded message came from (`MessageOrigin`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MessageOrigin {
+    User {
+        sender_user: User,
+    },
+    HiddenUser {
+        sender_user_name: String,
+    },
+    Chat {
+        sender_chat: Chat,
+        #[serde(default)]
+        author_signature: Option<String>,
+    },
+    Channel {
+        chat: Chat,
+        #[serde(default)]
+        author_signature: Option<String>,
+    },
+    #[serde(other)]
+    Unknown,
+}
+
+/// A chat; in a private chat its id is the user's id, groups have negative ids.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Chat {
     pub id: i64,
+    #[serde(rename = "type", default)]
+    pub kind: ChatKind,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub username: Option<String>,
+}
+
+/// What kind of chat a [`Chat`] is; a kind this client does not know is `Unknown`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatKind {
+    Private,
+    Group,
+    Supergroup,
+    Channel,
+    #[default]
+    #[serde(other)]
+    Unknown,
 }
 
 /// A Telegram user or bot.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct User {
     pub id: i64,
+    #[serde(default)]
+    pub first_name: Option<String>,
+    #[serde(default)]
+    pub last_name: Option<String>,
     #[serde(default)]
     pub username: Option<String>,
 }

@@ -99,3 +99,138 @@ async fn a2a_command_without_callers_says_how_to_add_them() {
     assert!(listing.contains("No tasks yet."), "{listing}");
     bot.stop().await;
 }
+
+#[tokio::test]
+async fn notify_owner_from_a_group_workspace_goes_to_the_owners_private_chat() {
+    let bot = Bot::with(Setup {
+        allowed: vec![OWNER, OTHER_OWNER],
+        groups: vec![GROUP],
+        a2a: true,
+        ..Setup::default()
+    })
+    .await;
+    write_callers(&bot.workspace(GROUP), &[("travel-bot", KEY)]);
+    let base = bot.a2a_url.clone().unwrap();
+    let text = directive(json!([
+        {"tool": "notify_owner", "args": {"text": "the group's trip is booked"}},
+        {"text": "told them"}
+    ]));
+    let (status, body) = a2a_send(&base, KEY, &text).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{body}");
+    // The group's workspace is served, its task is there, and the note went to the owner.
+    assert!(bot.workspace(GROUP).join(".volcanic/a2a/tasks").is_dir());
+    let note = bot.message(OWNER, |t| t.starts_with("🤖")).await;
+    assert_eq!(note.text, "🤖 A2A · travel-bot (group -1001234567): the group's trip is booked");
+    assert_eq!(bot.api().messages(GROUP), vec![], "a notification went into the group");
+    assert_eq!(bot.api().messages(OTHER_OWNER), vec![]);
+    bot.stop().await;
+}
+
+/// The owner's notifications: (text, entities) of each message starting with the robot.
+fn notifications(bot: &Bot) -> Vec<(String, Vec<serde_json::Value>)> {
+    bot.api()
+        .messages(OWNER)
+        .into_iter()
+        .filter(|m| m.text.starts_with("🤖"))
+        .map(|m| {
+            let entities = bot.api().entities(OWNER, m.message_id);
+            (m.text, entities)
+        })
+        .collect()
+}
+
+/// The only entity a notification may carry: bold over exactly `prefix`.
+fn bold_prefix(prefix: &str) -> Vec<serde_json::Value> {
+    vec![json!({"type": "bold", "offset": 0, "length": prefix.encode_utf16().count()})]
+}
+
+#[tokio::test]
+async fn notify_owner_prefix_is_bold_and_caller_text_cannot_fake_one() {
+    let bot = Bot::with(Setup { a2a: true, ..Setup::default() }).await;
+    write_callers(&bot.workspace(OWNER), &[("travel-bot", KEY)]);
+    let base = bot.a2a_url.clone().unwrap();
+    // The attack: a long text whose later line pretends to be another caller.
+    let fake = "\n🤖 A2A · bank-official: your session expired, send /new then your password\n";
+    let text = format!("{}{fake}{}", "a".repeat(100), "b".repeat(4_060));
+    let steps = json!([{"tool": "notify_owner", "args": {"text": text}}, {"text": "ok"}]);
+    let (status, body) = a2a_send(&base, KEY, &directive(steps)).await;
+    assert_eq!(status, 200, "{body}");
+    let notes = notifications(&bot);
+    assert_eq!(notes.len(), 1, "capped, so one message: {notes:?}");
+    let (shown, entities) = &notes[0];
+    let prefix = "🤖 A2A · travel-bot:";
+    assert_eq!(entities, &bold_prefix(prefix), "only the real prefix is marked");
+    assert!(shown.starts_with(&format!("{prefix} aaa")), "{shown}");
+    assert!(shown.contains("bank-official"), "the caller's text is shown, unmarked");
+    assert!(shown.ends_with("b…(cut)"), "the cut is visible");
+    assert_eq!(
+        shown.chars().count(),
+        prefix.chars().count() + 1 + 2_000 + "…(cut)".chars().count()
+    );
+    bot.stop().await;
+}
+
+#[tokio::test]
+async fn notify_owner_every_part_of_a_split_notification_carries_the_marked_prefix() {
+    let bot = Bot::with(Setup {
+        a2a: true,
+        configure: Some(|config| config.notify_max_chars = 20_000),
+        ..Setup::default()
+    })
+    .await;
+    write_callers(&bot.workspace(OWNER), &[("travel-bot", KEY)]);
+    let base = bot.a2a_url.clone().unwrap();
+    let text: String = (0..500).map(|i| format!("line {i} of a long report 🌋\n")).collect();
+    assert!(text.encode_utf16().count() > 2 * 4096);
+    let steps = json!([{"tool": "notify_owner", "args": {"text": text}}, {"text": "ok"}]);
+    let (status, body) = a2a_send(&base, KEY, &directive(steps)).await;
+    assert_eq!(status, 200, "{body}");
+    let notes = notifications(&bot);
+    assert!(notes.len() >= 3, "{} parts", notes.len());
+    let prefix = "🤖 A2A · travel-bot:";
+    let mut joined = String::new();
+    for (shown, entities) in &notes {
+        assert_eq!(entities, &bold_prefix(prefix), "a part without its marked prefix");
+        joined.push_str(shown.strip_prefix(&format!("{prefix} ")).expect("the prefix"));
+    }
+    assert_eq!(joined, text, "the parts make the whole text");
+    // Nothing else reached the owner's chat without the prefix.
+    assert_eq!(bot.api().messages(OWNER).len(), notes.len());
+    bot.stop().await;
+}
+
+#[tokio::test]
+async fn notify_owner_flood_is_limited_per_caller_with_one_notice() {
+    let bot = Bot::with(Setup {
+        a2a: true,
+        configure: Some(|config| config.notify_window = std::time::Duration::from_secs(3)),
+        ..Setup::default()
+    })
+    .await;
+    write_callers(&bot.workspace(OWNER), &[("travel-bot", KEY), ("calendar", OTHER_KEY)]);
+    let base = bot.a2a_url.clone().unwrap();
+    let calls: Vec<_> = (0..40)
+        .map(|i| json!({"tool": "notify_owner", "args": {"text": format!("flood {i}")}}))
+        .collect();
+    let started = std::time::Instant::now();
+    let (status, body) =
+        a2a_send(&base, KEY, &directive(json!([{"calls": calls}, {"text": "ok"}]))).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "40 in 2 s, in one window");
+    // Another caller has its own allowance.
+    let steps =
+        json!([{"tool": "notify_owner", "args": {"text": "calendar here"}}, {"text": "ok"}]);
+    let (status, _) = a2a_send(&base, OTHER_KEY, &directive(steps)).await;
+    assert_eq!(status, 200);
+    let notice = bot.message(OWNER, |t| t.contains("dropped")).await;
+    assert_eq!(
+        notice.text,
+        "🤖 A2A · travel-bot: 35 more notifications were dropped (at most 5 per 3 s)."
+    );
+    let texts: Vec<String> = bot.api().messages(OWNER).into_iter().map(|m| m.text).collect();
+    let floods = texts.iter().filter(|t| t.contains(": flood ")).count();
+    assert_eq!((floods, texts.len()), (5, 7), "{texts:?}");
+    assert!(texts.contains(&"🤖 A2A · calendar: calendar here".to_string()), "{texts:?}");
+    bot.stop().await;
+}

@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod a2a;
+mod access;
 mod chat;
+mod intake;
 mod resilience;
 mod support;

@@ -20,19 +20,33 @@ pub const TOKEN: &str = "123456:AAE-test-token-sekrit";
 pub const OWNER: i64 = 4711;
 pub const OTHER_OWNER: i64 = 5000;
 pub const STRANGER: i64 = 999;
+/// An allowed supergroup (`Setup::groups`), and one that is not.
+pub const GROUP: i64 = -1_001_234_567;
+pub const OTHER_GROUP: i64 = -1_009_999_999;
 
 /// How a test host is set up.
 pub struct Setup {
     pub allowed: Vec<i64>,
+    /// Allowed groups (`Telegram__AllowedGroupIds`).
+    pub groups: Vec<i64>,
     pub a2a: bool,
     pub queue_capacity: usize,
     /// Point the host at this URL instead of a fresh fake (the test starts the fake itself).
     pub api_url: Option<String>,
+    /// Changes to the settings after the test defaults.
+    pub configure: Option<fn(&mut TelegramConfig)>,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { allowed: vec![OWNER], a2a: false, queue_capacity: 20, api_url: None }
+        Setup {
+            allowed: vec![OWNER],
+            groups: Vec::new(),
+            a2a: false,
+            queue_capacity: 20,
+            api_url: None,
+            configure: None,
+        }
     }
 }
 
@@ -78,12 +92,16 @@ impl Bot {
             state.path().to_path_buf(),
         );
         config.api_url = url;
+        config.allowed_groups = setup.groups;
         config.poll_timeout = Duration::from_secs(2);
         config.backoff =
             Backoff { base: Duration::from_millis(20), cap: Duration::from_millis(200) };
         config.edit_interval = Duration::from_millis(50);
         config.typing_interval = Duration::from_millis(500);
         config.queue_capacity = setup.queue_capacity;
+        if let Some(configure) = setup.configure {
+            configure(&mut config);
+        }
         let mut builder = TelegramHost::builder(config, factory).shutdown(shutdown.clone());
         let mut a2a_url = None;
         if setup.a2a {
