@@ -39,6 +39,8 @@ pub struct TelegramSettings {
     pub workspace_root: Option<PathBuf>,
     /// Bot API base URL; unset = `https://api.telegram.org`.
     pub api_url: Option<String>,
+    /// Longest a Bot API call may take, in seconds; unset = the library's default.
+    pub call_timeout_seconds: Option<u64>,
 }
 
 impl std::fmt::Debug for TelegramSettings {
@@ -48,6 +50,7 @@ impl std::fmt::Debug for TelegramSettings {
             .field("allowed_user_ids", &self.allowed_user_ids)
             .field("workspace_root", &self.workspace_root)
             .field("api_url", &self.api_url)
+            .field("call_timeout_seconds", &self.call_timeout_seconds)
             .finish()
     }
 }
@@ -87,6 +90,14 @@ impl TelegramSettings {
                 )));
             }
             config.api_url = trimmed.to_string();
+        }
+        if let Some(seconds) = self.call_timeout_seconds {
+            if !(1..=600).contains(&seconds) {
+                return Err(ConfigError(format!(
+                    "Telegram__CallTimeoutSeconds: expected 1 to 600 seconds, got {seconds}"
+                )));
+            }
+            config.call_timeout = Duration::from_secs(seconds);
         }
         Ok(config)
     }
@@ -793,6 +804,29 @@ mod tests {
         assert_eq!(err.0, "a2a.max_open_sessions: must be at least 1, got 0");
         let err = load(None, dir.path(), &env(&[("Provider__Kind", "gemini")])).unwrap_err();
         assert!(err.0.starts_with("provider.kind:"), "{}", err.0);
+    }
+
+    #[test]
+    fn telegram_call_timeout_is_a_setting_in_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = [
+            ("Telegram__BotToken", "123:abc"),
+            ("Telegram__AllowedUserIds", "42"),
+            ("Telegram__WorkspaceRoot", "/data/chats"),
+        ];
+        let config = load(None, dir.path(), &env(&base)).unwrap().telegram;
+        assert_eq!(config.to_config(dir.path()).unwrap().call_timeout, Duration::from_secs(30));
+        let with = |value: &str| {
+            let mut vars = base.to_vec();
+            vars.push(("Telegram__CallTimeoutSeconds", value));
+            load(None, dir.path(), &env(&vars)).map(|s| s.telegram)
+        };
+        let config = with("5").unwrap().to_config(dir.path()).unwrap();
+        assert_eq!(config.call_timeout, Duration::from_secs(5));
+        let err = with("0").unwrap().to_config(dir.path()).unwrap_err();
+        assert!(err.0.starts_with("Telegram__CallTimeoutSeconds"), "{}", err.0);
+        let err = with("soon").unwrap_err();
+        assert!(err.0.starts_with("telegram.call_timeout_seconds:"), "{}", err.0);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! - [`api`]: a thin Bot API client over HTTPS (long polling, sends, files) with retries; the
 //!   bot token is in every URL, so no URL ever reaches an error or a log line.
 //! - `poll`: the long-polling loop and the persisted update offset.
+//! - `pending`: the accepted messages not yet answered, persisted so a restart loses none.
 //! - `chat`: one worker per allowed chat: its workspace, its main session, the run queue.
 //! - `render`: an answer streamed into messages (edits, splits at Telegram's limit).
 //! - `attachments`: documents and photos saved to the workspace's `inbox/`.
@@ -24,6 +25,7 @@ pub mod config;
 mod error;
 pub mod host;
 mod notifier;
+mod pending;
 mod poll;
 mod render;
 

@@ -1,7 +1,8 @@
 //! The few Bot API objects the host reads (https://core.telegram.org/bots/api#available-types).
-//! Unknown fields are ignored, so newer API versions keep working.
+//! Unknown fields are ignored, so newer API versions keep working. Incoming messages are also
+//! serialized, into the host's record of accepted messages (`pending`).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One incoming update; only `message` updates are asked for.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -12,7 +13,7 @@ pub struct Update {
 }
 
 /// A message (incoming, or one the bot sent).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub message_id: i64,
     pub chat: Chat,
@@ -30,13 +31,13 @@ pub struct Message {
 }
 
 /// A chat; in a private chat its id is the user's id.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chat {
     pub id: i64,
 }
 
 /// A Telegram user or bot.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct User {
     pub id: i64,
     #[serde(default)]
@@ -44,7 +45,7 @@ pub struct User {
 }
 
 /// A general file sent as a document.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Document {
     pub file_id: String,
     #[serde(default)]
@@ -54,7 +55,7 @@ pub struct Document {
 }
 
 /// One size of a photo.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhotoSize {
     pub file_id: String,
     pub file_unique_id: String,

@@ -5,5 +5,6 @@
 
 mod a2a;
 mod chat;
+mod delivery;
 mod resilience;
 mod support;

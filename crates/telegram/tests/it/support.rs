@@ -28,11 +28,19 @@ pub struct Setup {
     pub queue_capacity: usize,
     /// Point the host at this URL instead of a fresh fake (the test starts the fake itself).
     pub api_url: Option<String>,
+    /// The Bot API call timeout, when not the default.
+    pub call_timeout: Option<Duration>,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { allowed: vec![OWNER], a2a: false, queue_capacity: 20, api_url: None }
+        Setup {
+            allowed: vec![OWNER],
+            a2a: false,
+            queue_capacity: 20,
+            api_url: None,
+            call_timeout: None,
+        }
     }
 }
 
@@ -84,6 +92,9 @@ impl Bot {
         config.edit_interval = Duration::from_millis(50);
         config.typing_interval = Duration::from_millis(500);
         config.queue_capacity = setup.queue_capacity;
+        if let Some(timeout) = setup.call_timeout {
+            config.call_timeout = timeout;
+        }
         let mut builder = TelegramHost::builder(config, factory).shutdown(shutdown.clone());
         let mut a2a_url = None;
         if setup.a2a {
