@@ -184,3 +184,57 @@ fn telegram_rejected_token_exits_2_without_printing_it() {
     assert!(stderr.contains("Telegram__BotToken"), "{stderr}");
     assert!(!stderr.contains(TOKEN), "the token reached stderr");
 }
+
+/// Issue 18, item 4: messages Telegram was told we have (acknowledged) survive a SIGTERM. The
+/// ones still queued are answered after the restart; the run the restart cut is reported, not
+/// run again; none is answered twice.
+#[test]
+fn telegram_restart_answers_or_reports_every_acknowledged_message_once() {
+    let rt = runtime();
+    let api = rt.block_on(FakeBotApi::start(TOKEN));
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let bot = spawn(&api, root.path(), state.path(), &[], "127.0.0.1:0");
+    let long =
+        r#"faux> {"steps":[{"tool":"bash","args":{"command":"sleep 120"}},{"text":"slept"}]}"#;
+    api.push_text(CHAT, long);
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text.starts_with("🔧 bash sleep")));
+    let queued = ["first queued", "second queued", "third queued"];
+    for text in queued {
+        api.push_text(CHAT, text);
+    }
+    // Acknowledged: a getUpdates has confirmed them, so Telegram would not send them again.
+    rt.block_on(api.wait_for("the queued messages to be acknowledged", DEADLINE, |api| {
+        (api.pending_updates() == 0).then_some(())
+    }));
+    let (code, _, stderr) = stop(bot);
+    assert_eq!(code, 0, "{stderr}");
+    let before = api.messages(CHAT).len();
+
+    let bot = spawn(&api, root.path(), state.path(), &[], "127.0.0.1:0");
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| {
+        m.text.starts_with("⚠️ The bot restarted while I was answering your message “faux>")
+    }));
+    for text in queued {
+        let answer = format!("echo: {text}");
+        rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text == answer));
+    }
+    // One more round trip, so that a late duplicate would be there to see.
+    api.push_text(CHAT, "after the restart");
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text == "echo: after the restart"));
+    let (code, _, stderr) = stop(bot);
+    assert_eq!(code, 0, "{stderr}");
+    let texts: Vec<String> = api.messages(CHAT).into_iter().map(|m| m.text).collect();
+    let after = &texts[before..];
+    for text in queued {
+        let answer = format!("echo: {text}");
+        assert_eq!(after.iter().filter(|t| **t == answer).count(), 1, "{texts:?}");
+    }
+    assert_eq!(after.iter().filter(|t| t.starts_with("⚠️ The bot restarted")).count(), 1);
+    assert!(
+        !texts
+            .iter()
+            .any(|t| t == "slept" || t.contains("bash sleep 120") && t.starts_with("echo")),
+        "{texts:?}"
+    );
+}
