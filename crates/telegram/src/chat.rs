@@ -401,9 +401,10 @@ impl Worker {
             api: self.ctx.api.clone(),
             chat_id: self.chat_id,
             cancel: self.ctx.shutdown.clone(),
+            redactor: std::sync::OnceLock::new(),
         });
         let mut options = SessionOptions::new(TelegramConfig::scope(self.chat_id), workspace);
-        options.channel = Some(channel);
+        options.channel = Some(channel.clone());
         options.confinement = self.ctx.owner.as_ref().map(|owner| {
             let config = &self.ctx.config;
             let others = config.allowed_chats.iter().filter(|&&id| id != self.chat_id);
@@ -411,6 +412,9 @@ impl Worker {
         });
         match self.ctx.factory.open(options).await {
             Ok(session) => {
+                // The session's secrets (the token, provider keys) are fixed for its life. The
+                // channel is new, so the cell is empty and `set` cannot fail.
+                let _ = channel.redactor.set(session.redactor());
                 self.session = Some(session.clone());
                 Some(session)
             }

@@ -20,7 +20,6 @@
 
 mod types;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -171,7 +170,7 @@ struct Parameters {
 /// What a call sends.
 enum Body {
     Json(Value),
-    Document { chat_id: i64, path: std::path::PathBuf, caption: Option<String> },
+    Document { chat_id: i64, name: String, bytes: Vec<u8>, caption: Option<String> },
 }
 
 /// Whether a call may be repeated after a failure that may have reached Telegram.
@@ -282,17 +281,11 @@ impl BotApi {
         let request = self.inner.http.post(url).timeout(timeout);
         let request = match body {
             Body::Json(value) => request.json(value),
-            Body::Document { chat_id, path, caption } => {
-                let bytes = tokio::fs::read(path)
-                    .await
-                    .map_err(|e| ApiError::File(self.described(&e.to_string())))?;
-                let name = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "file".into());
+            Body::Document { chat_id, name, bytes, caption } => {
+                let part = reqwest::multipart::Part::bytes(bytes.clone()).file_name(name.clone());
                 let mut form = reqwest::multipart::Form::new()
                     .text("chat_id", chat_id.to_string())
-                    .part("document", reqwest::multipart::Part::bytes(bytes).file_name(name));
+                    .part("document", part);
                 if let Some(caption) = caption {
                     form = form.text("caption", caption.clone());
                 }
@@ -494,28 +487,28 @@ impl BotApi {
         Ok(())
     }
 
-    /// `sendDocument` (multipart upload) of a local file, with an optional caption.
+    /// `sendDocument` (multipart upload) of a file given as its name and bytes, with an
+    /// optional caption.
     ///
     /// # Errors
-    /// [`ApiError::TooLarge`] over [`UPLOAD_LIMIT`], [`ApiError::File`] when it cannot be read,
-    /// else the last failure once attempts run out, or a refusal.
+    /// [`ApiError::TooLarge`] over [`UPLOAD_LIMIT`], else the last failure once attempts run
+    /// out, or a refusal.
     pub async fn send_document(
         &self,
         chat_id: i64,
-        path: &Path,
+        name: &str,
+        bytes: Vec<u8>,
         caption: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<Message, ApiError> {
-        let size = tokio::fs::metadata(path)
-            .await
-            .map_err(|e| ApiError::File(self.described(&e.to_string())))?
-            .len();
+        let size = bytes.len() as u64;
         if size > UPLOAD_LIMIT {
             return Err(ApiError::TooLarge { size, limit: UPLOAD_LIMIT });
         }
         let body = Body::Document {
             chat_id,
-            path: path.to_path_buf(),
+            name: name.to_string(),
+            bytes,
             caption: caption.map(str::to_string),
         };
         self.call("sendDocument", body, self.sends(), DOWNLOAD_TIMEOUT, cancel).await

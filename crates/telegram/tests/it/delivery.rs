@@ -151,3 +151,34 @@ async fn bot_api_errors_that_echo_the_request_path_never_show_the_token() {
     }
     bot.stop().await;
 }
+
+#[tokio::test]
+async fn send_tool_documents_never_carry_the_token_in_any_form() {
+    let bot = Bot::start().await;
+    // The token is put together in bash, so no directive or tool argument holds it whole.
+    let command = "printf '%s%s\\n' '123456:AAE-te' 'st-token-sekrit' > t.txt; \
+        printf 'part %s%s\\n' 'AAE-te' 'st-token-sekrit' >> t.txt; \
+        printf 'url /bot%s%s/getMe\\n' '123456%3AAAE-te' 'st-token-sekrit' >> t.txt; \
+        printf '%s%s' '123456:AAE-te' 'st-token-sekrit' | base64 >> t.txt; \
+        printf '\\x00\\xff%s%s' '123456:AAE-te' 'st-token-sekrit' > b.bin";
+    let steps = json!([
+        {"tool": "bash", "args": {"command": command}},
+        {"tool": "send", "args": {"path": "t.txt"}},
+        {"tool": "send", "args": {"path": "b.bin"}},
+        {"text": "sent"},
+    ]);
+    bot.api().push_text(OWNER, &directive(steps));
+    bot.message(OWNER, |t| t == "sent").await;
+    let written = std::fs::read_to_string(bot.workspace(OWNER).join("t.txt")).unwrap();
+    assert!(written.contains(TOKEN), "the test file holds the token: {written}");
+    let documents = bot.api().documents();
+    let names: Vec<&str> = documents.iter().map(|d| d.file_name.as_str()).collect();
+    assert_eq!(names, vec!["t.txt"], "the binary holding the token is refused");
+    let sent = String::from_utf8(documents[0].bytes.clone()).unwrap();
+    let secret_part = TOKEN.split_once(':').unwrap().1;
+    for leak in [TOKEN, secret_part, "123456%3AAAE", "MTIzNDU2OkFBRS1"] {
+        assert!(!sent.contains(leak), "{leak} reached the chat: {sent}");
+    }
+    assert_eq!(sent.matches("[REDACTED:Telegram__BotToken]").count(), 4, "{sent}");
+    bot.stop().await;
+}

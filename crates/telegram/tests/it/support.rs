@@ -76,6 +76,8 @@ impl Bot {
         let factory = Arc::new(
             SessionFactory::builder(faux.clone(), state.path())
                 .secret("Telegram__BotToken", TOKEN)
+                // As the CLI does: the token's secret part alone is the token too.
+                .secret("Telegram__BotToken", TOKEN.split_once(':').unwrap().1)
                 .shutdown(shutdown.clone())
                 .build(),
         );
