@@ -238,3 +238,36 @@ fn telegram_restart_answers_or_reports_every_acknowledged_message_once() {
         "{texts:?}"
     );
 }
+
+/// Issue 18, item 5: a Bot API error that echoes the request path (the token in it, raw and
+/// percent-encoded) reaches neither the chat nor a log line.
+#[test]
+fn telegram_errors_echoing_the_token_are_redacted_in_chat_and_logs() {
+    use volcanic_test_support::telegram::Fault;
+    let rt = runtime();
+    let api = rt.block_on(FakeBotApi::start(TOKEN));
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let bot = spawn(&api, root.path(), state.path(), &[], "127.0.0.1:0");
+    api.fault_next("getFile", Fault::EchoPath);
+    api.push_document(CHAT, "notes.txt", b"some notes", None);
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text.contains("I couldn't receive")));
+    // The answer's send is refused with the path echoed: it is delivered later, with the error.
+    api.fault_next("sendMessage", Fault::EchoPath);
+    api.push_text(CHAT, "after");
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text.contains("echo: after")));
+    let (code, stdout, stderr) = stop(bot);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("[REDACTED:Telegram__BotToken]"),
+        "the echoed error was logged: {stderr}"
+    );
+    let secret_part = TOKEN.split_once(':').unwrap().1;
+    let encoded = TOKEN.replace(':', "%3A");
+    let texts: Vec<String> = api.messages(CHAT).into_iter().map(|m| m.text).collect();
+    for leak in [TOKEN, secret_part, encoded.as_str()] {
+        assert!(!stderr.contains(leak), "the token reached stderr");
+        assert!(!stdout.contains(leak), "the token reached stdout");
+        assert!(!texts.iter().any(|t| t.contains(leak)), "the token reached the chat: {texts:?}");
+    }
+}
