@@ -494,8 +494,13 @@ impl Worker {
                         | RunOutcome::Aborted
                         | RunOutcome::StoppedByTool { .. } => None,
                     };
-                    if let Some(note) = note {
-                        ctx.say(self.chat_id, &note).await;
+                    // The run's outcome must arrive too: a failed note is owed like an answer.
+                    if let Some(note) = note
+                        && let Err(err) = ctx.try_say(self.chat_id, &note).await
+                        && !ctx.shutdown.is_cancelled()
+                        && !err.is_maybe_delivered()
+                    {
+                        lost.push((note, err));
                     }
                     let cut = matches!(settled.outcome, RunOutcome::Aborted)
                         && ctx.shutdown.is_cancelled();
