@@ -47,6 +47,8 @@ pub struct TelegramSettings {
     pub notify_max_chars: Option<usize>,
     /// `notify_owner` messages one A2A caller may send per minute; unset = 5.
     pub notify_per_minute: Option<usize>,
+    /// Longest a Bot API call may take, in seconds; unset = the library's default.
+    pub call_timeout_seconds: Option<u64>,
 }
 
 impl std::fmt::Debug for TelegramSettings {
@@ -59,6 +61,7 @@ impl std::fmt::Debug for TelegramSettings {
             .field("api_url", &self.api_url)
             .field("notify_max_chars", &self.notify_max_chars)
             .field("notify_per_minute", &self.notify_per_minute)
+            .field("call_timeout_seconds", &self.call_timeout_seconds)
             .finish()
     }
 }
@@ -121,6 +124,14 @@ list users in Telegram__AllowedUserIds"
                 )));
             }
             config.api_url = trimmed.to_string();
+        }
+        if let Some(seconds) = self.call_timeout_seconds {
+            if !(1..=600).contains(&seconds) {
+                return Err(ConfigError(format!(
+                    "Telegram__CallTimeoutSeconds: expected 1 to 600 seconds, got {seconds}"
+                )));
+            }
+            config.call_timeout = Duration::from_secs(seconds);
         }
         Ok(config)
     }
@@ -831,6 +842,29 @@ mod tests {
         assert_eq!(err.0, "a2a.max_open_sessions: must be at least 1, got 0");
         let err = load(None, dir.path(), &env(&[("Provider__Kind", "gemini")])).unwrap_err();
         assert!(err.0.starts_with("provider.kind:"), "{}", err.0);
+    }
+
+    #[test]
+    fn telegram_call_timeout_is_a_setting_in_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = [
+            ("Telegram__BotToken", "123:abc"),
+            ("Telegram__AllowedUserIds", "42"),
+            ("Telegram__WorkspaceRoot", "/data/chats"),
+        ];
+        let config = load(None, dir.path(), &env(&base)).unwrap().telegram;
+        assert_eq!(config.to_config(dir.path()).unwrap().call_timeout, Duration::from_secs(30));
+        let with = |value: &str| {
+            let mut vars = base.to_vec();
+            vars.push(("Telegram__CallTimeoutSeconds", value));
+            load(None, dir.path(), &env(&vars)).map(|s| s.telegram)
+        };
+        let config = with("5").unwrap().to_config(dir.path()).unwrap();
+        assert_eq!(config.call_timeout, Duration::from_secs(5));
+        let err = with("0").unwrap().to_config(dir.path()).unwrap_err();
+        assert!(err.0.starts_with("Telegram__CallTimeoutSeconds"), "{}", err.0);
+        let err = with("soon").unwrap_err();
+        assert!(err.0.starts_with("telegram.call_timeout_seconds:"), "{}", err.0);
     }
 
     #[test]

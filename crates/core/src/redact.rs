@@ -1,5 +1,5 @@
-//! Secret redaction: exact secret values (and their base64 forms) first, then well-known secret
-//! shapes.
+//! Secret redaction: exact secret values (and their base64 and percent-encoded forms) first, then
+//! well-known secret shapes.
 //!
 //! Applied to tool output, tool errors, provider errors, run failures and every string written to
 //! the journal, and by hosts to everything they send out (the A2A server: artifacts, stream
@@ -143,8 +143,37 @@ fn base64_forms(value: &[u8]) -> Vec<String> {
     forms
 }
 
+/// The percent-encoded forms of `value` as a URL shows it (a token in a request path, a key in a
+/// query string): every byte outside RFC 3986's unreserved set (`A-Z a-z 0-9 - . _ ~`) as
+/// `%XX`, in upper- and lower-case hex. Empty when encoding changes nothing (the value itself is
+/// matched anyway). Encoders that leave some reserved characters alone (`/`, `:` in a path)
+/// produce a mix that this does not cover; the values we hold (tokens, keys) rarely contain
+/// more than one kind of reserved character.
+fn percent_forms(value: &[u8]) -> Vec<String> {
+    let unreserved = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
+    if value.iter().all(|&b| unreserved(b)) {
+        return Vec::new();
+    }
+    let encode = |upper: bool| {
+        let mut out = String::with_capacity(value.len() * 3);
+        for &b in value {
+            if unreserved(b) {
+                out.push(char::from(b));
+            } else if upper {
+                out.push_str(&format!("%{b:02X}"));
+            } else {
+                out.push_str(&format!("%{b:02x}"));
+            }
+        }
+        out
+    };
+    let (upper, lower) = (encode(true), encode(false));
+    if upper == lower { vec![upper] } else { vec![upper, lower] }
+}
+
 impl Redactor {
-    /// A redactor for these exact values (empty ones are ignored) and their base64 forms.
+    /// A redactor for these exact values (empty ones are ignored) and their base64 and
+    /// percent-encoded forms.
     pub fn new(secrets: Vec<Secret>) -> Self {
         let secrets = normalize(secrets);
         let mut patterns: Vec<String> = Vec::with_capacity(secrets.len() * 4);
@@ -154,7 +183,8 @@ impl Redactor {
             pattern_secret.push(index);
         }
         for (index, secret) in secrets.iter().enumerate() {
-            for form in base64_forms(secret.value.as_bytes()) {
+            let bytes = secret.value.as_bytes();
+            for form in base64_forms(bytes).into_iter().chain(percent_forms(bytes)) {
                 if !patterns.contains(&form) {
                     patterns.push(form);
                     pattern_secret.push(index);
@@ -497,6 +527,21 @@ mod tests {
             }
         }
         assert!(!r.bytes_contain_value(b"nothing here at all"));
+    }
+
+    #[test]
+    fn percent_encoded_forms_are_redacted_in_either_hex_case() {
+        let r = Redactor::new(vec![Secret { name: "T".into(), value: "123456:AAE-x y/z".into() }]);
+        for text in [
+            "GET /bot123456%3AAAE-x%20y%2Fz/getMe",
+            "GET /bot123456%3aAAE-x%20y%2fz/getMe",
+            "GET /bot123456:AAE-x y/z/getMe",
+        ] {
+            assert_eq!(r.redact_values(text), "GET /bot[REDACTED:T]/getMe", "{text}");
+            assert!(r.bytes_contain_value(text.as_bytes()), "{text}");
+        }
+        assert_eq!(percent_forms(b"sk-ant_0.9~"), Vec::<String>::new());
+        assert_eq!(percent_forms(b"a:1"), vec!["a%3A1".to_string(), "a%3a1".to_string()]);
     }
 
     #[test]

@@ -8,7 +8,15 @@
 //! first message dropped in a burst of overflow is answered at once; when the queue has
 //! drained, the worker says how many were dropped in all. `/new` is
 //! queued like a message, so it applies after what was sent before it.
+//!
+//! Nothing is lost silently: a job leaves the host's record of accepted messages (`pending`)
+//! only once it is done, so a restart replays or reports it. Answer parts that could not be
+//! delivered are owed to the chat: tried again right after the run and then whenever Telegram
+//! answers a call again (at most [`OWED_ROUNDS`] rounds and [`OWED_LIMIT`] texts), prefixed with
+//! a note saying they could not be delivered at first; what still cannot be delivered is logged
+//! as an error and reported after a restart.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,15 +31,23 @@ use volcanic_core::sandbox::OwnerConfinement;
 use volcanic_core::session::Role;
 use volcanic_core::{EventKind, RunHandle, RunOutcome, Session, SessionFactory, SessionOptions};
 
-use crate::api::{BotApi, Message};
+use crate::api::{ApiError, BotApi, Message};
 use crate::attachments;
 use crate::channel::TelegramChannel;
 use crate::config::TelegramConfig;
 use crate::intake;
+use crate::pending::Pending;
 use crate::render::{self, Stream};
 
 /// How long closing a chat waits for an aborted run to settle.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
+
+/// Rounds of delivery an owed text gets (each round is a send with its usual attempts) before
+/// it is dropped with an error log.
+pub const OWED_ROUNDS: u32 = 5;
+
+/// Owed texts a chat keeps; beyond that the oldest is dropped with an error log.
+pub const OWED_LIMIT: usize = 20;
 
 /// Longest detail shown after a tool's name.
 const TOOL_DETAIL_CHARS: usize = 60;
@@ -51,14 +67,21 @@ pub struct Ctx {
     pub tracker: TaskTracker,
     /// The sandbox of the chats' own sessions; `None`: their tools run unconfined.
     pub owner: Option<Arc<OwnerConfinement>>,
+    /// The accepted messages not yet answered.
+    pub pending: Arc<Pending>,
 }
 
 impl Ctx {
     /// Sends a short text, logging a failure (the chat is the only place to report it).
     pub async fn say(&self, chat_id: i64, text: &str) {
-        if let Err(err) = render::send_text(&self.api, chat_id, text, &self.shutdown).await {
+        if let Err(err) = self.try_say(chat_id, text).await {
             tracing::warn!(chat_id, error = %err, "cannot send a message");
         }
+    }
+
+    /// Sends a short text.
+    async fn try_say(&self, chat_id: i64, text: &str) -> Result<(), ApiError> {
+        render::send_text(&self.api, chat_id, text, &self.shutdown).await
     }
 }
 
@@ -66,11 +89,31 @@ impl Ctx {
 pub enum JobKind {
     Prompt(Box<Message>),
     NewSession,
+    /// A notice that must reach the chat (owed like an answer when it cannot be sent).
+    Report(String),
 }
 
 struct Job {
     generation: u64,
+    /// The update it came from, in the record of accepted messages.
+    update_id: Option<i64>,
     kind: JobKind,
+}
+
+/// A text that could not be delivered yet.
+struct Owed {
+    update_id: Option<i64>,
+    text: String,
+    rounds: u32,
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Done (answered, reported, or nothing to do).
+    Done,
+    /// Cut short by shutdown: it stays in the record, for the next start to report.
+    Interrupted,
 }
 
 /// Whether a job was taken.
@@ -113,14 +156,16 @@ impl Chat {
             busy: busy.clone(),
             overflow: overflow.clone(),
             session: None,
+            owed: VecDeque::new(),
         };
         ctx.tracker.spawn(worker.run(rx));
         Chat { tx, generation, running, busy, overflow }
     }
 
-    /// Queues a job behind the current run.
-    pub fn enqueue(&self, kind: JobKind) -> Enqueued {
-        let job = Job { generation: self.generation.load(Ordering::SeqCst), kind };
+    /// Queues a job behind the current run; `update_id` names its entry in the record of
+    /// accepted messages, which the worker removes once the job is done.
+    pub fn enqueue(&self, kind: JobKind, update_id: Option<i64>) -> Enqueued {
+        let job = Job { generation: self.generation.load(Ordering::SeqCst), update_id, kind };
         match self.tx.try_send(job) {
             Ok(()) => Enqueued::Accepted,
             // A closed queue means the host is shutting down; the job is dropped like a full one.
@@ -154,30 +199,68 @@ struct Worker {
     overflow: Arc<AtomicUsize>,
     /// The chat's main session, opened on first use and kept open.
     session: Option<Session>,
+    /// Texts not delivered yet, oldest first.
+    owed: VecDeque<Owed>,
 }
 
 impl Worker {
     async fn run(mut self, mut rx: mpsc::Receiver<Job>) {
+        let mut answered = self.ctx.api.answered();
         loop {
             let job = tokio::select! {
                 biased;
                 () = self.ctx.shutdown.cancelled() => break,
+                // Telegram answered a call: it may take what is owed now.
+                Ok(()) = answered.changed(), if !self.owed.is_empty() => {
+                    self.deliver_owed(&mut answered).await;
+                    continue;
+                }
                 job = rx.recv() => match job {
                     Some(job) => job,
                     None => break,
                 },
             };
-            if job.generation == self.generation.load(Ordering::SeqCst) {
-                self.busy.store(true, Ordering::SeqCst);
-                match job.kind {
-                    JobKind::Prompt(message) => self.prompt(*message, job.generation).await,
-                    JobKind::NewSession => self.new_session().await,
+            if job.generation != self.generation.load(Ordering::SeqCst) {
+                self.done_with(job.update_id).await;
+                continue;
+            }
+            self.busy.store(true, Ordering::SeqCst);
+            if let Some(update_id) = job.update_id {
+                self.ctx.pending.start(update_id).await;
+            }
+            let ended = match job.kind {
+                JobKind::Prompt(message) => {
+                    self.prompt(*message, job.generation, job.update_id).await
                 }
-                self.busy.store(false, Ordering::SeqCst);
+                JobKind::NewSession => {
+                    self.new_session().await;
+                    Ended::Done
+                }
+                JobKind::Report(text) => {
+                    if let Err(err) = self.ctx.try_say(self.chat_id, &text).await {
+                        self.owe(job.update_id, text, &err);
+                    }
+                    Ended::Done
+                }
+            };
+            // The run is over: a /stop from now on has nothing to abort.
+            self.busy.store(false, Ordering::SeqCst);
+            if !self.owed.is_empty() {
+                self.deliver_owed(&mut answered).await;
+            }
+            if ended == Ended::Done {
+                self.done_with(job.update_id).await;
             }
             if rx.is_empty() {
                 self.report_overflow().await;
             }
+        }
+        if !self.owed.is_empty() {
+            tracing::error!(
+                chat_id = self.chat_id,
+                texts = self.owed.len(),
+                "undelivered answers left at shutdown; the next start reports them"
+            );
         }
         self.close_session().await;
     }
@@ -195,36 +278,103 @@ Send again what still matters."
         }
     }
 
+    /// Removes a job's entry from the record, unless a text of it is still owed.
+    async fn done_with(&self, update_id: Option<i64>) {
+        let Some(update_id) = update_id else { return };
+        if self.ctx.shutdown.is_cancelled()
+            || self.owed.iter().any(|o| o.update_id == Some(update_id))
+        {
+            return;
+        }
+        self.ctx.pending.finish(update_id).await;
+    }
+
+    /// Keeps a text that could not be delivered, for [`Worker::deliver_owed`].
+    fn owe(&mut self, update_id: Option<i64>, text: String, err: &ApiError) {
+        tracing::warn!(chat_id = self.chat_id, error = %err, "a text could not be delivered; it is owed to the chat");
+        let text = format!("⚠️ I couldn't deliver this at first ({err}):\n\n{text}");
+        if self.owed.len() >= OWED_LIMIT
+            && let Some(dropped) = self.owed.pop_front()
+        {
+            tracing::error!(
+                chat_id = self.chat_id,
+                chars = dropped.text.chars().count(),
+                "too many undelivered texts; the oldest is dropped"
+            );
+        }
+        self.owed.push_back(Owed { update_id, text, rounds: 0 });
+    }
+
+    /// Tries the owed texts in order; stops at the first that still fails (Telegram is not back
+    /// yet). A text is dropped, with an error log, after [`OWED_ROUNDS`] rounds, on a refusal,
+    /// or when it may have been delivered (sending it again could double it).
+    async fn deliver_owed(&mut self, answered: &mut tokio::sync::watch::Receiver<u64>) {
+        answered.mark_unchanged();
+        while let Some(owed) = self.owed.front_mut() {
+            let result =
+                render::send_text(&self.ctx.api, self.chat_id, &owed.text, &self.ctx.shutdown)
+                    .await;
+            let update_id = owed.update_id;
+            match result {
+                Ok(()) => {}
+                Err(ApiError::Cancelled) => return,
+                Err(err) if err.is_retryable() && !err.is_maybe_delivered() => {
+                    owed.rounds += 1;
+                    if owed.rounds < OWED_ROUNDS {
+                        tracing::warn!(chat_id = self.chat_id, error = %err, "owed text still not delivered; trying again when Telegram answers");
+                        return;
+                    }
+                    tracing::error!(chat_id = self.chat_id, error = %err, "owed text dropped after repeated failures");
+                }
+                Err(err) => {
+                    tracing::error!(chat_id = self.chat_id, error = %err, "owed text dropped: it was refused or may have arrived");
+                }
+            }
+            self.owed.pop_front();
+            self.done_with(update_id).await;
+        }
+    }
+
     fn is_stopped(&self, generation: u64) -> bool {
         generation != self.generation.load(Ordering::SeqCst) || self.ctx.shutdown.is_cancelled()
     }
 
-    async fn prompt(&mut self, message: Message, generation: u64) {
+    async fn prompt(&mut self, message: Message, generation: u64, update_id: Option<i64>) -> Ended {
         let typing = self.start_typing();
-        self.prompt_typing(message, generation).await;
+        let ended = self.prompt_typing(message, generation, update_id).await;
         typing.cancel();
+        ended
     }
 
-    async fn prompt_typing(&mut self, message: Message, generation: u64) {
+    async fn prompt_typing(
+        &mut self,
+        message: Message,
+        generation: u64,
+        update_id: Option<i64>,
+    ) -> Ended {
         let workspace = match ensure_workspace(&self.ctx.config, self.chat_id).await {
             Ok(workspace) => workspace,
             Err(err) => {
                 tracing::error!(chat_id = self.chat_id, error = %err, "cannot prepare the chat's workspace");
                 self.ctx.say(self.chat_id, "⚠️ I can't prepare your workspace; see the log.").await;
-                return;
+                return Ended::Done;
             }
         };
-        let Some(text) = self.prompt_text(&message, &workspace).await else { return };
-        if self.is_stopped(generation) {
-            return;
+        let text = self.prompt_text(&message, &workspace).await;
+        if self.ctx.shutdown.is_cancelled() {
+            return Ended::Interrupted;
         }
-        let Some(session) = self.open_session(&workspace).await else { return };
+        let Some(text) = text else { return Ended::Done };
+        if self.is_stopped(generation) {
+            return Ended::Done;
+        }
+        let Some(session) = self.open_session(&workspace).await else { return Ended::Done };
         let mut handle = match session.prompt(text) {
             Ok(handle) => handle,
             Err(err) => {
                 tracing::error!(chat_id = self.chat_id, error = %err, "cannot start a run");
                 self.ctx.say(self.chat_id, &format!("⚠️ I can't start: {err}")).await;
-                return;
+                return Ended::Done;
             }
         };
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(session.clone());
@@ -232,8 +382,9 @@ Send again what still matters."
         if self.is_stopped(generation) {
             session.abort();
         }
-        self.render(&mut handle).await;
+        let ended = self.render(&mut handle, update_id).await;
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        ended
     }
 
     /// The user message for the session: the files saved to the inbox, then the text or
@@ -281,9 +432,10 @@ Send again what still matters."
             api: self.ctx.api.clone(),
             chat_id: self.chat_id,
             cancel: self.ctx.shutdown.clone(),
+            redactor: std::sync::OnceLock::new(),
         });
         let mut options = SessionOptions::new(TelegramConfig::scope(self.chat_id), workspace);
-        options.channel = Some(channel);
+        options.channel = Some(channel.clone());
         options.confinement = self.ctx.owner.as_ref().map(|owner| {
             let config = &self.ctx.config;
             // Every other served chat's workspace, the groups' included.
@@ -292,6 +444,9 @@ Send again what still matters."
         });
         match self.ctx.factory.open(options).await {
             Ok(session) => {
+                // The session's secrets (the token, provider keys) are fixed for its life. The
+                // channel is new, so the cell is empty and `set` cannot fail.
+                let _ = channel.redactor.set(session.redactor());
                 self.session = Some(session.clone());
                 Some(session)
             }
@@ -305,11 +460,16 @@ Send again what still matters."
         }
     }
 
-    /// Follows a run: the answer streams into messages, tool use shows as short lines.
-    async fn render(&self, handle: &mut RunHandle) {
-        let ctx = &self.ctx;
+    /// Follows a run: the answer streams into messages, tool use shows as short lines. Parts
+    /// that could not be delivered become owed; "✅ Done." is said only when the run completed
+    /// without a word and nothing failed to arrive.
+    async fn render(&mut self, handle: &mut RunHandle, update_id: Option<i64>) -> Ended {
+        let ctx = self.ctx.clone();
         let mut stream: Option<Stream> = None;
         let mut said_anything = false;
+        let mut lost: Vec<(String, ApiError)> = Vec::new();
+        let mut unconfirmed = false;
+        let mut ended = Ended::Interrupted;
         let mut tick = tokio::time::interval(ctx.config.edit_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -340,6 +500,9 @@ Send again what still matters."
                             current.finish(&full).await;
                         }
                         said_anything |= current.delivered;
+                        unconfirmed |= current.unconfirmed;
+                        let error = current.error.take().unwrap_or(ApiError::Cancelled);
+                        lost.extend(current.undelivered.drain(..).map(|t| (t, error.clone())));
                     }
                 }
                 EventKind::ToolStart { name, args, .. } => {
@@ -347,8 +510,11 @@ Send again what still matters."
                     said_anything = true;
                 }
                 EventKind::Settled(settled) => {
+                    let clean = lost.is_empty() && !unconfirmed;
                     let note = match &settled.outcome {
-                        RunOutcome::Completed if !said_anything => Some("✅ Done.".to_string()),
+                        RunOutcome::Completed if !said_anything && clean => {
+                            Some("✅ Done.".to_string())
+                        }
                         RunOutcome::Failed { error } => {
                             Some(format!("⚠️ Something went wrong: {error}"))
                         }
@@ -360,9 +526,17 @@ Send again what still matters."
                         | RunOutcome::Aborted
                         | RunOutcome::StoppedByTool { .. } => None,
                     };
-                    if let Some(note) = note {
-                        ctx.say(self.chat_id, &note).await;
+                    // The run's outcome must arrive too: a failed note is owed like an answer.
+                    if let Some(note) = note
+                        && let Err(err) = ctx.try_say(self.chat_id, &note).await
+                        && !ctx.shutdown.is_cancelled()
+                        && !err.is_maybe_delivered()
+                    {
+                        lost.push((note, err));
                     }
+                    let cut = matches!(settled.outcome, RunOutcome::Aborted)
+                        && ctx.shutdown.is_cancelled();
+                    ended = if cut { Ended::Interrupted } else { Ended::Done };
                     break;
                 }
                 EventKind::RunStart
@@ -374,6 +548,21 @@ Send again what still matters."
                 | EventKind::Retry { .. } => {}
             }
         }
+        if ended == Ended::Interrupted {
+            // The restart's report covers what did not arrive.
+            return ended;
+        }
+        if unconfirmed {
+            ctx.say(
+                self.chat_id,
+                "⚠️ Telegram did not confirm that part of this answer arrived (the connection broke or timed out), and I don't send it twice. If something is missing, ask me to repeat it.",
+            )
+            .await;
+        }
+        for (text, error) in lost {
+            self.owe(update_id, text, &error);
+        }
+        ended
     }
 
     fn new_stream(&self) -> Stream {

@@ -26,6 +26,23 @@ impl BotToken {
         &self.0
     }
 
+    /// The secret values to redact: the whole token and the part after its colon (which alone
+    /// still works with the bot id in front of it, and that id is public). Their base64 and
+    /// percent-encoded forms are matched by the redactor.
+    pub fn secrets(&self) -> Vec<volcanic_core::redact::Secret> {
+        let name = "Telegram__BotToken";
+        let mut values = vec![self.0.clone()];
+        if let Some((_, secret)) = self.0.split_once(':')
+            && !secret.is_empty()
+        {
+            values.push(secret.to_string());
+        }
+        values
+            .into_iter()
+            .map(|value| volcanic_core::redact::Secret { name: name.to_string(), value })
+            .collect()
+    }
+
     /// The bot's numeric id: the part before the colon (not secret). Used to name state files.
     pub fn bot_id(&self) -> &str {
         let id = self.0.split(':').next().unwrap_or_default();
@@ -75,6 +92,10 @@ pub struct TelegramConfig {
     pub api_url: String,
     /// How long one getUpdates call waits for updates (default 25 s).
     pub poll_timeout: Duration,
+    /// Longest a Bot API call may take before the client gives up (`Telegram__CallTimeoutSeconds`,
+    /// default 30 s). getUpdates gets `poll_timeout` on top; file transfers have their own
+    /// 120 s. A send that timed out may still have been delivered, so it is not sent again.
+    pub call_timeout: Duration,
     /// Waits between retries of failed Bot API calls (default 1 s doubling up to 30 s). A 429
     /// waits exactly its `retry_after` instead.
     pub backoff: Backoff,
@@ -116,6 +137,7 @@ impl TelegramConfig {
             state_dir,
             api_url: DEFAULT_API_URL.to_string(),
             poll_timeout: Duration::from_secs(25),
+            call_timeout: Duration::from_secs(30),
             backoff: Backoff { base: Duration::from_secs(1), cap: Duration::from_secs(30) },
             send_attempts: 5,
             queue_capacity: 20,
@@ -171,6 +193,9 @@ mod tests {
         assert_eq!(format!("{token:?}"), "[redacted]");
         assert_eq!(token.bot_id(), "123456");
         assert_eq!(BotToken::new("weird").bot_id(), "bot");
+        let values: Vec<String> = token.secrets().into_iter().map(|s| s.value).collect();
+        assert_eq!(values, vec!["123456:AAE-secret".to_string(), "AAE-secret".to_string()]);
+        assert_eq!(BotToken::new("weird").secrets().len(), 1);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use crate::command::{self, Command};
 use crate::config::TelegramConfig;
 use crate::intake;
 use crate::notifier::TelegramNotifier;
+use crate::pending::{self, Entry, Pending, Request};
 use crate::poll::{self, OffsetFile};
 use crate::{Error, Result};
 
@@ -76,14 +77,7 @@ impl TelegramHostBuilder {
     /// [`Error::Client`] or [`Error::A2a`] when an HTTP client cannot be built.
     pub fn build(self) -> Result<TelegramHost> {
         let config = Arc::new(self.config);
-        let api = BotApi::new(
-            &config.api_url,
-            &config.token,
-            config.backoff,
-            config.send_attempts,
-            config.poll_timeout,
-        )
-        .map_err(|e| Error::Client(e.to_string()))?;
+        let api = BotApi::new(&config).map_err(|e| Error::Client(e.to_string()))?;
         let workspaces = {
             let config = config.clone();
             Arc::new(move || {
@@ -128,6 +122,11 @@ impl TelegramHostBuilder {
             tracker,
         })
     }
+}
+
+/// A fresh entry of the record of accepted messages.
+fn update_id_entry(update_id: i64, chat_id: i64, request: Request) -> Entry {
+    Entry { update_id, chat_id, request, started: false }
 }
 
 /// The A2A view of a chat's workspace.
@@ -182,6 +181,8 @@ impl TelegramHost {
 
         let started = self.start(&shutdown).await;
         if let Ok(username) = &started {
+            let bot_id = self.config.token.bot_id();
+            let (pending, left) = Pending::load(&self.config.state_dir, bot_id).await;
             let ctx = Arc::new(Ctx {
                 api: self.api.clone(),
                 config: self.config.clone(),
@@ -189,6 +190,7 @@ impl TelegramHost {
                 shutdown: shutdown.clone(),
                 tracker: tracker.clone(),
                 owner: self.owner.clone(),
+                pending: Arc::new(pending),
             });
             let mut router = Router {
                 ctx,
@@ -199,8 +201,11 @@ impl TelegramHost {
                 refused: HashSet::new(),
                 username: username.clone(),
             };
-            let offsets = OffsetFile::new(&self.config.state_dir, self.config.token.bot_id());
-            poll::run(&self.api, &offsets, &shutdown, |update| router.route(update)).await;
+            router.replay(left).await;
+            let offsets = OffsetFile::new(&self.config.state_dir, bot_id);
+            let pending = router.ctx.pending.clone();
+            poll::run(&self.api, &offsets, &pending, &shutdown, |update| router.route(update))
+                .await;
         }
         // Either way, stop everything else too.
         shutdown.cancel();
@@ -268,6 +273,41 @@ struct Router {
 }
 
 impl Router {
+    /// Takes up what the previous run accepted and did not finish: messages that never started
+    /// run now, in order; a run the restart cut is reported to its chat (see `pending`).
+    async fn replay(&mut self, left: Vec<Entry>) {
+        if !left.is_empty() {
+            tracing::info!(messages = left.len(), "taking up messages accepted before the restart");
+        }
+        for entry in left {
+            let (update_id, chat_id) = (entry.update_id, entry.chat_id);
+            // The settings may have changed across the restart: decide access again.
+            let still_allowed = match &entry.request {
+                Request::Prompt { message } => {
+                    access::decide(&self.ctx.config, message) == Access::Serve
+                }
+                Request::NewSession => self.ctx.config.served_chats().any(|c| c == chat_id),
+            };
+            if !still_allowed {
+                tracing::warn!(
+                    chat_id,
+                    "a message accepted before the restart is no longer allowed; dropped"
+                );
+                self.ctx.pending.forget(update_id);
+                continue;
+            }
+            let job = match entry.request {
+                request if entry.started && matches!(request, Request::Prompt { .. }) => {
+                    JobKind::Report(pending::interrupted_notice(&request))
+                }
+                Request::Prompt { message } => JobKind::Prompt(message),
+                Request::NewSession => JobKind::NewSession,
+            };
+            self.enqueue(chat_id, job, update_id);
+        }
+        self.ctx.pending.persist().await;
+    }
+
     /// Handles one update without waiting: messages are queued, replies are sent in the
     /// background.
     fn route(&mut self, update: Update) {
@@ -321,6 +361,7 @@ impl Router {
             }
             Some(Command::Stop) => {
                 let (aborted, dropped) = self.chat(chat_id).stop();
+                self.ctx.pending.forget_chat(chat_id);
                 let text = match (aborted, dropped) {
                     (false, 0) => "Nothing to stop.".to_string(),
                     (true, 0) => "⏹ Stopped.".to_string(),
@@ -332,10 +373,23 @@ impl Router {
                 };
                 self.reply(chat_id, text);
             }
-            Some(Command::New) => self.enqueue(chat_id, JobKind::NewSession),
+            Some(Command::New) => {
+                self.accept(&update_id_entry(update.update_id, chat_id, Request::NewSession));
+                self.enqueue(chat_id, JobKind::NewSession, update.update_id);
+            }
             Some(Command::A2a) => self.a2a(chat_id),
-            None => self.enqueue(chat_id, JobKind::Prompt(Box::new(message))),
+            None => {
+                let message = Box::new(message);
+                let request = Request::Prompt { message: message.clone() };
+                self.accept(&update_id_entry(update.update_id, chat_id, request));
+                self.enqueue(chat_id, JobKind::Prompt(message), update.update_id);
+            }
         }
+    }
+
+    /// Records an accepted message; the poll loop writes the record before acknowledging it.
+    fn accept(&self, entry: &Entry) {
+        self.ctx.pending.accept(entry.clone());
     }
 
     fn chat(&mut self, chat_id: i64) -> &Chat {
@@ -343,10 +397,15 @@ impl Router {
         self.chats.entry(chat_id).or_insert_with(|| Chat::start(ctx.clone(), chat_id))
     }
 
-    fn enqueue(&mut self, chat_id: i64, job: JobKind) {
-        match self.chat(chat_id).enqueue(job) {
+    fn enqueue(&mut self, chat_id: i64, job: JobKind, update_id: i64) {
+        match self.chat(chat_id).enqueue(job, Some(update_id)) {
             Enqueued::Accepted => {}
-            Enqueued::Full { first: true } => {
+            Enqueued::Full { first } => {
+                self.ctx.pending.forget(update_id);
+                if !first {
+                    tracing::debug!(chat_id, "chat queue still full; message not taken");
+                    return;
+                }
                 tracing::warn!(chat_id, "chat queue full; message not taken");
                 let capacity = self.ctx.config.queue_capacity;
                 self.reply(
@@ -357,9 +416,6 @@ I didn't take this one. Send it again later, or /stop to clear the queue. (If mo
 I'll tell you how many once I'm through.)"
                     ),
                 );
-            }
-            Enqueued::Full { first: false } => {
-                tracing::debug!(chat_id, "chat queue still full; message not taken");
             }
         }
     }

@@ -6,6 +6,7 @@
 //!   bot token is in every URL, so no URL ever reaches an error or a log line.
 //! - `access`: who may use the bot (allowed users, in their private chats and allowed groups).
 //! - `poll`: the long-polling loop and the persisted update offset.
+//! - `pending`: the accepted messages not yet answered, persisted so a restart loses none.
 //! - `chat`: one worker per allowed chat: its workspace, its main session, the run queue.
 //! - `render`: an answer streamed into messages (edits, splits at Telegram's limit).
 //! - `attachments`: documents and photos saved to the workspace's `inbox/`.
@@ -28,6 +29,7 @@ mod error;
 pub mod host;
 mod intake;
 mod notifier;
+mod pending;
 mod poll;
 mod render;
 

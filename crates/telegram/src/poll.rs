@@ -1,9 +1,10 @@
 //! The long-polling loop and the update offset.
 //!
 //! An update is acknowledged (the next getUpdates asks for the ids after it) only once it has
-//! been handled: accepted into its chat's queue, answered, or refused. The last handled id is
-//! persisted in `<state dir>/telegram/<botId>-offset.json` after every batch, so a restart does
-//! not run old messages again.
+//! been handled: accepted into its chat's queue (and that written to the record of accepted
+//! messages, `pending`), answered, or refused. The last handled id is persisted in
+//! `<state dir>/telegram/<botId>-offset.json` after every batch, so a restart does not run old
+//! messages again.
 
 use std::path::PathBuf;
 
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{BotApi, Update};
+use crate::pending::Pending;
 
 #[derive(Serialize, Deserialize)]
 struct Saved {
@@ -69,9 +71,11 @@ impl OffsetFile {
 
 /// Polls until `cancel` fires, handing every update to `handle` in order. `handle` must not
 /// wait on the outside world (it queues work), so one slow chat cannot hold up the others.
+/// What `handle` accepted into `pending` is written before the batch is acknowledged.
 pub async fn run(
     api: &BotApi,
     offsets: &OffsetFile,
+    pending: &Pending,
     cancel: &CancellationToken,
     mut handle: impl FnMut(Update),
 ) {
@@ -95,6 +99,7 @@ pub async fn run(
             offset = Some(id + 1);
         }
         if let Some(last) = last {
+            pending.persist().await;
             offsets.save(last).await;
         }
     }

@@ -5,12 +5,13 @@
 //! paragraph break, then a line break, then a space, in the second half of the part; otherwise
 //! the part is cut at the last whole character that fits, so a surrogate pair is never split.
 //! Separators stay with the part before them, so the parts concatenate to the original text.
+//! (A streamed answer whose edit failed continues in a new message at that point instead.)
 
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::api::BotApi;
+use crate::api::{ApiError, BotApi};
 
 /// Telegram's limit on a message text, in UTF-16 code units.
 pub const MESSAGE_LIMIT: usize = 4096;
@@ -85,6 +86,12 @@ pub async fn send_text(
 }
 
 /// One assistant message streamed into the chat.
+///
+/// Nothing is dropped silently: an edit that fails (the message was deleted, or the edit was
+/// refused) leaves that message as it is and continues the text in a fresh message; a part that
+/// cannot be sent is kept in [`Stream::undelivered`] for the caller to deliver later; a send that
+/// may have reached Telegram without an answer is not repeated (that would double it) but marks
+/// the stream [`Stream::unconfirmed`].
 pub struct Stream {
     api: BotApi,
     chat_id: i64,
@@ -97,12 +104,21 @@ pub struct Stream {
     current: Option<i64>,
     /// What that message shows.
     shown: String,
-    /// The text of that message so far (shown or not yet).
+    /// The text of the current part so far (shown or not yet).
     pending: String,
+    /// How many bytes at the start of `pending` are in earlier messages (or may be, after an
+    /// unconfirmed send): the current message holds `pending[skip..]`.
+    skip: usize,
     last_flush: Option<Instant>,
     interval: std::time::Duration,
     /// Whether anything reached the chat.
     pub delivered: bool,
+    /// Parts that could not be delivered, in order.
+    pub undelivered: Vec<String>,
+    /// Why the last send failed, for the report.
+    pub error: Option<ApiError>,
+    /// Whether a send failed after Telegram may have taken it (it was not repeated).
+    pub unconfirmed: bool,
 }
 
 impl Stream {
@@ -121,39 +137,42 @@ impl Stream {
             current: None,
             shown: String::new(),
             pending: String::new(),
+            skip: 0,
             last_flush: None,
             interval,
             delivered: false,
+            undelivered: Vec::new(),
+            error: None,
+            unconfirmed: false,
         }
     }
 
     /// More text arrived: full parts are finished, and the live message is updated if the last
     /// update is at least the edit interval ago.
     pub async fn push(&mut self, delta: &str) {
-        self.pending.push_str(delta);
-        while utf16_len(&self.pending) > MESSAGE_LIMIT {
-            let cut = split_point(&self.pending, MESSAGE_LIMIT);
-            let head: String = self.pending[..cut].to_string();
-            if !head.trim().is_empty() {
-                self.show(&head).await;
-                if let Some(id) = self.current.take() {
-                    self.finished.push((id, std::mem::take(&mut self.shown)));
-                }
-            }
-            self.done.push_str(&head);
-            self.pending.drain(..cut);
-            self.current = None;
-            self.shown.clear();
-        }
+        self.append(delta).await;
         if self.last_flush.is_none_or(|at| at.elapsed() >= self.interval) {
             self.flush().await;
+        }
+    }
+
+    /// Adds text to the current part, closing parts as they fill a message.
+    async fn append(&mut self, delta: &str) {
+        self.pending.push_str(delta);
+        while utf16_len(&self.pending[self.skip..]) > MESSAGE_LIMIT {
+            let cut = self.skip + split_point(&self.pending[self.skip..], MESSAGE_LIMIT);
+            let head: String = self.pending[..cut].to_string();
+            self.show(&head).await;
+            self.close_part(&head);
+            self.done.push_str(&head);
+            self.pending.drain(..cut);
         }
     }
 
     /// Shows the pending text now (the throttle's timer calls this).
     pub async fn flush(&mut self) {
         self.last_flush = Some(Instant::now());
-        if self.pending.trim().is_empty() || self.pending == self.shown {
+        if self.pending[self.skip..].trim().is_empty() || self.pending[self.skip..] == self.shown {
             return;
         }
         let text = self.pending.clone();
@@ -161,10 +180,29 @@ impl Stream {
     }
 
     /// The message is complete and `full` is its text. The messages end up holding exactly
-    /// `full`, split as a whole text would be: normally only the last one changes, but when
-    /// streamed deltas were lost (a slow subscriber loses deltas first), earlier parts are
-    /// corrected by edits too.
+    /// `full`: normally the streamed text is a prefix of it and only the rest is added; when
+    /// streamed deltas were lost (a slow subscriber loses deltas first), the messages are
+    /// corrected by edits to hold `full` split as a whole text would be.
     pub async fn finish(&mut self, full: &str) {
+        let streamed = full
+            .strip_prefix(self.done.as_str())
+            .and_then(|rest| rest.strip_prefix(self.pending.as_str()));
+        match streamed {
+            Some(tail) => {
+                let tail = tail.to_string();
+                self.append(&tail).await;
+                let text = self.pending.clone();
+                self.show(&text).await;
+                self.close_part(&text);
+            }
+            None => self.correct(full).await,
+        }
+        self.done = full.to_string();
+        self.pending.clear();
+    }
+
+    /// Makes the messages hold `full` split as a whole text, editing the ones already sent.
+    async fn correct(&mut self, full: &str) {
         let target: Vec<&str> =
             split(full, MESSAGE_LIMIT).into_iter().filter(|p| !p.trim().is_empty()).collect();
         let mut messages = std::mem::take(&mut self.finished);
@@ -175,47 +213,89 @@ impl Stream {
             tracing::warn!(chat_id = self.chat_id, "streamed more messages than the answer needs");
         }
         for (index, part) in target.iter().enumerate() {
+            self.skip = 0;
             match messages.get(index) {
-                Some((id, shown)) if shown == part => self.current = Some(*id),
-                Some((id, _)) => {
+                Some((id, shown)) => {
                     self.current = Some(*id);
-                    self.shown.clear();
-                    self.show(part).await;
+                    self.shown = shown.clone();
                 }
                 None => {
                     self.current = None;
-                    self.show(part).await;
+                    self.shown.clear();
                 }
             }
+            self.show(part).await;
+            self.close_part(part);
         }
-        self.done = full.to_string();
-        self.pending.clear();
     }
 
-    /// Puts `text` into the live message: an edit if there is one, else a new message.
+    /// The part `text` is complete: its message is finished, or what of it never reached the
+    /// chat is kept as undelivered.
+    fn close_part(&mut self, text: &str) {
+        let rest = text.get(self.skip..).unwrap_or_default();
+        match self.current.take() {
+            Some(id) => self.finished.push((id, std::mem::take(&mut self.shown))),
+            None if !rest.trim().is_empty() => self.undelivered.push(rest.to_string()),
+            None => {}
+        }
+        self.shown.clear();
+        self.skip = 0;
+    }
+
+    /// Puts the part `text` into the live message: an edit if there is one, else a new
+    /// message; a failed edit continues the text in a new message.
     async fn show(&mut self, text: &str) {
-        match self.current {
-            Some(message_id) => {
-                if self.shown == text {
-                    return;
+        let Some(visible) = text.get(self.skip..) else { return };
+        if visible.trim().is_empty() {
+            return;
+        }
+        let Some(message_id) = self.current else {
+            self.send_new(text).await;
+            return;
+        };
+        if self.shown == visible {
+            return;
+        }
+        match self.api.edit_message(self.chat_id, message_id, visible, &self.cancel).await {
+            Ok(()) => self.shown = visible.to_string(),
+            Err(ApiError::Cancelled) => {}
+            Err(err) => {
+                tracing::warn!(chat_id = self.chat_id, error = %err, "cannot edit the answer; continuing in a new message");
+                // That message keeps what it shows; the rest follows in a new one. When the
+                // new text is not a continuation (a correction), the new message holds it whole.
+                if visible.starts_with(self.shown.as_str()) {
+                    self.skip += self.shown.len();
                 }
-                match self.api.edit_message(self.chat_id, message_id, text, &self.cancel).await {
-                    Ok(()) => self.shown = text.to_string(),
-                    Err(err) => {
-                        tracing::warn!(chat_id = self.chat_id, error = %err, "cannot edit the answer")
-                    }
-                }
+                self.current = None;
+                self.shown.clear();
+                self.send_new(text).await;
             }
-            None => match self.api.send_message(self.chat_id, text, &self.cancel).await {
-                Ok(message) => {
-                    self.current = Some(message.message_id);
-                    self.shown = text.to_string();
-                    self.delivered = true;
-                }
-                Err(err) => {
-                    tracing::warn!(chat_id = self.chat_id, error = %err, "cannot send the answer")
-                }
-            },
+        }
+    }
+
+    /// Sends `text[skip..]` as a new message, which becomes the live one.
+    async fn send_new(&mut self, text: &str) {
+        let Some(visible) = text.get(self.skip..).filter(|v| !v.trim().is_empty()) else {
+            return;
+        };
+        match self.api.send_message(self.chat_id, visible, &self.cancel).await {
+            Ok(message) => {
+                self.current = Some(message.message_id);
+                self.shown = visible.to_string();
+                self.delivered = true;
+            }
+            Err(ApiError::Cancelled) => {}
+            Err(err) if err.is_maybe_delivered() => {
+                tracing::warn!(chat_id = self.chat_id, error = %err, "the answer may not have arrived; not sending it twice");
+                // It may be in the chat: what follows goes into a new message.
+                self.skip = text.len();
+                self.unconfirmed = true;
+                self.error = Some(err);
+            }
+            Err(err) => {
+                tracing::warn!(chat_id = self.chat_id, error = %err, "cannot send the answer");
+                self.error = Some(err);
+            }
         }
     }
 }

@@ -59,6 +59,24 @@ pub enum Injected {
     TooManyRequests { retry_after: u64 },
 }
 
+/// A fault that goes beyond an error answer: the call may be handled and still fail for the
+/// client, the way a real network or a proxy in front of Telegram can fail it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// The call is handled as usual (a message is really sent), then the connection breaks
+    /// before the answer's body: the client cannot know the call succeeded.
+    AcceptThenDrop,
+    /// The call is handled as usual, and answered only after this delay (longer than the
+    /// client's timeout, the client gives up on a call that succeeded).
+    AcceptThenDelay(Duration),
+    /// A Bot API refusal with this status and description (e.g. 400 "Bad Request: message to
+    /// edit not found"); the call is not handled.
+    Refuse { status: u16, description: String },
+    /// A 404 whose description echoes the request path as received (the token in it) and its
+    /// percent-encoded form, like some proxies' error pages; the call is not handled.
+    EchoPath,
+}
+
 #[derive(Default)]
 struct Inner {
     next_update_id: i64,
@@ -71,6 +89,7 @@ struct Inner {
     failures: VecDeque<(String, Injected)>,
     /// The `entities` of sent messages, by (chat id, message id).
     entities: HashMap<(i64, i64), Vec<Value>>,
+    faults: VecDeque<(String, Fault)>,
 }
 
 struct Shared {
@@ -222,6 +241,33 @@ impl FakeBotApi {
         self.shared.lock().failures.push_back((method.to_string(), failure));
     }
 
+    /// Applies `fault` to the next call of `method` (queued faults apply in order; a queued
+    /// [`Injected`] failure of the same call comes first).
+    pub fn fault_next(&self, method: &str, fault: Fault) {
+        self.shared.lock().faults.push_back((method.to_string(), fault));
+    }
+
+    /// Drops every queued failure and fault: Telegram is back.
+    pub fn clear_failures(&self) {
+        let mut inner = self.shared.lock();
+        inner.failures.clear();
+        inner.faults.clear();
+    }
+
+    /// Deletes a message the bot sent, as its user can; returns the text it had. Edits of it are
+    /// then refused with "message to edit not found", as Telegram does.
+    pub fn delete_message(&self, chat_id: i64, message_id: i64) -> Option<String> {
+        let mut inner = self.shared.lock();
+        let at = inner
+            .messages
+            .iter()
+            .position(|m| m.chat_id == chat_id && m.message_id == message_id)?;
+        let removed = inner.messages.remove(at);
+        drop(inner);
+        self.shared.bump();
+        Some(removed.text)
+    }
+
     /// Every call so far.
     pub fn calls(&self) -> Vec<Call> {
         self.shared.lock().calls.clone()
@@ -344,6 +390,7 @@ async fn method(
     if bot.strip_prefix("bot") != Some(shared.token.as_str()) {
         return error(401, "Unauthorized");
     }
+    let raw_path = request.uri().path().to_string();
     let is_multipart = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -380,6 +427,10 @@ async fn method(
     if let Some(failure) = failure {
         return injected(failure);
     }
+    let fault = take_fault(&shared, &method);
+    if let Some(refusal) = fault.as_ref().and_then(|fault| refused(fault, &raw_path)) {
+        return refusal;
+    }
 
     let response = match method.as_str() {
         "getMe" => {
@@ -394,7 +445,55 @@ async fn method(
         _ => error(404, "Not Found: method not found"),
     };
     shared.bump();
-    response
+    match fault {
+        Some(fault) => after_handling(fault, response).await,
+        None => response,
+    }
+}
+
+fn take_fault(shared: &Shared, method: &str) -> Option<Fault> {
+    let mut inner = shared.lock();
+    let at = inner.faults.iter().position(|(m, _)| m == method)?;
+    inner.faults.remove(at).map(|(_, fault)| fault)
+}
+
+/// The answer of a fault that refuses the call before it is handled.
+fn refused(fault: &Fault, raw_path: &str) -> Option<Response> {
+    match fault {
+        Fault::Refuse { status, description } => Some(error(*status, description)),
+        Fault::EchoPath => {
+            let encoded: String = raw_path
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                        char::from(b).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect();
+            Some(error(404, &format!("Not Found: no route for POST {raw_path} ({encoded})")))
+        }
+        Fault::AcceptThenDrop | Fault::AcceptThenDelay(_) => None,
+    }
+}
+
+/// The answer of a fault that lets the call be handled first.
+async fn after_handling(fault: Fault, response: Response) -> Response {
+    match fault {
+        Fault::AcceptThenDrop => {
+            // Headers go out, then the body fails: hyper aborts the connection mid-answer.
+            let broken = futures_util::stream::once(async {
+                Err::<Bytes, std::io::Error>(std::io::Error::other("connection dropped"))
+            });
+            let (parts, _) = response.into_parts();
+            Response::from_parts(parts, axum::body::Body::from_stream(broken))
+        }
+        Fault::AcceptThenDelay(delay) => {
+            tokio::time::sleep(delay).await;
+            response
+        }
+        Fault::Refuse { .. } | Fault::EchoPath => response,
+    }
 }
 
 async fn get_updates(shared: &Arc<Shared>, params: &Value) -> Response {

@@ -51,7 +51,8 @@ pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
     let mut built =
         crate::provider::build(args.faux, args.faux_script.as_deref(), &settings.provider, &env)?;
     // The token must never reach a journal or a tool's output.
-    built.secrets.push(("Telegram__BotToken".into(), telegram.token.expose().to_string()));
+    // Its secret part alone too: with the public bot id in front it is the whole token again.
+    built.secrets.extend(telegram.token.secrets().into_iter().map(|s| (s.name, s.value)));
     std::fs::create_dir_all(&telegram.workspace_root).map_err(|e| {
         Failure::usage(format!(
             "Telegram__WorkspaceRoot {}: {e}",

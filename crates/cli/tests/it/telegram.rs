@@ -271,3 +271,90 @@ fn telegram_group_is_served_logged_and_hidden_from_the_owners_chat() {
     }
     assert!(plain.contains("users=4242 groups=-1000777 owner=4242"), "{plain}");
 }
+
+/// Issue 18, item 4: messages Telegram was told we have (acknowledged) survive a SIGTERM. The
+/// ones still queued are answered after the restart; the run the restart cut is reported, not
+/// run again; none is answered twice.
+#[test]
+fn telegram_restart_answers_or_reports_every_acknowledged_message_once() {
+    let rt = runtime();
+    let api = rt.block_on(FakeBotApi::start(TOKEN));
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let bot = spawn(&api, root.path(), state.path(), &[], "127.0.0.1:0");
+    let long =
+        r#"faux> {"steps":[{"tool":"bash","args":{"command":"sleep 120"}},{"text":"slept"}]}"#;
+    api.push_text(CHAT, long);
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text.starts_with("🔧 bash sleep")));
+    let queued = ["first queued", "second queued", "third queued"];
+    for text in queued {
+        api.push_text(CHAT, text);
+    }
+    // Acknowledged: a getUpdates has confirmed them, so Telegram would not send them again.
+    rt.block_on(api.wait_for("the queued messages to be acknowledged", DEADLINE, |api| {
+        (api.pending_updates() == 0).then_some(())
+    }));
+    let (code, _, stderr) = stop(bot);
+    assert_eq!(code, 0, "{stderr}");
+    let before = api.messages(CHAT).len();
+
+    let bot = spawn(&api, root.path(), state.path(), &[], "127.0.0.1:0");
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| {
+        m.text.starts_with("⚠️ The bot restarted while I was answering your message “faux>")
+    }));
+    for text in queued {
+        let answer = format!("echo: {text}");
+        rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text == answer));
+    }
+    // One more round trip, so that a late duplicate would be there to see.
+    api.push_text(CHAT, "after the restart");
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text == "echo: after the restart"));
+    let (code, _, stderr) = stop(bot);
+    assert_eq!(code, 0, "{stderr}");
+    let texts: Vec<String> = api.messages(CHAT).into_iter().map(|m| m.text).collect();
+    let after = &texts[before..];
+    for text in queued {
+        let answer = format!("echo: {text}");
+        assert_eq!(after.iter().filter(|t| **t == answer).count(), 1, "{texts:?}");
+    }
+    assert_eq!(after.iter().filter(|t| t.starts_with("⚠️ The bot restarted")).count(), 1);
+    assert!(
+        !texts
+            .iter()
+            .any(|t| t == "slept" || t.contains("bash sleep 120") && t.starts_with("echo")),
+        "{texts:?}"
+    );
+}
+
+/// Issue 18, item 5: a Bot API error that echoes the request path (the token in it, raw and
+/// percent-encoded) reaches neither the chat nor a log line.
+#[test]
+fn telegram_errors_echoing_the_token_are_redacted_in_chat_and_logs() {
+    use volcanic_test_support::telegram::Fault;
+    let rt = runtime();
+    let api = rt.block_on(FakeBotApi::start(TOKEN));
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let bot = spawn(&api, root.path(), state.path(), &[], "127.0.0.1:0");
+    api.fault_next("getFile", Fault::EchoPath);
+    api.push_document(CHAT, "notes.txt", b"some notes", None);
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text.contains("I couldn't receive")));
+    // The answer's send is refused with the path echoed: it is delivered later, with the error.
+    api.fault_next("sendMessage", Fault::EchoPath);
+    api.push_text(CHAT, "after");
+    rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| m.text.contains("echo: after")));
+    let (code, stdout, stderr) = stop(bot);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("[REDACTED:Telegram__BotToken]"),
+        "the echoed error was logged: {stderr}"
+    );
+    let secret_part = TOKEN.split_once(':').unwrap().1;
+    let encoded = TOKEN.replace(':', "%3A");
+    let texts: Vec<String> = api.messages(CHAT).into_iter().map(|m| m.text).collect();
+    for leak in [TOKEN, secret_part, encoded.as_str()] {
+        assert!(!stderr.contains(leak), "the token reached stderr");
+        assert!(!stdout.contains(leak), "the token reached stdout");
+        assert!(!texts.iter().any(|t| t.contains(leak)), "the token reached the chat: {texts:?}");
+    }
+}

@@ -5,13 +5,21 @@
 //! backoff, a 429 waits exactly its `parameters.retry_after`, other 4xx are not retried. Sends
 //! get a bounded number of attempts; [`BotApi::get_updates`] retries for as long as it takes.
 //!
+//! Calls that post something (`sendMessage`, `sendDocument`) are retried only when Telegram
+//! certainly did not handle them: the connection could not be made, or Telegram answered with a
+//! Bot API error (a 429 or 5xx with an `ok: false` body). A call whose request went out and whose
+//! answer never came (a broken connection, a timeout, a gateway's error page) may have been
+//! delivered, so it is not sent again: it fails with an error for which
+//! [`ApiError::is_maybe_delivered`] holds. Reading calls and edits (an edit to the same text is
+//! harmless) are retried on any retryable failure.
+//!
 //! Invariant: the token is part of every URL, so a URL never leaves this module: reqwest errors
-//! are stripped of theirs (`without_url`) before they are formatted, and log lines name the
-//! method only.
+//! are stripped of theirs (`without_url`), and every error text (reqwest's, the Bot API's
+//! descriptions, which can echo the request path) is redacted of the token, its secret part and
+//! their encoded forms before it becomes an [`ApiError`]. Log lines name the method only.
 
 mod types;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,14 +27,13 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use volcanic_core::redact::Redactor;
 
 pub use types::{Chat, ChatKind, Document, File, Message, MessageOrigin, PhotoSize, Update, User};
 
-use crate::config::{Backoff, BotToken};
-
-/// Longest a call other than getUpdates or a download may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::config::{Backoff, TelegramConfig};
 
 /// Longest a file download may take.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
@@ -37,12 +44,19 @@ pub const UPLOAD_LIMIT: u64 = 50 * 1024 * 1024;
 /// How a Bot API call failed. Never holds a URL or the token.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {
-    /// The request did not get an answer (connect, timeout, broken connection).
+    /// No connection could be made: the request never reached Telegram.
+    #[error("cannot reach the Bot API: {0}")]
+    Unreached(String),
+    /// The request went out but no answer came (timeout, broken connection): Telegram may have
+    /// handled it.
     #[error("network error: {0}")]
     Network(String),
-    /// The API failed (5xx).
+    /// The API failed (5xx) and said so in a Bot API answer: the call was not handled.
     #[error("Bot API error {status}: {description}")]
     Server { status: u16, description: String },
+    /// A 5xx without a Bot API answer (a gateway's error page): Telegram may have handled it.
+    #[error("Bot API gateway error {status}")]
+    Gateway { status: u16 },
     /// Flood control: wait `retry_after` before the next call.
     #[error("Bot API flood control: retry after {}s", retry_after.as_secs())]
     TooManyRequests { retry_after: Duration },
@@ -67,11 +81,28 @@ impl ApiError {
     /// Whether trying again later may succeed.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ApiError::Network(_)
+            ApiError::Unreached(_)
+            | ApiError::Network(_)
             | ApiError::Server { .. }
+            | ApiError::Gateway { .. }
             | ApiError::TooManyRequests { .. }
             | ApiError::Malformed(_) => true,
             ApiError::Rejected { .. }
+            | ApiError::TooLarge { .. }
+            | ApiError::File(_)
+            | ApiError::Cancelled => false,
+        }
+    }
+
+    /// Whether Telegram may have handled the call although it failed for us (the request went
+    /// out and no Bot API answer came back): a send must not be repeated blindly then.
+    pub fn is_maybe_delivered(&self) -> bool {
+        match self {
+            ApiError::Network(_) | ApiError::Gateway { .. } | ApiError::Malformed(_) => true,
+            ApiError::Unreached(_)
+            | ApiError::Server { .. }
+            | ApiError::TooManyRequests { .. }
+            | ApiError::Rejected { .. }
             | ApiError::TooLarge { .. }
             | ApiError::File(_)
             | ApiError::Cancelled => false,
@@ -87,8 +118,10 @@ impl ApiError {
     fn wait(&self, backoff: &Backoff, attempt: u32) -> Duration {
         match self {
             ApiError::TooManyRequests { retry_after } => *retry_after,
-            ApiError::Network(_)
+            ApiError::Unreached(_)
+            | ApiError::Network(_)
             | ApiError::Server { .. }
+            | ApiError::Gateway { .. }
             | ApiError::Rejected { .. }
             | ApiError::Malformed(_)
             | ApiError::TooLarge { .. }
@@ -98,8 +131,10 @@ impl ApiError {
     }
 }
 
-/// A reqwest error as text, without the URL (which holds the token), with its causes.
-fn describe(err: reqwest::Error) -> String {
+/// A reqwest error as an [`ApiError`]: its text without the URL (which holds the token), with
+/// its causes, redacted all the same; [`ApiError::Unreached`] when no connection was made.
+fn network_error(err: reqwest::Error, redactor: &Redactor) -> ApiError {
+    let unreached = err.is_connect();
     let err = err.without_url();
     let mut text = err.to_string();
     let mut source = std::error::Error::source(&err);
@@ -108,7 +143,8 @@ fn describe(err: reqwest::Error) -> String {
         text.push_str(&cause.to_string());
         source = cause.source();
     }
-    text
+    let text = redactor.redact(&text).into_owned();
+    if unreached { ApiError::Unreached(text) } else { ApiError::Network(text) }
 }
 
 /// The Bot API's answer envelope.
@@ -134,7 +170,16 @@ struct Parameters {
 /// What a call sends.
 enum Body {
     Json(Value),
-    Document { chat_id: i64, path: std::path::PathBuf, caption: Option<String> },
+    Document { chat_id: i64, name: String, bytes: Vec<u8>, caption: Option<String> },
+}
+
+/// Whether a call may be repeated after a failure that may have reached Telegram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Repeat {
+    /// Reading calls, edits, chat actions: doing them twice is harmless.
+    Safe,
+    /// Sends: repeated only when the failure proves Telegram did not handle the call.
+    IfUnhandled,
 }
 
 /// How many times a call is tried.
@@ -161,6 +206,11 @@ struct Inner {
     backoff: Backoff,
     send_attempts: u32,
     poll_timeout: Duration,
+    call_timeout: Duration,
+    /// The token's values, for every error text.
+    redactor: Redactor,
+    /// Bumped after every call Telegram answered: a sign that it is reachable again.
+    answered: watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for BotApi {
@@ -170,34 +220,54 @@ impl std::fmt::Debug for BotApi {
 }
 
 impl BotApi {
-    /// A client for `api_url` (no trailing slash needed) and `token`.
+    /// A client for the configured API URL, token, retries and timeouts.
     ///
     /// # Errors
     /// The HTTP client cannot be built (no TLS backend).
-    pub fn new(
-        api_url: &str,
-        token: &BotToken,
-        backoff: Backoff,
-        send_attempts: u32,
-        poll_timeout: Duration,
-    ) -> Result<Self, ApiError> {
+    pub fn new(config: &TelegramConfig) -> Result<Self, ApiError> {
+        let redactor = Redactor::new(config.token.secrets());
         let http = reqwest::Client::builder()
             // A redirect would be followed to a URL built from ours; there is no reason for one.
             .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(10))
+            .connect_timeout(Duration::from_secs(10).min(config.call_timeout))
             .build()
-            .map_err(|e| ApiError::Network(describe(e)))?;
-        let base = api_url.trim_end_matches('/');
+            .map_err(|e| network_error(e, &redactor))?;
+        let base = config.api_url.trim_end_matches('/');
+        let token = config.token.expose();
         Ok(BotApi {
             inner: Arc::new(Inner {
                 http,
-                methods: format!("{base}/bot{}", token.expose()),
-                files: format!("{base}/file/bot{}", token.expose()),
-                backoff,
-                send_attempts: send_attempts.max(1),
-                poll_timeout,
+                methods: format!("{base}/bot{token}"),
+                files: format!("{base}/file/bot{token}"),
+                backoff: config.backoff,
+                send_attempts: config.send_attempts.max(1),
+                poll_timeout: config.poll_timeout,
+                call_timeout: config.call_timeout,
+                redactor,
+                answered: watch::channel(0).0,
             }),
         })
+    }
+
+    /// Changes whenever Telegram answers a call (getUpdates answers at least once per poll
+    /// timeout): what waits for Telegram to come back waits for this.
+    pub fn answered(&self) -> watch::Receiver<u64> {
+        self.inner.answered.subscribe()
+    }
+
+    /// `text` without the token (any of its forms): for texts about Bot API failures built
+    /// outside this module.
+    pub fn redact<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        self.inner.redactor.redact(text)
+    }
+
+    fn network_error(&self, err: reqwest::Error) -> ApiError {
+        network_error(err, &self.inner.redactor)
+    }
+
+    /// A description from the Bot API, which can echo the request (and so the token).
+    fn described(&self, text: &str) -> String {
+        self.inner.redactor.redact(text).into_owned()
     }
 
     /// One attempt of `method`.
@@ -211,16 +281,11 @@ impl BotApi {
         let request = self.inner.http.post(url).timeout(timeout);
         let request = match body {
             Body::Json(value) => request.json(value),
-            Body::Document { chat_id, path, caption } => {
-                let bytes =
-                    tokio::fs::read(path).await.map_err(|e| ApiError::File(e.to_string()))?;
-                let name = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "file".into());
+            Body::Document { chat_id, name, bytes, caption } => {
+                let part = reqwest::multipart::Part::bytes(bytes.clone()).file_name(name.clone());
                 let mut form = reqwest::multipart::Form::new()
                     .text("chat_id", chat_id.to_string())
-                    .part("document", reqwest::multipart::Part::bytes(bytes).file_name(name));
+                    .part("document", part);
                 if let Some(caption) = caption {
                     form = form.text("caption", caption.clone());
                 }
@@ -228,23 +293,27 @@ impl BotApi {
             }
         };
         tracing::debug!(method, "bot api call");
-        let response = request.send().await.map_err(|e| ApiError::Network(describe(e)))?;
+        let response = request.send().await.map_err(|e| self.network_error(e))?;
         let status = response.status().as_u16();
-        let bytes = response.bytes().await.map_err(|e| ApiError::Network(describe(e)))?;
+        let bytes = response.bytes().await.map_err(|e| self.network_error(e))?;
         let envelope: Envelope = match serde_json::from_slice(&bytes) {
             Ok(envelope) => envelope,
-            Err(_) if status >= 500 => {
-                return Err(ApiError::Server { status, description: "no Bot API answer".into() });
+            Err(_) if status >= 500 => return Err(ApiError::Gateway { status }),
+            Err(err) => {
+                return Err(ApiError::Malformed(
+                    self.described(&format!("status {status}: {err}")),
+                ));
             }
-            Err(err) => return Err(ApiError::Malformed(format!("status {status}: {err}"))),
         };
+        // Telegram answered (even a refusal is an answer): it is reachable.
+        self.inner.answered.send_modify(|n| *n = n.wrapping_add(1));
         if envelope.ok {
             let result = envelope.result.unwrap_or(Value::Null);
             return serde_json::from_value(result)
-                .map_err(|err| ApiError::Malformed(format!("{method}: {err}")));
+                .map_err(|err| ApiError::Malformed(self.described(&format!("{method}: {err}"))));
         }
         let code = envelope.error_code.unwrap_or(status);
-        let description = envelope.description.unwrap_or_default();
+        let description = self.described(&envelope.description.unwrap_or_default());
         Err(match code {
             429 => ApiError::TooManyRequests {
                 retry_after: Duration::from_secs(
@@ -257,12 +326,13 @@ impl BotApi {
     }
 
     /// `method` with retries: retryable failures wait (backoff, or a 429's `retry_after`) and
-    /// try again until `attempts` run out; anything else returns at once.
+    /// try again until `attempts` run out; anything else returns at once, and so does a failure
+    /// that may have reached Telegram when the call is not [`Repeat::Safe`].
     async fn call<T: DeserializeOwned>(
         &self,
         method: &str,
         body: Body,
-        attempts: Attempts,
+        (attempts, repeat): (Attempts, Repeat),
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> Result<T, ApiError> {
@@ -284,6 +354,10 @@ impl BotApi {
             if !err.is_retryable() || exhausted {
                 return Err(err);
             }
+            if repeat == Repeat::IfUnhandled && err.is_maybe_delivered() {
+                tracing::warn!(method, error = %err, "Bot API call failed after it may have been handled; not repeating it");
+                return Err(err);
+            }
             let wait = err.wait(&self.inner.backoff, attempt);
             tracing::warn!(method, error = %err, wait_ms = wait.as_millis() as u64, "Bot API call failed, retrying");
             tokio::select! {
@@ -294,8 +368,14 @@ impl BotApi {
         }
     }
 
-    fn sends(&self) -> Attempts {
-        Attempts::AtMost(self.inner.send_attempts)
+    /// A send: bounded attempts, repeated only when certainly not handled.
+    fn sends(&self) -> (Attempts, Repeat) {
+        (Attempts::AtMost(self.inner.send_attempts), Repeat::IfUnhandled)
+    }
+
+    /// A call that is harmless to repeat, with bounded attempts.
+    fn safe(&self) -> (Attempts, Repeat) {
+        (Attempts::AtMost(self.inner.send_attempts), Repeat::Safe)
     }
 
     /// `getMe`, retried while the API is unreachable.
@@ -303,7 +383,15 @@ impl BotApi {
     /// # Errors
     /// A refusal (a bad token is 401 or 404), or [`ApiError::Cancelled`].
     pub async fn get_me(&self, cancel: &CancellationToken) -> Result<User, ApiError> {
-        self.call("getMe", Body::Json(json!({})), Attempts::Unbounded, CALL_TIMEOUT, cancel).await
+        let timeout = self.inner.call_timeout;
+        self.call(
+            "getMe",
+            Body::Json(json!({})),
+            (Attempts::Unbounded, Repeat::Safe),
+            timeout,
+            cancel,
+        )
+        .await
     }
 
     /// One long poll for updates after `offset`: waits up to the poll timeout. Every failure,
@@ -324,7 +412,7 @@ impl BotApi {
         if let Some(offset) = offset {
             body["offset"] = json!(offset);
         }
-        let timeout = self.inner.poll_timeout + CALL_TIMEOUT;
+        let timeout = self.inner.poll_timeout + self.inner.call_timeout;
         let body = Body::Json(body);
         let mut attempt = 0u32;
         loop {
@@ -361,7 +449,7 @@ impl BotApi {
         cancel: &CancellationToken,
     ) -> Result<Message, ApiError> {
         let body = Body::Json(json!({"chat_id": chat_id, "text": text}));
-        self.call("sendMessage", body, self.sends(), CALL_TIMEOUT, cancel).await
+        self.call("sendMessage", body, self.sends(), self.inner.call_timeout, cancel).await
     }
 
     /// `sendMessage` with plain text whose first `bold_units` UTF-16 units are bold (an
@@ -378,7 +466,7 @@ impl BotApi {
     ) -> Result<Message, ApiError> {
         let entities = json!([{"type": "bold", "offset": 0, "length": bold_units}]);
         let body = Body::Json(json!({"chat_id": chat_id, "text": text, "entities": entities}));
-        self.call("sendMessage", body, self.sends(), CALL_TIMEOUT, cancel).await
+        self.call("sendMessage", body, self.sends(), self.inner.call_timeout, cancel).await
     }
 
     /// `editMessageText`; "message is not modified" counts as success.
@@ -393,8 +481,8 @@ impl BotApi {
         cancel: &CancellationToken,
     ) -> Result<(), ApiError> {
         let body = Body::Json(json!({"chat_id": chat_id, "message_id": message_id, "text": text}));
-        match self.call::<Value>("editMessageText", body, self.sends(), CALL_TIMEOUT, cancel).await
-        {
+        let timeout = self.inner.call_timeout;
+        match self.call::<Value>("editMessageText", body, self.safe(), timeout, cancel).await {
             Ok(_) => Ok(()),
             Err(err) if err.is_not_modified() => Ok(()),
             Err(err) => Err(err),
@@ -411,30 +499,33 @@ impl BotApi {
         cancel: &CancellationToken,
     ) -> Result<(), ApiError> {
         let body = Body::Json(json!({"chat_id": chat_id, "action": "typing"}));
-        self.call::<Value>("sendChatAction", body, Attempts::Once, CALL_TIMEOUT, cancel).await?;
+        let once = (Attempts::Once, Repeat::Safe);
+        self.call::<Value>("sendChatAction", body, once, self.inner.call_timeout, cancel).await?;
         Ok(())
     }
 
-    /// `sendDocument` (multipart upload) of a local file, with an optional caption.
+    /// `sendDocument` (multipart upload) of a file given as its name and bytes, with an
+    /// optional caption.
     ///
     /// # Errors
-    /// [`ApiError::TooLarge`] over [`UPLOAD_LIMIT`], [`ApiError::File`] when it cannot be read,
-    /// else the last failure once attempts run out, or a refusal.
+    /// [`ApiError::TooLarge`] over [`UPLOAD_LIMIT`], else the last failure once attempts run
+    /// out, or a refusal.
     pub async fn send_document(
         &self,
         chat_id: i64,
-        path: &Path,
+        name: &str,
+        bytes: Vec<u8>,
         caption: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<Message, ApiError> {
-        let size =
-            tokio::fs::metadata(path).await.map_err(|e| ApiError::File(e.to_string()))?.len();
+        let size = bytes.len() as u64;
         if size > UPLOAD_LIMIT {
             return Err(ApiError::TooLarge { size, limit: UPLOAD_LIMIT });
         }
         let body = Body::Document {
             chat_id,
-            path: path.to_path_buf(),
+            name: name.to_string(),
+            bytes,
             caption: caption.map(str::to_string),
         };
         self.call("sendDocument", body, self.sends(), DOWNLOAD_TIMEOUT, cancel).await
@@ -454,7 +545,8 @@ impl BotApi {
             .map(|(command, description)| json!({"command": command, "description": description}))
             .collect();
         let body = Body::Json(json!({"commands": commands}));
-        self.call::<Value>("setMyCommands", body, Attempts::Once, CALL_TIMEOUT, cancel).await?;
+        let once = (Attempts::Once, Repeat::Safe);
+        self.call::<Value>("setMyCommands", body, once, self.inner.call_timeout, cancel).await?;
         Ok(())
     }
 
@@ -470,7 +562,8 @@ impl BotApi {
         cancel: &CancellationToken,
     ) -> Result<(File, Vec<u8>), ApiError> {
         let body = Body::Json(json!({"file_id": file_id}));
-        let file: File = self.call("getFile", body, self.sends(), CALL_TIMEOUT, cancel).await?;
+        let timeout = self.inner.call_timeout;
+        let file: File = self.call("getFile", body, self.safe(), timeout, cancel).await?;
         if let Some(size) = file.file_size.filter(|size| *size > limit) {
             return Err(ApiError::TooLarge { size, limit });
         }
@@ -513,10 +606,10 @@ impl BotApi {
             .timeout(DOWNLOAD_TIMEOUT)
             .send()
             .await
-            .map_err(|e| ApiError::Network(describe(e)))?;
+            .map_err(|e| self.network_error(e))?;
         let status = response.status().as_u16();
         if status >= 500 {
-            return Err(ApiError::Server { status, description: "file download failed".into() });
+            return Err(ApiError::Gateway { status });
         }
         if status != 200 {
             return Err(ApiError::Rejected { status, description: "file download refused".into() });
@@ -524,7 +617,7 @@ impl BotApi {
         let mut bytes = Vec::new();
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| ApiError::Network(describe(e)))?;
+            let chunk = chunk.map_err(|e| self.network_error(e))?;
             let size = (bytes.len() + chunk.len()) as u64;
             if size > limit {
                 return Err(ApiError::TooLarge { size, limit });

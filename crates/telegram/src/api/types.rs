@@ -1,8 +1,8 @@
 //! The few Bot API objects the host reads (https://core.telegram.org/bots/api#available-types).
-//! Unknown fields are ignored, so newer API versions keep working.
+//! Unknown fields are ignored, so newer API versions keep working. Incoming messages are also
+//! serialized, into the host's record of accepted messages (`pending`).
 
-use serde::Deserialize;
-use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 
 /// One incoming update; only `message` updates are asked for.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -13,7 +13,7 @@ pub struct Update {
 }
 
 /// A message (incoming, or one the bot sent).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub message_id: i64,
     pub chat: Chat,
@@ -42,29 +42,30 @@ pub struct Message {
     pub forward_from_chat: Option<Chat>,
     #[serde(default)]
     pub forward_sender_name: Option<String>,
-    /// Content the bot cannot use; only their presence matters.
+    /// Content the bot cannot use; only their presence matters (kept as JSON so the message
+    /// can be written to the record of accepted messages).
     #[serde(default)]
-    pub sticker: Option<IgnoredAny>,
+    pub sticker: Option<serde_json::Value>,
     #[serde(default)]
-    pub voice: Option<IgnoredAny>,
+    pub voice: Option<serde_json::Value>,
     #[serde(default)]
-    pub audio: Option<IgnoredAny>,
+    pub audio: Option<serde_json::Value>,
     #[serde(default)]
-    pub video: Option<IgnoredAny>,
+    pub video: Option<serde_json::Value>,
     #[serde(default)]
-    pub video_note: Option<IgnoredAny>,
+    pub video_note: Option<serde_json::Value>,
     #[serde(default)]
-    pub animation: Option<IgnoredAny>,
+    pub animation: Option<serde_json::Value>,
     #[serde(default)]
-    pub location: Option<IgnoredAny>,
+    pub location: Option<serde_json::Value>,
     #[serde(default)]
-    pub contact: Option<IgnoredAny>,
+    pub contact: Option<serde_json::Value>,
     #[serde(default)]
-    pub poll: Option<IgnoredAny>,
+    pub poll: Option<serde_json::Value>,
 }
 
 /// Where a forwarded message came from (`MessageOrigin`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum MessageOrigin {
     User {
@@ -88,7 +89,7 @@ pub enum MessageOrigin {
 }
 
 /// A chat; in a private chat its id is the user's id, groups have negative ids.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chat {
     pub id: i64,
     #[serde(rename = "type", default)]
@@ -100,7 +101,7 @@ pub struct Chat {
 }
 
 /// What kind of chat a [`Chat`] is; a kind this client does not know is `Unknown`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChatKind {
     Private,
@@ -113,7 +114,7 @@ pub enum ChatKind {
 }
 
 /// A Telegram user or bot.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct User {
     pub id: i64,
     #[serde(default)]
@@ -125,7 +126,7 @@ pub struct User {
 }
 
 /// A general file sent as a document.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Document {
     pub file_id: String,
     #[serde(default)]
@@ -135,7 +136,7 @@ pub struct Document {
 }
 
 /// One size of a photo.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhotoSize {
     pub file_id: String,
     pub file_unique_id: String,

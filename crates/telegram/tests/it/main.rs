@@ -6,6 +6,7 @@
 mod a2a;
 mod access;
 mod chat;
+mod delivery;
 mod intake;
 mod resilience;
 mod support;

@@ -35,6 +35,8 @@ pub struct Setup {
     pub api_url: Option<String>,
     /// Changes to the settings after the test defaults.
     pub configure: Option<fn(&mut TelegramConfig)>,
+    /// The Bot API call timeout, when not the default.
+    pub call_timeout: Option<Duration>,
 }
 
 impl Default for Setup {
@@ -46,6 +48,7 @@ impl Default for Setup {
             queue_capacity: 20,
             api_url: None,
             configure: None,
+            call_timeout: None,
         }
     }
 }
@@ -82,6 +85,8 @@ impl Bot {
         let factory = Arc::new(
             SessionFactory::builder(faux.clone(), state.path())
                 .secret("Telegram__BotToken", TOKEN)
+                // As the CLI does: the token's secret part alone is the token too.
+                .secret("Telegram__BotToken", TOKEN.split_once(':').unwrap().1)
                 .shutdown(shutdown.clone())
                 .build(),
         );
@@ -99,6 +104,9 @@ impl Bot {
         config.edit_interval = Duration::from_millis(50);
         config.typing_interval = Duration::from_millis(500);
         config.queue_capacity = setup.queue_capacity;
+        if let Some(timeout) = setup.call_timeout {
+            config.call_timeout = timeout;
+        }
         if let Some(configure) = setup.configure {
             configure(&mut config);
         }
