@@ -9,8 +9,8 @@
 //!   card a request gets, and its HTTP caching.
 //! - [`containment`]: caller tiers → tools, and the sandbox view of the workspace callers get.
 //! - [`task`]: task files, the index, ListTasks.
-//! - `server`: the axum router, authentication, SSE, shutdown; `handler`: the operations;
-//!   `live`: tasks with a run in progress; `pool`: sessions per (caller, context); `files`:
+//! - `server`: the axum router, authentication, SSE, shutdown; `service`: the server's state
+//!   and the operations, one file each; `live`: tasks with a run in progress; `pool`: sessions per (caller, context); `files`:
 //!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel.
 //! - `fair`: fair share, the per-caller caps on requests and streams and the per-peer cap on
 //!   unauthenticated connections; `connection`: the accept loop and connection limits.
@@ -33,7 +33,6 @@ mod fair;
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;
-mod handler;
 pub mod inbox;
 mod live;
 mod pool;
@@ -41,6 +40,7 @@ mod public_card;
 pub mod push;
 pub mod request;
 mod server;
+mod service;
 pub mod task;
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! authentication before anything else, body caps, SSE, and the server's lifetime.
 //!
 //! Requests are decoded by `binding::{jsonrpc, rest}` into the one internal model, handled by
-//! [`ServerInner::handle`], and encoded back for the caller's binding and version here.
+//! [`Service::handle`], and encoded back for the caller's binding and version here. The HTTP
+//! layer depends on the service, never the other way round.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -29,12 +30,12 @@ use crate::containment::Containment;
 use crate::error::A2aError;
 use crate::extension::OwnerNotifier;
 use crate::fair::{Admission, CallerCaps, CallerShares, ConnectionShare, Held};
-use crate::handler::Outcome;
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
 use crate::public_card::PublicCards;
-use crate::push::{self, PushSender, UrlCheck};
+use crate::push::{self, PushSender};
 use crate::request::Request;
+use crate::service::{Outcome, Service};
 use crate::task::store::TaskStore;
 
 /// How often an idle SSE stream gets a comment so proxies keep it open.
@@ -46,23 +47,10 @@ const PUSH_BODY_LIMIT: usize = 1024 * 1024;
 /// How long shutdown waits for runs to settle after aborting them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Everything the handlers share.
+/// What the endpoints share: the service, and what only the HTTP edge needs.
 pub struct ServerInner {
-    pub(crate) options: A2aOptions,
-    pub(crate) directory: Arc<dyn CallerDirectory>,
-    pub(crate) store: Arc<TaskStore>,
-    pub(crate) pool: Arc<SessionPool>,
-    pub(crate) live: Arc<LiveTasks>,
-    pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
-    pub(crate) on_push: Option<PushHandler>,
-    /// The one outbound client (file downloads, pushes), behind the SSRF guard.
-    pub(crate) guard: crate::push::guard::GuardedClient,
-    pub(crate) tracker: TaskTracker,
-    /// Decides which webhook URLs push configs may use (checked on registration and before
-    /// every delivery).
-    pub(crate) push_url_check: UrlCheck,
-    /// POSTs task updates to the webhooks of push configs.
-    pub(crate) push: Arc<PushSender>,
+    service: Arc<Service>,
+    on_push: Option<PushHandler>,
     /// Each caller's requests, streams and connections in progress, against their caps.
     shares: CallerShares,
     /// The public card's bodies and their validators.
@@ -174,28 +162,30 @@ impl A2aServerBuilder {
         });
         Ok(A2aServer {
             inner: Arc::new(ServerInner {
-                shares,
-                options: self.options,
-                directory: self.directory,
-                store: Arc::new(
-                    TaskStore::with_recovery_hook({
-                        // A task failed as "server restarted" changed state: its webhooks hear it.
-                        let push = push.clone();
-                        Arc::new(move |file: &crate::task::TaskFile| {
-                            push.notify(&file.task, &file.push_configs);
+                service: Arc::new(Service {
+                    options: self.options,
+                    directory: self.directory,
+                    store: Arc::new(
+                        TaskStore::with_recovery_hook({
+                            // A task failed as "server restarted" changed state: its webhooks hear it.
+                            let push = push.clone();
+                            Arc::new(move |file: &crate::task::TaskFile| {
+                                push.notify(&file.task, &file.push_configs);
+                            })
                         })
-                    })
-                    .with_cache_bytes(cache_bytes)
-                    .with_file_cap(file_cap),
-                ),
-                pool,
-                live: Arc::new(LiveTasks::default()),
-                notifier: self.notifier,
+                        .with_cache_bytes(cache_bytes)
+                        .with_file_cap(file_cap),
+                    ),
+                    pool,
+                    live: Arc::new(LiveTasks::default()),
+                    notifier: self.notifier,
+                    guard,
+                    tracker: TaskTracker::new(),
+                    push_url_check,
+                    push,
+                }),
+                shares,
                 on_push: self.on_push,
-                guard,
-                tracker: TaskTracker::new(),
-                push_url_check,
-                push,
                 public_cards: PublicCards::default(),
             }),
         })
@@ -220,7 +210,7 @@ impl A2aServer {
 
     /// The routes, to mount in a host's router or serve alone.
     pub fn router(&self) -> Router {
-        let limit = self.inner.options.max_body_bytes();
+        let limit = self.inner.service.options.max_body_bytes();
         let routes = Router::new()
             .route("/.well-known/agent-card.json", get(public_card))
             .route("/a2a", post(jsonrpc_endpoint))
@@ -240,9 +230,9 @@ impl A2aServer {
         listener: tokio::net::TcpListener,
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
-        let eviction =
-            self.inner.tracker.spawn(self.inner.pool.clone().run_eviction(shutdown.clone()));
-        let options = &self.inner.options;
+        let service = &self.inner.service;
+        let eviction = service.tracker.spawn(service.pool.clone().run_eviction(shutdown.clone()));
+        let options = &service.options;
         let limits = crate::connection::Limits {
             header_read_timeout: options.header_read_timeout,
             idle_timeout: options.idle_connection_timeout,
@@ -265,14 +255,14 @@ impl A2aServer {
             SHUTDOWN_GRACE,
         )
         .await;
-        self.inner.tracker.close();
-        if tokio::time::timeout(SHUTDOWN_GRACE, self.inner.tracker.wait()).await.is_err() {
-            tracing::warn!(runs = self.inner.live.len(), "runs still settling at shutdown");
+        service.tracker.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, service.tracker.wait()).await.is_err() {
+            tracing::warn!(runs = service.live.len(), "runs still settling at shutdown");
         }
         // After the runs: their last state changes are queued by now.
-        self.inner.push.close().await;
+        service.push.close().await;
         eviction.abort();
-        self.inner.pool.close_all().await;
+        service.pool.close_all().await;
         Ok(())
     }
 }
@@ -290,12 +280,12 @@ fn edge_layers<S: Clone + Send + Sync + 'static>(
 
 async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {
     let base = base_url(&inner, &headers);
-    inner.public_cards.answer(&inner.options, base, &headers)
+    inner.public_cards.answer(&inner.service.options, base, &headers)
 }
 
 fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    card::base_url(&inner.options, text("host"), text("x-forwarded-proto"))
+    card::base_url(&inner.service.options, text("host"), text("x-forwarded-proto"))
 }
 
 /// The caller a request's key names.
@@ -307,7 +297,7 @@ async fn authenticated(
     parts: &axum::http::request::Parts,
 ) -> Result<Caller, AuthFailure> {
     authenticate(
-        &inner.directory,
+        &inner.service.directory,
         header_text(&parts.headers, "x-api-key"),
         header_text(&parts.headers, "authorization"),
     )
@@ -451,8 +441,8 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
         Err(err) => return refusal(&err, jsonrpc::encode_error(&Value::Null, &err)),
     };
     let base = || base_url(&inner, &parts.headers);
-    let limit = inner.options.max_body_bytes();
-    let body = match read_body(body, limit, inner.options.body_read_timeout).await {
+    let limit = inner.service.options.max_body_bytes();
+    let body = match read_body(body, limit, inner.service.options.body_read_timeout).await {
         Ok(body) => body,
         Err(err) => return body_error(&err, jsonrpc::encode_error(&Value::Null, &err)),
     };
@@ -481,7 +471,7 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
         return refusal(&err, jsonrpc::encode_error(&id, &err));
     }
     tracing::debug!(caller = %caller.name, binding = "jsonrpc", version = version.as_str(), "a2a request");
-    match inner.handle(&caller, decoded.request, &base).await {
+    match inner.service.handle(&caller, decoded.request, &base).await {
         Ok(Outcome::Reply(reply)) => {
             json_bytes(StatusCode::OK, jsonrpc::encode_reply_bytes(&id, version, &reply))
         }
@@ -533,8 +523,8 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     }
     let body = match read_body(
         body,
-        inner.options.max_body_bytes(),
-        inner.options.body_read_timeout,
+        inner.service.options.max_body_bytes(),
+        inner.service.options.body_read_timeout,
     )
     .await
     {
@@ -556,7 +546,7 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
         return refusal(&err, rest::encode_error(&err).1);
     }
     tracing::debug!(caller = %caller.name, binding = "rest", "a2a request");
-    match inner.handle(&caller, request, &base).await {
+    match inner.service.handle(&caller, request, &base).await {
         Ok(Outcome::Reply(reply)) => {
             let (status, body) = rest::encode_reply_bytes(&reply);
             json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
@@ -578,7 +568,8 @@ async fn push_receiver(
     let Some(handler) = inner.on_push.clone() else { return not_found() };
     let (parts, body) = request.into_parts();
     let token = header_text(&parts.headers, "x-a2a-notification-token").map(str::to_string);
-    let body = match read_body(body, PUSH_BODY_LIMIT, inner.options.body_read_timeout).await {
+    let body = match read_body(body, PUSH_BODY_LIMIT, inner.service.options.body_read_timeout).await
+    {
         Ok(body) => body,
         Err(err) => return body_error(&err, json!({"error": err.to_string()})),
     };

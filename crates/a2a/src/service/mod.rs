@@ -1,0 +1,115 @@
+//! The service: the server's state ([`Service`]) and the dispatch of one [`Request`] to its
+//! operation, binding- and version-independent: one request in, a [`Reply`] or a stream of
+//! `a2a::StreamResponse` out. Task access is always scoped to the authenticated caller.
+//!
+//! Each operation lives in its own file as functions over the state: `send` (SendMessage and
+//! SendStreamingMessage up to the start of the run), `run` (the run driver, the one place session
+//! events become task changes and A2A events), `cancel`, `subscribe`, `get` (GetTask,
+//! ListTasks), `push_config` (the four push config operations), `card` (the extended card);
+//! `stream` follows a live task's events for the streaming operations.
+//!
+//! Invariant: this module knows nothing of HTTP, bindings or versions; the HTTP layer (`server`,
+//! `connection`, `binding`) calls it and nothing here calls back up. Only this file writes
+//! `impl Service`.
+
+mod cancel;
+mod card;
+mod get;
+mod push_config;
+mod run;
+mod send;
+mod stream;
+mod subscribe;
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use a2a::StreamResponse;
+use futures_util::Stream;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::{Caller, CallerDirectory};
+use crate::config::A2aOptions;
+use crate::error::A2aError;
+use crate::extension::OwnerNotifier;
+use crate::live::LiveTasks;
+use crate::pool::SessionPool;
+use crate::push::{PushSender, UrlCheck};
+use crate::request::{Reply, Request};
+use crate::task::store::TaskStore;
+
+/// The server's state: what every operation shares.
+pub(crate) struct Service {
+    pub(crate) options: A2aOptions,
+    pub(crate) directory: Arc<dyn CallerDirectory>,
+    pub(crate) store: Arc<TaskStore>,
+    pub(crate) pool: Arc<SessionPool>,
+    pub(crate) live: Arc<LiveTasks>,
+    pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
+    /// The one outbound client (file downloads, pushes), behind the SSRF guard.
+    pub(crate) guard: crate::push::guard::GuardedClient,
+    pub(crate) tracker: TaskTracker,
+    /// Decides which webhook URLs push configs may use (checked on registration and before
+    /// every delivery).
+    pub(crate) push_url_check: UrlCheck,
+    /// POSTs task updates to the webhooks of push configs.
+    pub(crate) push: Arc<PushSender>,
+}
+
+/// A stream of A2A events for SSE.
+pub type EventStream = Pin<Box<dyn Stream<Item = StreamResponse> + Send>>;
+
+/// What an operation answers.
+pub enum Outcome {
+    Reply(Box<Reply>),
+    Stream(EventStream),
+}
+
+impl Service {
+    /// Runs one operation for an authenticated caller. `base_url` gives the server's base URL as
+    /// the request names it; only the extended card needs it, so it is built only then.
+    pub async fn handle(
+        self: &Arc<Self>,
+        caller: &Caller,
+        request: Request,
+        base_url: &(dyn Fn() -> String + Sync),
+    ) -> Result<Outcome, A2aError> {
+        match request {
+            Request::SendMessage(params) => send::send(self, caller, params, false).await,
+            Request::SendStreamingMessage(params) => send::send(self, caller, params, true).await,
+            Request::GetTask(req) => {
+                let reply = get::get_task(self, caller, &req).await?;
+                Ok(Outcome::Reply(Box::new(reply)))
+            }
+            Request::ListTasks(req) => {
+                let page = get::list_tasks(self, caller, &req).await?;
+                Ok(Outcome::Reply(Box::new(Reply::TaskPage(page))))
+            }
+            Request::CancelTask(req) => cancel::cancel(self, caller, &req.id)
+                .await
+                .map(|t| Outcome::Reply(Box::new(Reply::Task(t)))),
+            Request::SubscribeToTask(req) => subscribe::subscribe(self, caller, &req.id).await,
+            Request::CreatePushConfig { config, format } => {
+                let config = push_config::create_push_config(self, caller, config, format).await?;
+                Ok(Outcome::Reply(Box::new(Reply::PushConfig(config))))
+            }
+            Request::GetPushConfig(req) => {
+                let config =
+                    push_config::get_push_config(self, caller, &req.task_id, &req.id).await?;
+                Ok(Outcome::Reply(Box::new(Reply::PushConfig(config))))
+            }
+            Request::ListPushConfigs(req) => {
+                let list = push_config::list_push_configs(self, caller, &req.task_id).await?;
+                Ok(Outcome::Reply(Box::new(Reply::PushConfigs(list))))
+            }
+            Request::DeletePushConfig(req) => {
+                push_config::delete_push_config(self, caller, &req.task_id, &req.id).await?;
+                Ok(Outcome::Reply(Box::new(Reply::Deleted)))
+            }
+            Request::GetExtendedAgentCard => {
+                let card = card::extended_card(self, caller, base_url()).await?;
+                Ok(Outcome::Reply(Box::new(Reply::Card(Box::new(card)))))
+            }
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! SendMessage and SendStreamingMessage up to the start of the run: checks, the hop guard, the
+//! task to create or continue, the context's reservation, the task file and its first event.
+//! What follows the acknowledgement (the session, the prompt, the run) is `run`'s.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use a2a::{TaskState, TaskStatus};
+use futures_util::FutureExt;
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+
+use crate::auth::Caller;
+use crate::error::{A2aError, CONTEXT_BUSY};
+use crate::files;
+use crate::live::LiveTask;
+use crate::pool::Reservation;
+use crate::push::StoredPushConfig;
+use crate::request::Reply;
+use crate::task::TaskFile;
+use crate::task::id::is_valid_id;
+use crate::task::state::state_name;
+use crate::task::status::{agent_message, now};
+use crate::task::store::{apply_history_length, history_length};
+
+use super::run::{self, UNEXPECTED_FAILURE};
+use super::stream::{closing_stream, task_stream, wait_finished};
+use super::{EventStream, Outcome, Service, push_config};
+
+/// The metadata key of the recursion guard.
+const HOPS_KEY: &str = "volcanic.hops";
+
+pub(super) async fn send(
+    service: &Arc<Service>,
+    caller: &Caller,
+    params: crate::request::SendParams,
+    streaming: bool,
+) -> Result<Outcome, A2aError> {
+    let crate::request::SendParams { request: req, push_format } = params;
+    let mut message = req.message;
+    if message.message_id.is_empty() {
+        return Err(A2aError::InvalidParams("message.messageId is required".into()));
+    }
+    if message.role != a2a::Role::User {
+        return Err(A2aError::InvalidParams("message.role must be ROLE_USER".into()));
+    }
+    files::precheck(
+        &message.parts,
+        service.options.max_file_bytes,
+        service.options.allow_private_push_urls,
+    )?;
+    // ProtoJSON: an empty string is an unset field.
+    if message.context_id.as_deref() == Some("") {
+        message.context_id = None;
+    }
+    if message.task_id.as_deref() == Some("") {
+        message.task_id = None;
+    }
+    if let Some(context_id) = &message.context_id
+        && !is_valid_id(context_id)
+    {
+        return Err(A2aError::InvalidParams(
+            "message.contextId must match [A-Za-z0-9_-]{1,100}".into(),
+        ));
+    }
+    let hops = match message.metadata.as_ref().and_then(|m| m.get(HOPS_KEY)) {
+        Some(value) => hops(value)?,
+        None => match req.metadata.as_ref().and_then(|m| m.get(HOPS_KEY)) {
+            Some(value) => hops(value)?,
+            None => 0,
+        },
+    };
+    let mut configuration = req.configuration.unwrap_or_default_config();
+    history_length("configuration.historyLength", configuration.history_length)?;
+    let push = match configuration.push.take() {
+        Some(config) => Some(push_config::validate_inline(service, config, push_format)?),
+        None => None,
+    };
+
+    // From here on the work runs on its own task: a client that disconnects must not leave a
+    // context claimed or a task half-created.
+    let inner = service.clone();
+    let owner = caller.clone();
+    let started = service
+        .tracker
+        .spawn(async move { start(&inner, &owner, message, hops, push, streaming).await })
+        .await
+        .map_err(|err| {
+            tracing::error!(error = %err, "starting a task failed unexpectedly");
+            A2aError::Internal
+        })??;
+    let (snapshot, events, finished, live, acknowledged) = match started {
+        Started::Finished(task) => {
+            return Ok(finished_outcome(*task, streaming, configuration.history_length));
+        }
+        Started::Running { snapshot, events, finished, live, acknowledged } => {
+            (*snapshot, events, finished, live, acknowledged)
+        }
+    };
+    // Durability of what the caller is told (docs/reliability.md): the task file exists, whole,
+    // but it has not been flushed to disk. A stream acknowledges the task with its first
+    // event, at once, and the flush runs beside the run (the final state is written durably
+    // before the last event); a blocking answer waits for the flush, or for the final state.
+    if let Some(events) = events {
+        let (store, run) = (service.store.clone(), live.clone());
+        let mut ended = finished.clone();
+        tokio::spawn(async move {
+            // A run that ends within the grace, its final state written durably (with the
+            // journal) before the last event, needs no flush of its first version. Waiting
+            // first keeps a barrier's work off the path of a short run's first event.
+            let ended_in_grace = matches!(
+                tokio::time::timeout(STREAM_FLUSH_GRACE, ended.wait_for(Option::is_some)).await,
+                Ok(Ok(_))
+            );
+            if ended_in_grace && run.durably_written() {
+                return;
+            }
+            // Logged by the store; the final state's durable write reports it again.
+            let _ = store.make_durable(&run.workspace, &run.task_id).await;
+        });
+        let stream = task_stream(snapshot, events, finished, Some(live));
+        return Ok(Outcome::Stream(acknowledging(stream, acknowledged)));
+    }
+    drop(acknowledged);
+    let mut task = if configuration.return_immediately {
+        service.store.make_durable(&live.workspace, &live.task_id).await?;
+        snapshot
+    } else {
+        wait_finished(finished).await.unwrap_or(snapshot)
+    };
+    apply_history_length(&mut task, configuration.history_length)?;
+    Ok(Outcome::Reply(Box::new(Reply::Send(a2a::SendMessageResponse::Task(task)))))
+}
+
+/// Creates or continues the task and starts its run. Runs on its own task (see `send`).
+async fn start(
+    service: &Arc<Service>,
+    caller: &Caller,
+    mut message: a2a::Message,
+    hops: u32,
+    push: Option<StoredPushConfig>,
+    streaming: bool,
+) -> Result<Started, A2aError> {
+    let register = |file: &mut TaskFile| {
+        if let Some(mut stored) = push.clone() {
+            stored.config.task_id = file.task.id.clone();
+            crate::push::config::upsert(&mut file.push_configs, stored);
+        }
+    };
+    // The task to continue, if any, and the context.
+    let continued = match &message.task_id {
+        Some(task_id) => Some(continuable(service, caller, task_id, &message).await?),
+        None => None,
+    };
+    if continued.is_none() {
+        check_task_room(service, caller).await?;
+    }
+    let context_id = match (&continued, &message.context_id) {
+        (Some(file), _) => file.task.context_id.clone(),
+        (None, Some(context_id)) => context_id.clone(),
+        (None, None) => uuid::Uuid::new_v4().to_string(),
+    };
+    let task_id =
+        continued.as_ref().map_or_else(|| uuid::Uuid::new_v4().to_string(), |f| f.task.id.clone());
+    message.task_id = Some(task_id.clone());
+    message.context_id = Some(context_id.clone());
+
+    if hops > service.options.max_hops {
+        // Refused before any session is opened or claimed.
+        let mut file = continued.unwrap_or_else(|| new_task_file(caller, &message));
+        if let Some(history) = file.task.history.as_mut()
+            && history.last().map(|m| &m.message_id) != Some(&message.message_id)
+        {
+            history.push(message.clone());
+        }
+        file.task.status = TaskStatus {
+            state: TaskState::Failed,
+            message: Some(agent_message(&task_id, &context_id, "hop limit reached")),
+            timestamp: Some(now()),
+        };
+        register(&mut file);
+        service.store.save(&caller.workspace, &file).await?;
+        service.push.notify(&file.task, &file.push_configs);
+        tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = service.options.max_hops, "a2a task refused: hop limit reached");
+        return Ok(Started::Finished(Box::new(file.task)));
+    }
+
+    let reservation = service.pool.reserve(caller, &context_id).await?;
+    // Gives a claimed session back if this code stops early (an error, a panic); an unopened
+    // reservation gives itself back when dropped.
+    let guard = match &reservation {
+        Reservation::Ready(claim) => {
+            Some(ClaimGuard::new(service.pool.clone(), claim.scope.clone()))
+        }
+        Reservation::Pending(_) => None,
+    };
+
+    // Under the reservation, the continued task cannot change any more: check it again (a
+    // cancel or another continuation may have won the race).
+    let mut file = match continued {
+        Some(_) => {
+            let file = continuable(service, caller, &task_id, &message).await?;
+            let mut file = file;
+            file.task.history.get_or_insert_with(Vec::new).push(message.clone());
+            file
+        }
+        None => new_task_file(caller, &message),
+    };
+    files::strip_bytes(&mut file.task);
+    register(&mut file);
+
+    // Live before the file exists, so a concurrent read never takes it for a leftover of a
+    // restart.
+    let live =
+        LiveTask::new(file.clone(), caller.clone(), service.store.clone(), service.push.clone());
+    if let Reservation::Ready(claim) = &reservation {
+        live.attach(claim.session.clone());
+    }
+    service.live.insert(live.clone());
+    let is_new = file.task.status.state == TaskState::Submitted;
+    if let Err(err) = live.start_working(is_new).await {
+        service.live.remove(&live.task_id);
+        match reservation {
+            Reservation::Ready(claim) => service.pool.release(&claim.scope).await,
+            Reservation::Pending(opening) => opening.abandon().await,
+        }
+        if let Some(guard) = guard {
+            guard.disarm();
+        }
+        return Err(err);
+    }
+    // The task exists: its first event may go. Opening the session (creating or resuming its
+    // journal), fetching file parts and starting the run follow on the run's own task, so a
+    // failure there fails the task rather than the request.
+    // A stream subscribes to the task's events; a blocking answer only waits for its end.
+    let (snapshot, events, finished) = if streaming {
+        let (snapshot, events, finished) = live.subscribe().await;
+        (snapshot, Some(events), finished)
+    } else {
+        (live.snapshot().await, None, live.finished())
+    };
+    // The run waits until the task has been acknowledged (a stream's first event is on its
+    // way, a blocking answer is being awaited): on a busy core, opening the session first
+    // would delay the acknowledgement by the open's work.
+    let (acknowledged, acknowledgement) = tokio::sync::oneshot::channel::<()>();
+    let driver = service.clone();
+    let driven = live.clone();
+    let owner = caller.clone();
+    if let Some(guard) = guard {
+        guard.disarm();
+    }
+    service.tracker.spawn(async move {
+        let ended = driver.clone();
+        let task = driven.clone();
+        let scope = crate::pool::scope(&owner, &task.context_id);
+        // Sent or dropped, either way the task is acknowledged (or nobody waits for it).
+        let _ = acknowledgement.await;
+        let result = AssertUnwindSafe(run::run(driver, driven, reservation, owner, message, hops))
+            .catch_unwind()
+            .await;
+        if result.is_err() {
+            tracing::error!(task_id = %task.task_id, "the run driver panicked");
+            task.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
+            task.finish().await;
+            ended.live.remove(&task.task_id);
+            // Only a task holding its session holds the claim; an unopened reservation gave
+            // itself back when the panic dropped it.
+            if task.has_session() {
+                ended.pool.release(&scope).await;
+            }
+        }
+    });
+    Ok(Started::Running { snapshot: Box::new(snapshot), events, finished, live, acknowledged })
+}
+
+/// Refuses a new task when the workspace already holds `A2A__MaxTasks` task files, as the
+/// task index counts them: O(1) per send, and a fresh look at the folder only at the cap (files
+/// the owner deleted make room at once). Concurrent sends may pass the cap by as many tasks
+/// as are being created at that moment.
+async fn check_task_room(service: &Service, caller: &Caller) -> Result<(), A2aError> {
+    let max = service.options.max_tasks;
+    let mut count = service.store.count(&caller.workspace.path, false).await?;
+    if count >= max {
+        // The owner may have deleted task files since the index last looked: look again.
+        count = service.store.count(&caller.workspace.path, true).await?;
+    }
+    if count >= max {
+        tracing::warn!(caller = %caller.name, max, "task limit reached, a new task was refused");
+        return Err(A2aError::UnsupportedOperation(format!(
+            "the assistant holds its maximum of {max} tasks; continue an existing task or ask its owner to remove old ones"
+        )));
+    }
+    Ok(())
+}
+
+/// Loads a task a message wants to continue and checks that it can be: the caller's, in the
+/// same context, input-required.
+async fn continuable(
+    service: &Service,
+    caller: &Caller,
+    task_id: &str,
+    message: &a2a::Message,
+) -> Result<TaskFile, A2aError> {
+    let live = service.live.clone();
+    let file = service.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+    if let Some(context_id) = &message.context_id
+        && *context_id != file.task.context_id
+    {
+        return Err(A2aError::InvalidParams(
+            "message.contextId does not match the task's contextId".into(),
+        ));
+    }
+    match file.task.status.state {
+        TaskState::InputRequired if !service.live.is_running(task_id) => Ok(file),
+        ref state if state.is_terminal() => Err(A2aError::UnsupportedOperation(format!(
+            "task {} is already {}; send a new message without taskId to start a new task",
+            file.task.id,
+            state_name(state)
+        ))),
+        _ => Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into())),
+    }
+}
+
+/// What `start` produced.
+enum Started {
+    /// The task ended before any run (hop limit).
+    Finished(Box<a2a::Task>),
+    /// A run is under way.
+    Running {
+        snapshot: Box<a2a::Task>,
+        /// The task's events after `snapshot`, for a stream; `None` for a blocking answer.
+        events: Option<broadcast::Receiver<crate::live::Event>>,
+        finished: watch::Receiver<Option<a2a::Task>>,
+        live: Arc<LiveTask>,
+        /// Sent or dropped once the task is acknowledged; the run starts then.
+        acknowledged: tokio::sync::oneshot::Sender<()>,
+    },
+}
+
+/// Gives a claimed context back if the code holding it stops early (a panic); disarmed once the
+/// claim is handed to the run driver or released.
+struct ClaimGuard {
+    pool: Arc<crate::pool::SessionPool>,
+    scope: Option<String>,
+}
+
+impl ClaimGuard {
+    fn new(pool: Arc<crate::pool::SessionPool>, scope: String) -> Self {
+        ClaimGuard { pool, scope: Some(scope) }
+    }
+
+    fn disarm(mut self) {
+        self.scope = None;
+    }
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        if let Some(scope) = self.scope.take() {
+            let pool = self.pool.clone();
+            tokio::spawn(async move { pool.release(&scope).await });
+        }
+    }
+}
+
+/// A new task for a message, submitted.
+fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
+    TaskFile {
+        task: a2a::Task {
+            id: message.task_id.clone().unwrap_or_default(),
+            context_id: message.context_id.clone().unwrap_or_default(),
+            status: TaskStatus {
+                state: TaskState::Submitted,
+                message: None,
+                timestamp: Some(now()),
+            },
+            artifacts: None,
+            history: Some(vec![message.clone()]),
+            metadata: None,
+        },
+        caller: caller.name.clone(),
+        push_configs: Vec::new(),
+    }
+}
+
+/// Send configuration with defaults applied.
+struct Config {
+    return_immediately: bool,
+    history_length: Option<i32>,
+    push: Option<a2a::TaskPushNotificationConfig>,
+}
+
+trait DefaultConfig {
+    fn unwrap_or_default_config(self) -> Config;
+}
+
+impl DefaultConfig for Option<a2a::SendMessageConfiguration> {
+    fn unwrap_or_default_config(self) -> Config {
+        match self {
+            Some(c) => Config {
+                return_immediately: c.return_immediately.unwrap_or(false),
+                history_length: c.history_length,
+                push: c.task_push_notification_config,
+            },
+            None => Config { return_immediately: false, history_length: None, push: None },
+        }
+    }
+}
+
+/// The hop count from metadata: a whole number, or a numeric string. Anything else present is
+/// refused: a recursion guard must not fail open.
+fn hops(value: &Value) -> Result<u32, A2aError> {
+    let number = match value {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        Value::Null => Some(0.0),
+        Value::Bool(_) | Value::Array(_) | Value::Object(_) => None,
+    };
+    match number {
+        Some(n) if n.is_finite() && n >= 0.0 => {
+            Ok(if n >= f64::from(u32::MAX) { u32::MAX } else { n.ceil() as u32 })
+        }
+        Some(_) | None => Err(A2aError::InvalidParams(format!(
+            "metadata[\"{HOPS_KEY}\"] must be a whole number of hops"
+        ))),
+    }
+}
+
+/// A task that ended before any run: the reply or a one-event stream.
+fn finished_outcome(mut task: a2a::Task, streaming: bool, history_length: Option<i32>) -> Outcome {
+    if streaming {
+        return Outcome::Stream(closing_stream(task));
+    }
+    // A negative length was refused with the request; ignore the error here.
+    let _ = apply_history_length(&mut task, history_length);
+    Outcome::Reply(Box::new(Reply::Send(a2a::SendMessageResponse::Task(task))))
+}
+
+/// How long a stream's run may take before the first version of its task file is flushed on its
+/// own (docs/reliability.md, "Power loss").
+const STREAM_FLUSH_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// `stream`, signalling `acknowledged` when its first event is taken (to be written) or when it
+/// is dropped unread.
+fn acknowledging(
+    stream: EventStream,
+    acknowledged: tokio::sync::oneshot::Sender<()>,
+) -> EventStream {
+    let mut acknowledged = Some(acknowledged);
+    Box::pin(futures_util::StreamExt::inspect(stream, move |_| {
+        if let Some(sender) = acknowledged.take() {
+            let _ = sender.send(());
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use a2a::StreamResponse;
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    fn two_events() -> EventStream {
+        let task = a2a::Task {
+            id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus { state: TaskState::Completed, message: None, timestamp: None },
+            artifacts: None,
+            history: None,
+            metadata: None,
+        };
+        closing_stream(task)
+    }
+
+    #[tokio::test]
+    async fn acknowledging_stream_signals_when_its_first_event_is_taken() {
+        let (sender, mut receiver) = tokio::sync::oneshot::channel();
+        let mut stream = acknowledging(two_events(), sender);
+        assert!(receiver.try_recv().is_err(), "nothing taken yet");
+        assert!(matches!(stream.next().await, Some(StreamResponse::Task(_))));
+        assert_eq!(receiver.try_recv(), Ok(()));
+        assert!(matches!(stream.next().await, Some(StreamResponse::StatusUpdate(_))));
+    }
+
+    #[tokio::test]
+    async fn acknowledging_stream_dropped_unread_lets_the_run_start() {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        drop(acknowledging(two_events(), sender));
+        let waited = tokio::time::timeout(Duration::from_secs(5), receiver).await;
+        assert!(matches!(waited, Ok(Err(_))), "the sender is gone: the run does not wait");
+    }
+}

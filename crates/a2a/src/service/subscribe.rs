@@ -1,0 +1,32 @@
+//! SubscribeToTask: the caller follows a live task's events; a task that will not change gets
+//! one closing stream, a terminal one is refused.
+
+use crate::auth::Caller;
+use crate::error::A2aError;
+use crate::task::state::state_name;
+
+use super::stream::{closing_stream, task_stream};
+use super::{Outcome, Service};
+
+pub(super) async fn subscribe(
+    service: &Service,
+    caller: &Caller,
+    task_id: &str,
+) -> Result<Outcome, A2aError> {
+    if let Some(live) = service.live.get(task_id)
+        && live.caller == *caller
+    {
+        let (snapshot, events, finished) = live.subscribe().await;
+        return Ok(Outcome::Stream(task_stream(snapshot, events, finished, Some(live))));
+    }
+    let live = service.live.clone();
+    let file = service.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+    let state = file.task.status.state.clone();
+    if state.is_terminal() {
+        return Err(A2aError::UnsupportedOperation(format!(
+            "task {task_id} is already {}",
+            state_name(&state)
+        )));
+    }
+    Ok(Outcome::Stream(closing_stream(file.task)))
+}
