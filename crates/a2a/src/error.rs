@@ -2,6 +2,9 @@
 //! its HTTP status, its `google.rpc` status name and its ErrorInfo reason (PROTOCOL.md §7, the
 //! spec-1.0.1 column). Bindings call these methods; they never pick codes themselves.
 //!
+//! The operations fail with [`Error`], which says what happened rather than how the wire says it;
+//! `A2aError::from` is its one translation.
+//!
 //! Fair-share refusals (issue 17) are not A2A errors: they are HTTP 429 with `Retry-After` on
 //! both bindings (JSON-RPC too, unlike every other JSON-RPC error), and on JSON-RPC they carry
 //! [`FAIR_SHARE_CODE`].
@@ -19,9 +22,64 @@ pub const FAIR_SHARE_CODE: i64 = -32029;
 /// moments, and a retry costs us little, so a short wait is the useful hint.
 const RETRY_AFTER_SECS: u64 = 1;
 
-/// The message for a context that already has a task running: the session pool refuses a second
-/// claim with it, and so do the operations that must hold the context (cancel, push configs).
-pub const CONTEXT_BUSY: &str = "context busy, retry when the current task ends";
+/// Why an operation failed, before it is told to a caller. The texts are the caller's: each
+/// becomes the message of the wire error [`A2aError::from`] picks.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The context already has a task starting or running: the session pool refuses a second
+    /// claim, and so do the operations that must hold the context (cancel, push configs).
+    #[error("context busy, retry when the current task ends")]
+    ContextBusy,
+    /// The caller has its maximum of sessions open and every one is busy.
+    #[error(
+        "too many open conversations for this caller (limit {limit}, all busy), retry when a task ends"
+    )]
+    CallerSessionLimit { limit: usize },
+    /// The server has its maximum of sessions open and every one is busy.
+    #[error(
+        "too many open conversations on this server (limit {limit}, all busy), retry when a task ends"
+    )]
+    SessionLimit { limit: usize },
+    /// The workspace holds its maximum of task files (`A2A__MaxTasks`).
+    #[error(
+        "the assistant holds its maximum of {max} tasks; continue an existing task or ask its owner to remove old ones"
+    )]
+    TaskLimit { max: usize },
+    /// A message continues a task that has ended.
+    #[error(
+        "task {task_id} is already {state}; send a new message without taskId to start a new task"
+    )]
+    NotContinuable { task_id: String, state: &'static str },
+    /// A subscription to a task that has ended.
+    #[error("task {task_id} is already {state}")]
+    Ended { task_id: String, state: &'static str },
+    /// The core failed (a session could not be opened or prompted). The detail is logged when
+    /// it is translated, never sent.
+    #[error(transparent)]
+    Core(#[from] volcanic_core::Error),
+    /// A refusal the protocol itself names (bad parameters, an unknown task), or a failure
+    /// already logged where it happened.
+    #[error(transparent)]
+    Wire(#[from] A2aError),
+}
+
+impl From<Error> for A2aError {
+    fn from(err: Error) -> Self {
+        match err {
+            Error::ContextBusy
+            | Error::CallerSessionLimit { .. }
+            | Error::SessionLimit { .. }
+            | Error::TaskLimit { .. }
+            | Error::NotContinuable { .. }
+            | Error::Ended { .. } => A2aError::UnsupportedOperation(err.to_string()),
+            Error::Core(err) => {
+                tracing::error!(error = %err, "the core failed");
+                A2aError::Internal
+            }
+            Error::Wire(err) => err,
+        }
+    }
+}
 
 /// An error answered to a caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -260,6 +318,30 @@ impl A2aError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_domain_error_has_one_wire_error() {
+        let busy = "context busy, retry when the current task ends";
+        let cases = [
+            (Error::ContextBusy, A2aError::UnsupportedOperation(busy.into())),
+            (
+                Error::TaskLimit { max: 2 },
+                A2aError::UnsupportedOperation("the assistant holds its maximum of 2 tasks; continue an existing task or ask its owner to remove old ones".into()),
+            ),
+            (
+                Error::Ended { task_id: "t".into(), state: "completed" },
+                A2aError::UnsupportedOperation("task t is already completed".into()),
+            ),
+            (
+                Error::Core(volcanic_core::Error::Busy { scope: "s".into() }),
+                A2aError::Internal,
+            ),
+            (Error::Wire(A2aError::InvalidParams("x".into())), A2aError::InvalidParams("x".into())),
+        ];
+        for (error, wire) in cases {
+            assert_eq!(A2aError::from(error), wire);
+        }
+    }
 
     #[test]
     fn every_error_maps_to_code_status_and_reason() {

@@ -50,4 +50,4 @@ pub use config::A2aOptions;
 pub use containment::{Containment, ViewPolicy};
 pub use error::A2aError;
 pub use extension::OwnerNotifier;
-pub use server::{A2aServer, A2aServerBuilder, PushHandler};
+pub use server::{A2aServer, A2aServerBuilder, BuildError, PushHandler};

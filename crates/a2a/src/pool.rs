@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use volcanic_core::{Extension, Session, SessionFactory, SessionOptions};
 
 use crate::auth::Caller;
-use crate::error::{A2aError, CONTEXT_BUSY};
+use crate::error::Error;
 use crate::extension::A2aChatChannel;
 
 /// How many times a claim waits for its context's session to finish closing before giving up.
@@ -157,11 +157,11 @@ impl Opening {
     /// and claims it.
     ///
     /// # Errors
-    /// Internal when the session cannot be opened; the context is free again.
+    /// [`Error::Core`] (logged) when the session cannot be opened; the context is free again.
     pub async fn open(
         mut self,
         extension: impl FnOnce() -> Arc<dyn Extension>,
-    ) -> Result<Claim, A2aError> {
+    ) -> Result<Claim, Error> {
         let pool = self.pool.clone();
         pool.close_sessions(std::mem::take(&mut self.evicted), "to make room").await;
         let channel = Arc::new(A2aChatChannel::new(pool.max_file_bytes));
@@ -178,9 +178,8 @@ impl Opening {
         let mut state = pool.state.lock().await;
         pool.end_opening(&mut state, &self.scope);
         self.settled = true;
-        let session = opened.map_err(|err| {
+        let session = opened.inspect_err(|err| {
             tracing::error!(scope = %self.scope, error = %err, "cannot open an A2A session");
-            A2aError::Internal
         })?;
         // A run's journal entries are made durable with the task's final state (one barrier).
         session.defer_run_end_sync();
@@ -269,23 +268,23 @@ impl SessionPool {
     /// those, opening or resuming the session) later, so a task can be acknowledged first.
     ///
     /// # Errors
-    /// UnsupportedOperation "context busy" when a task runs in the context, or naming the limit
-    /// when a bound is reached and every session in the way is busy.
+    /// [`Error::ContextBusy`] when a task runs in the context; [`Error::CallerSessionLimit`] or
+    /// [`Error::SessionLimit`] when a bound is reached and every session in the way is busy.
     pub async fn reserve(
         self: &Arc<Self>,
         caller: &Caller,
         context_id: &str,
-    ) -> Result<Reservation, A2aError> {
+    ) -> Result<Reservation, Error> {
         let scope = scope(caller, context_id);
         let mut waits = 0;
         loop {
             let mut state = self.state.lock().await;
             if self.is_held(&scope) {
-                return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
+                return Err(Error::ContextBusy);
             }
             if let Some(entry) = state.entries.get_mut(&scope) {
                 if !entry.is_idle() {
-                    return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
+                    return Err(Error::ContextBusy);
                 }
                 entry.claimed = true;
                 entry.last_used = Instant::now();
@@ -301,7 +300,7 @@ impl SessionPool {
                 drop(state);
                 waits += 1;
                 if waits > CLOSE_WAITS {
-                    return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
+                    return Err(Error::ContextBusy);
                 }
                 // An error means the closer is gone, which also means the close is over.
                 let _ = closed.wait_for(|done| *done).await;
@@ -334,7 +333,7 @@ impl SessionPool {
         caller: &Caller,
         context_id: &str,
         extension: impl FnOnce() -> Arc<dyn Extension>,
-    ) -> Result<Claim, A2aError> {
+    ) -> Result<Claim, Error> {
         match self.reserve(caller, context_id).await? {
             Reservation::Ready(claim) => Ok(claim),
             Reservation::Pending(opening) => opening.open(extension).await,
@@ -359,19 +358,16 @@ impl SessionPool {
     /// The idle sessions to close so that one more session of `caller` fits both bounds.
     ///
     /// # Errors
-    /// UnsupportedOperation naming the limit when a bound is reached and every session in the
-    /// way is busy.
-    fn make_room(&self, state: &State, caller: &Caller) -> Result<Vec<String>, A2aError> {
+    /// [`Error::CallerSessionLimit`] or [`Error::SessionLimit`] when a bound is reached and
+    /// every session in the way is busy.
+    fn make_room(&self, state: &State, caller: &Caller) -> Result<Vec<String>, Error> {
         let prefix = caller_prefix(caller);
         let mut victims = Vec::new();
         if state.open_count(&prefix) >= self.limits.max_per_caller {
             match state.lru_idle(&prefix, &victims) {
                 Some(victim) => victims.push(victim),
                 None => {
-                    return Err(A2aError::UnsupportedOperation(format!(
-                        "too many open conversations for this caller (limit {}, all busy), retry when a task ends",
-                        self.limits.max_per_caller
-                    )));
+                    return Err(Error::CallerSessionLimit { limit: self.limits.max_per_caller });
                 }
             }
         }
@@ -379,10 +375,7 @@ impl SessionPool {
             match state.lru_idle("", &victims) {
                 Some(victim) => victims.push(victim),
                 None => {
-                    return Err(A2aError::UnsupportedOperation(format!(
-                        "too many open conversations on this server (limit {}, all busy), retry when a task ends",
-                        self.limits.max_open
-                    )));
+                    return Err(Error::SessionLimit { limit: self.limits.max_open });
                 }
             }
         }
@@ -512,6 +505,7 @@ mod tests {
     use volcanic_core::provider::faux::FauxProvider;
 
     use super::*;
+    use crate::A2aError;
     use crate::auth::{A2aWorkspace, CallerMode};
 
     struct Nothing;
@@ -555,9 +549,7 @@ mod tests {
 
         let claim = pool.claim(&caller, "ctx", extension).await.unwrap();
         assert_eq!(claim.scope, "t-a2a-bot_ctx");
-        assert!(
-            matches!(pool.claim(&caller, "ctx", extension).await, Err(A2aError::UnsupportedOperation(m)) if m == CONTEXT_BUSY)
-        );
+        assert!(matches!(pool.claim(&caller, "ctx", extension).await, Err(Error::ContextBusy)));
         pool.release(&claim.scope).await;
         assert_eq!(pool.evict_idle().await, 0, "not idle long enough");
         tokio::time::advance(Duration::from_secs(61)).await;
@@ -582,8 +574,8 @@ mod tests {
         Arc::new(Nothing)
     }
 
-    fn busy_message(result: Result<Claim, A2aError>) -> String {
-        match result {
+    fn busy_message(result: Result<Claim, Error>) -> String {
+        match result.map_err(A2aError::from) {
             Err(A2aError::UnsupportedOperation(message)) => message,
             Err(other) => panic!("expected UnsupportedOperation, got {other:?}"),
             Ok(claim) => panic!("expected a refusal, got a claim of {}", claim.scope),
@@ -690,7 +682,10 @@ mod tests {
         let Ok(Reservation::Pending(b)) = pool.reserve(&caller, "b").await else {
             panic!("b has no session yet");
         };
-        assert_eq!(busy_message(pool.claim(&caller, "b", nothing).await), CONTEXT_BUSY);
+        assert_eq!(
+            busy_message(pool.claim(&caller, "b", nothing).await),
+            Error::ContextBusy.to_string()
+        );
         b.abandon().await;
         assert!(a.session.prompt("still open?").is_err(), "a was closed for b");
         assert_eq!(pool.open_sessions().await, 0);

@@ -6,6 +6,7 @@
 //! layer depends on the service, never the other way round.
 
 use std::convert::Infallible;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +34,7 @@ use crate::fair::{Admission, CallerCaps, CallerShares, ConnectionShare, Held};
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
 use crate::public_card::PublicCards;
+use crate::push::guard::GuardError;
 use crate::push::{self, PushSender};
 use crate::request::Request;
 use crate::service::{Outcome, Service};
@@ -69,6 +71,31 @@ pub type PushHandler = Arc<
 #[derive(Clone)]
 pub struct A2aServer {
     inner: Arc<ServerInner>,
+}
+
+/// Why an [`A2aServer`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The outbound HTTP client cannot be built (no TLS backend).
+    #[error(transparent)]
+    Client(GuardError),
+    /// The file of extra certificate authorities cannot be read.
+    #[error("A2A__ExtraCaCertificates {}: {source}", path.display())]
+    ExtraCaRead { path: PathBuf, source: std::io::Error },
+    /// The extra certificate authorities cannot be used.
+    #[error("A2A__ExtraCaCertificates {}: {source}", path.display())]
+    ExtraCa { path: PathBuf, source: GuardError },
+}
+
+/// For hosts that carry build failures as I/O errors; the kind of a failed read is kept.
+impl From<BuildError> for std::io::Error {
+    fn from(err: BuildError) -> Self {
+        let kind = match &err {
+            BuildError::ExtraCaRead { source, .. } => source.kind(),
+            BuildError::Client(_) | BuildError::ExtraCa { .. } => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, err.to_string())
+    }
 }
 
 /// Builds an [`A2aServer`].
@@ -108,30 +135,22 @@ impl A2aServerBuilder {
     }
 
     /// # Errors
-    /// The outbound HTTP client cannot be built (no TLS backend), or the extra certificate
-    /// authorities cannot be read.
-    pub fn build(self) -> std::io::Result<A2aServer> {
+    /// [`BuildError::Client`] when the outbound HTTP client cannot be built (no TLS backend);
+    /// [`BuildError::ExtraCaRead`] or [`BuildError::ExtraCa`] when the extra certificate
+    /// authorities cannot be read or used.
+    pub fn build(self) -> Result<A2aServer, BuildError> {
         let allow_private = self.options.allow_private_push_urls;
         let cache_bytes = self.options.task_cache_bytes;
         let file_cap = self.options.max_task_file_bytes();
         let guard = match &self.options.extra_ca_certificates {
-            None => crate::push::guard::GuardedClient::new(allow_private)
-                .map_err(std::io::Error::other)?,
+            None => {
+                crate::push::guard::GuardedClient::new(allow_private).map_err(BuildError::Client)?
+            }
             Some(path) => {
-                let pem = std::fs::read(path).map_err(|err| {
-                    std::io::Error::new(
-                        err.kind(),
-                        format!("A2A__ExtraCaCertificates {}: {err}", path.display()),
-                    )
-                })?;
-                crate::push::guard::GuardedClient::with_extra_roots(allow_private, &pem).map_err(
-                    |err| {
-                        std::io::Error::other(format!(
-                            "A2A__ExtraCaCertificates {}: {err}",
-                            path.display()
-                        ))
-                    },
-                )?
+                let pem = std::fs::read(path)
+                    .map_err(|source| BuildError::ExtraCaRead { path: path.clone(), source })?;
+                crate::push::guard::GuardedClient::with_extra_roots(allow_private, &pem)
+                    .map_err(|source| BuildError::ExtraCa { path: path.clone(), source })?
             }
         };
         // Pushes go through the same guarded client as downloads: one outbound path.

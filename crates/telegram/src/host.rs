@@ -106,7 +106,7 @@ impl TelegramHostBuilder {
                     .notifier(notifier)
                     .containment(self.containment.clone())
                     .build()
-                    .map_err(Error::A2a)?;
+                    .map_err(|err| Error::A2a(err.into()))?;
                 Some((server, listener))
             }
         };

@@ -6,7 +6,7 @@ use std::time::Duration;
 use a2a::{TaskState, TaskStatus};
 
 use crate::auth::Caller;
-use crate::error::{A2aError, CONTEXT_BUSY};
+use crate::error::{A2aError, Error};
 use crate::task::state::state_name;
 use crate::task::status::now;
 
@@ -20,7 +20,7 @@ pub(super) async fn cancel(
     service: &Service,
     caller: &Caller,
     task_id: &str,
-) -> Result<a2a::Task, A2aError> {
+) -> Result<a2a::Task, Error> {
     let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
     loop {
         if let Some(live) = service.live.get(task_id)
@@ -40,7 +40,8 @@ pub(super) async fn cancel(
             return Err(A2aError::TaskNotCancelable {
                 task_id: task_id.to_string(),
                 state: state_name(&state).into(),
-            });
+            }
+            .into());
         }
         // Hold the context so a continuation cannot start between our read and our write.
         match service.pool.try_hold(caller, &file.task.context_id).await {
@@ -53,7 +54,8 @@ pub(super) async fn cancel(
                     Err(A2aError::TaskNotCancelable {
                         task_id: task_id.to_string(),
                         state: state_name(&state).into(),
-                    })
+                    }
+                    .into())
                 } else {
                     if let Some(old) = file.task.status.message.take() {
                         file.task.history.get_or_insert_with(Vec::new).push(old);
@@ -67,7 +69,7 @@ pub(super) async fn cancel(
                     if saved.is_ok() {
                         service.push.notify(&file.task, &file.push_configs);
                     }
-                    saved.map(|()| file.task)
+                    saved.map(|()| file.task).map_err(Error::from)
                 };
                 service.pool.release_hold(hold).await;
                 return result;
@@ -77,7 +79,7 @@ pub(super) async fn cancel(
             None if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            None => return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into())),
+            None => return Err(Error::ContextBusy),
         }
     }
 }

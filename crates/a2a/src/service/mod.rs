@@ -30,7 +30,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::{Caller, CallerDirectory};
 use crate::config::A2aOptions;
-use crate::error::A2aError;
+use crate::error::{A2aError, Error};
 use crate::extension::OwnerNotifier;
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
@@ -68,12 +68,25 @@ pub enum Outcome {
 impl Service {
     /// Runs one operation for an authenticated caller. `base_url` gives the server's base URL as
     /// the request names it; only the extended card needs it, so it is built only then.
+    ///
+    /// # Errors
+    /// The operation's refusal or failure, as the wire error the caller gets (the one
+    /// translation of [`Error`]).
     pub async fn handle(
         self: &Arc<Self>,
         caller: &Caller,
         request: Request,
         base_url: &(dyn Fn() -> String + Sync),
     ) -> Result<Outcome, A2aError> {
+        self.dispatch(caller, request, base_url).await.map_err(A2aError::from)
+    }
+
+    async fn dispatch(
+        self: &Arc<Self>,
+        caller: &Caller,
+        request: Request,
+        base_url: &(dyn Fn() -> String + Sync),
+    ) -> Result<Outcome, Error> {
         match request {
             Request::SendMessage(params) => send::send(self, caller, params, false).await,
             Request::SendStreamingMessage(params) => send::send(self, caller, params, true).await,

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::auth::Caller;
-use crate::error::{A2aError, CONTEXT_BUSY};
+use crate::error::{A2aError, Error};
 use crate::push::config::{MIN_PUSH_SECRET_CHARS, upsert};
 use crate::push::{PushFormat, StoredPushConfig};
 
@@ -56,9 +56,9 @@ pub(super) async fn create_push_config(
     caller: &Caller,
     config: a2a::TaskPushNotificationConfig,
     format: PushFormat,
-) -> Result<a2a::TaskPushNotificationConfig, A2aError> {
+) -> Result<a2a::TaskPushNotificationConfig, Error> {
     if config.task_id.is_empty() {
-        return Err(A2aError::InvalidParams("taskId is required".into()));
+        return Err(A2aError::InvalidParams("taskId is required".into()).into());
     }
     let stored = prepare(service, config, format).map_err(A2aError::InvalidParams)?;
     let task_id = stored.config.task_id.clone();
@@ -121,7 +121,7 @@ pub(super) async fn delete_push_config(
     caller: &Caller,
     task_id: &str,
     id: &str,
-) -> Result<(), A2aError> {
+) -> Result<(), Error> {
     change_push_configs(service, caller, task_id, &|configs| {
         let before = configs.len();
         configs.retain(|stored| stored.id() != id);
@@ -197,7 +197,7 @@ async fn change_push_configs(
     caller: &Caller,
     task_id: &str,
     change: &(dyn Fn(&mut Vec<StoredPushConfig>) -> bool + Sync),
-) -> Result<(), A2aError> {
+) -> Result<(), Error> {
     let deadline = tokio::time::Instant::now() + CHANGE_WAIT;
     loop {
         if let Some(live) = service.live.get(task_id)
@@ -206,7 +206,7 @@ async fn change_push_configs(
             // `None`: the run has just ended; its file is final and the next look finds
             // the task idle.
             if let Some(result) = live.update_push_configs(change).await {
-                return result;
+                return result.map_err(Error::from);
             }
         } else {
             let is_live = {
@@ -232,7 +232,7 @@ async fn change_push_configs(
         // The context is busy: this task is about to run (it will be live in a moment), or
         // another task of the context is starting or running.
         if tokio::time::Instant::now() >= deadline {
-            return Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into()));
+            return Err(Error::ContextBusy);
         }
         tokio::time::sleep(CHANGE_RETRY).await;
     }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use crate::auth::Caller;
-use crate::error::{A2aError, CONTEXT_BUSY};
+use crate::error::{A2aError, Error};
 use crate::files;
 use crate::live::LiveTask;
 use crate::pool::Reservation;
@@ -35,14 +35,14 @@ pub(super) async fn send(
     caller: &Caller,
     params: crate::request::SendParams,
     streaming: bool,
-) -> Result<Outcome, A2aError> {
+) -> Result<Outcome, Error> {
     let crate::request::SendParams { request: req, push_format } = params;
     let mut message = req.message;
     if message.message_id.is_empty() {
-        return Err(A2aError::InvalidParams("message.messageId is required".into()));
+        return Err(A2aError::InvalidParams("message.messageId is required".into()).into());
     }
     if message.role != a2a::Role::User {
-        return Err(A2aError::InvalidParams("message.role must be ROLE_USER".into()));
+        return Err(A2aError::InvalidParams("message.role must be ROLE_USER".into()).into());
     }
     files::precheck(
         &message.parts,
@@ -61,7 +61,8 @@ pub(super) async fn send(
     {
         return Err(A2aError::InvalidParams(
             "message.contextId must match [A-Za-z0-9_-]{1,100}".into(),
-        ));
+        )
+        .into());
     }
     let hops = match message.metadata.as_ref().and_then(|m| m.get(HOPS_KEY)) {
         Some(value) => hops(value)?,
@@ -140,7 +141,7 @@ async fn start(
     hops: u32,
     push: Option<StoredPushConfig>,
     streaming: bool,
-) -> Result<Started, A2aError> {
+) -> Result<Started, Error> {
     let register = |file: &mut TaskFile| {
         if let Some(mut stored) = push.clone() {
             stored.config.task_id = file.task.id.clone();
@@ -227,7 +228,7 @@ async fn start(
         if let Some(guard) = guard {
             guard.disarm();
         }
-        return Err(err);
+        return Err(err.into());
     }
     // The task exists: its first event may go. Opening the session (creating or resuming its
     // journal), fetching file parts and starting the run follow on the run's own task, so a
@@ -277,7 +278,7 @@ async fn start(
 /// task index counts them: O(1) per send, and a fresh look at the folder only at the cap (files
 /// the owner deleted make room at once). Concurrent sends may pass the cap by as many tasks
 /// as are being created at that moment.
-async fn check_task_room(service: &Service, caller: &Caller) -> Result<(), A2aError> {
+async fn check_task_room(service: &Service, caller: &Caller) -> Result<(), Error> {
     let max = service.options.max_tasks;
     let mut count = service.store.count(&caller.workspace.path, false).await?;
     if count >= max {
@@ -286,9 +287,7 @@ async fn check_task_room(service: &Service, caller: &Caller) -> Result<(), A2aEr
     }
     if count >= max {
         tracing::warn!(caller = %caller.name, max, "task limit reached, a new task was refused");
-        return Err(A2aError::UnsupportedOperation(format!(
-            "the assistant holds its maximum of {max} tasks; continue an existing task or ask its owner to remove old ones"
-        )));
+        return Err(Error::TaskLimit { max });
     }
     Ok(())
 }
@@ -300,7 +299,7 @@ async fn continuable(
     caller: &Caller,
     task_id: &str,
     message: &a2a::Message,
-) -> Result<TaskFile, A2aError> {
+) -> Result<TaskFile, Error> {
     let live = service.live.clone();
     let file = service.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
     if let Some(context_id) = &message.context_id
@@ -308,16 +307,15 @@ async fn continuable(
     {
         return Err(A2aError::InvalidParams(
             "message.contextId does not match the task's contextId".into(),
-        ));
+        )
+        .into());
     }
     match file.task.status.state {
         TaskState::InputRequired if !service.live.is_running(task_id) => Ok(file),
-        ref state if state.is_terminal() => Err(A2aError::UnsupportedOperation(format!(
-            "task {} is already {}; send a new message without taskId to start a new task",
-            file.task.id,
-            state_name(state)
-        ))),
-        _ => Err(A2aError::UnsupportedOperation(CONTEXT_BUSY.into())),
+        ref state if state.is_terminal() => {
+            Err(Error::NotContinuable { task_id: file.task.id.clone(), state: state_name(state) })
+        }
+        _ => Err(Error::ContextBusy),
     }
 }
 

@@ -2,7 +2,7 @@
 //! one closing stream, a terminal one is refused.
 
 use crate::auth::Caller;
-use crate::error::A2aError;
+use crate::error::Error;
 use crate::task::state::state_name;
 
 use super::stream::{closing_stream, task_stream};
@@ -12,7 +12,7 @@ pub(super) async fn subscribe(
     service: &Service,
     caller: &Caller,
     task_id: &str,
-) -> Result<Outcome, A2aError> {
+) -> Result<Outcome, Error> {
     if let Some(live) = service.live.get(task_id)
         && live.caller == *caller
     {
@@ -23,10 +23,7 @@ pub(super) async fn subscribe(
     let file = service.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
     let state = file.task.status.state.clone();
     if state.is_terminal() {
-        return Err(A2aError::UnsupportedOperation(format!(
-            "task {task_id} is already {}",
-            state_name(&state)
-        )));
+        return Err(Error::Ended { task_id: task_id.to_string(), state: state_name(&state) });
     }
     Ok(Outcome::Stream(closing_stream(file.task)))
 }
