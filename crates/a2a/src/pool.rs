@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use volcanic_core::{Extension, Session, SessionFactory, SessionOptions};
 
 use crate::auth::Caller;
@@ -213,7 +214,8 @@ impl Drop for Opening {
             (self.pool.clone(), std::mem::take(&mut self.scope), std::mem::take(&mut self.evicted));
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move { pool.abandon(scope, evicted).await });
+                let tracker = pool.tracker.clone();
+                tracker.spawn_on(async move { pool.abandon(scope, evicted).await }, &runtime);
             }
             Err(_) => {
                 tracing::error!(scope = %scope, "an unopened A2A context was dropped outside the runtime; it stays busy")
@@ -233,6 +235,9 @@ pub struct SessionPool {
     state: tokio::sync::Mutex<State>,
     /// Scopes held by [`SessionPool::try_hold`] or being opened.
     holds: std::sync::Mutex<HashSet<String>>,
+    /// Owns the work a dropped [`Opening`] leaves behind (giving its context back), so shutdown
+    /// waits for it.
+    tracker: TaskTracker,
 }
 
 impl SessionPool {
@@ -250,7 +255,15 @@ impl SessionPool {
             limits,
             state: tokio::sync::Mutex::new(State::default()),
             holds: std::sync::Mutex::new(HashSet::new()),
+            tracker: TaskTracker::new(),
         }
+    }
+
+    /// The pool with its background work on `tracker` (default: a tracker of its own, for tests
+    /// of the pool alone; the server passes the one shutdown waits for).
+    pub fn with_tracker(mut self, tracker: TaskTracker) -> Self {
+        self.tracker = tracker;
+        self
     }
 
     /// The pool with callers' sessions contained this way (default: [`Containment::Off`], for

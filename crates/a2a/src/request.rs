@@ -58,6 +58,60 @@ impl Request {
     pub fn is_streaming(&self) -> bool {
         matches!(self, Request::SendStreamingMessage(_) | Request::SubscribeToTask(_))
     }
+
+    /// The operation's 1.0 method name, whatever binding or version named it (for logs).
+    pub fn method(&self) -> &'static str {
+        match self {
+            Request::SendMessage(_) => "SendMessage",
+            Request::SendStreamingMessage(_) => "SendStreamingMessage",
+            Request::GetTask(_) => "GetTask",
+            Request::ListTasks(_) => "ListTasks",
+            Request::CancelTask(_) => "CancelTask",
+            Request::SubscribeToTask(_) => "SubscribeToTask",
+            Request::CreatePushConfig { .. } => "CreateTaskPushNotificationConfig",
+            Request::GetPushConfig(_) => "GetTaskPushNotificationConfig",
+            Request::ListPushConfigs(_) => "ListTaskPushNotificationConfigs",
+            Request::DeletePushConfig(_) => "DeleteTaskPushNotificationConfig",
+            Request::GetExtendedAgentCard => "GetExtendedAgentCard",
+        }
+    }
+
+    /// The task the request names, if any (a new task's id is only known once it is made).
+    pub fn task_id(&self) -> Option<&str> {
+        let id = match self {
+            Request::SendMessage(params) | Request::SendStreamingMessage(params) => {
+                params.request.message.task_id.as_deref()
+            }
+            Request::GetTask(req) => Some(req.id.as_str()),
+            Request::CancelTask(req) => Some(req.id.as_str()),
+            Request::SubscribeToTask(req) => Some(req.id.as_str()),
+            Request::CreatePushConfig { config, .. } => Some(config.task_id.as_str()),
+            Request::GetPushConfig(req) => Some(req.task_id.as_str()),
+            Request::ListPushConfigs(req) => Some(req.task_id.as_str()),
+            Request::DeletePushConfig(req) => Some(req.task_id.as_str()),
+            Request::ListTasks(_) | Request::GetExtendedAgentCard => None,
+        };
+        id.filter(|id| !id.is_empty())
+    }
+
+    /// The context the request names, if any.
+    pub fn context_id(&self) -> Option<&str> {
+        let id = match self {
+            Request::SendMessage(params) | Request::SendStreamingMessage(params) => {
+                params.request.message.context_id.as_deref()
+            }
+            Request::ListTasks(req) => req.context_id.as_deref(),
+            Request::GetTask(_)
+            | Request::CancelTask(_)
+            | Request::SubscribeToTask(_)
+            | Request::CreatePushConfig { .. }
+            | Request::GetPushConfig(_)
+            | Request::ListPushConfigs(_)
+            | Request::DeletePushConfig(_)
+            | Request::GetExtendedAgentCard => None,
+        };
+        id.filter(|id| !id.is_empty())
+    }
 }
 
 /// SendMessage / SendStreamingMessage parameters, with the shape in which a push config given

@@ -21,6 +21,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 use volcanic_core::SessionFactory;
 
 use crate::auth::{AuthFailure, Caller, CallerDirectory, authenticate};
@@ -162,6 +163,7 @@ impl A2aServerBuilder {
             push::sender::DEFAULT_TIMEOUT,
         ));
         self.containment.log();
+        let tracker = TaskTracker::new();
         let pool = Arc::new(
             SessionPool::new(
                 self.factory,
@@ -172,7 +174,8 @@ impl A2aServerBuilder {
                     max_per_caller: self.options.max_sessions_per_caller,
                 },
             )
-            .with_containment(self.containment),
+            .with_containment(self.containment)
+            .with_tracker(tracker.clone()),
         );
         let shares = CallerShares::new(CallerCaps {
             requests: self.options.max_requests_per_caller,
@@ -199,7 +202,7 @@ impl A2aServerBuilder {
                     live: Arc::new(LiveTasks::default()),
                     notifier: self.notifier,
                     guard,
-                    tracker: TaskTracker::new(),
+                    tracker,
                     push_url_check,
                     push,
                 }),
@@ -489,8 +492,9 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     if streaming && let Err(err) = inner.shares.admit_stream(&mut admission) {
         return refusal(&err, jsonrpc::encode_error(&id, &err));
     }
-    tracing::debug!(caller = %caller.name, binding = "jsonrpc", version = version.as_str(), "a2a request");
-    match inner.service.handle(&caller, decoded.request, &base).await {
+    let span = request_span(&caller, "jsonrpc", &decoded.request);
+    span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
+    match inner.service.handle(&caller, decoded.request, &base).instrument(span).await {
         Ok(Outcome::Reply(reply)) => {
             json_bytes(StatusCode::OK, jsonrpc::encode_reply_bytes(&id, version, &reply))
         }
@@ -564,8 +568,9 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     {
         return refusal(&err, rest::encode_error(&err).1);
     }
-    tracing::debug!(caller = %caller.name, binding = "rest", "a2a request");
-    match inner.service.handle(&caller, request, &base).await {
+    let span = request_span(&caller, "rest", &request);
+    span.in_scope(|| tracing::debug!("a2a request"));
+    match inner.service.handle(&caller, request, &base).instrument(span).await {
         Ok(Outcome::Reply(reply)) => {
             let (status, body) = rest::encode_reply_bytes(&reply);
             json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
@@ -575,6 +580,19 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
         })),
         Err(err) => rest_error(&err),
     }
+}
+
+/// The span of one request: who asks, through which binding, for which operation, about which
+/// task and context. A new task's ids are recorded on it by the service once they exist.
+fn request_span(caller: &Caller, binding: &'static str, request: &Request) -> tracing::Span {
+    tracing::debug_span!(
+        "a2a_request",
+        caller = %caller.name,
+        binding,
+        method = request.method(),
+        task_id = request.task_id(),
+        context_id = request.context_id(),
+    )
 }
 
 /// `POST /a2a/push/{watchId}`: no key (the token is the credential, passed through to the host).
@@ -628,6 +646,58 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::{A2aWorkspace, CallerEntry, CallerMode, CallerTier};
+
+    /// One caller, whose key is `span-test-key`.
+    struct OneCaller(Caller);
+
+    impl CallerDirectory for OneCaller {
+        fn find(&self, key: &str) -> Vec<Caller> {
+            if key == "span-test-key" { vec![self.0.clone()] } else { Vec::new() }
+        }
+
+        fn entries(&self, _workspace: &A2aWorkspace) -> Arc<[CallerEntry]> {
+            Arc::from(Vec::new())
+        }
+    }
+
+    #[test]
+    fn a_request_runs_in_a_span_with_caller_binding_method_and_task_id() {
+        let workspace = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let caller = Caller {
+            name: "span-bot".into(),
+            mode: CallerMode::Isolated,
+            tier: CallerTier::Chat,
+            workspace: Arc::new(A2aWorkspace {
+                path: workspace.path().to_path_buf(),
+                scope_prefix: "t".into(),
+                owner_id: "o".into(),
+            }),
+        };
+        let logs = crate::test_logs::capture_logs(|| {
+            let runtime =
+                tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let provider = Arc::new(volcanic_core::provider::faux::FauxProvider::new());
+                let factory = Arc::new(SessionFactory::builder(provider, state.path()).build());
+                let server =
+                    A2aServer::builder(factory, Arc::new(OneCaller(caller))).build().unwrap();
+                let body =
+                    r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"task-7"}}"#;
+                let request = axum::http::Request::post("/a2a")
+                    .header("x-api-key", "span-test-key")
+                    .header("content-type", "application/json")
+                    .body(Body::from(body))
+                    .unwrap();
+                let response = tower::ServiceExt::oneshot(server.router(), request).await.unwrap();
+                assert_eq!(response.status(), StatusCode::OK);
+            });
+        });
+        let span =
+            r#"a2a_request{caller=span-bot binding="jsonrpc" method="GetTask" task_id="task-7"}"#;
+        assert!(logs.contains(span), "{logs}");
+    }
 
     #[tokio::test]
     async fn panic_in_a_handler_is_500_without_its_message_and_the_server_goes_on() {

@@ -191,12 +191,12 @@ async fn drive(service: Arc<Service>, live: Arc<LiveTask>, mut handle: RunHandle
     live.set_status(state.clone(), message).await;
     live.finish().await;
     tracing::info!(
-        "a2a task {} owner={} caller={} state={} in {:.1}s",
-        live.task_id,
-        live.workspace.owner_id,
-        live.caller.name,
-        state_name(&state),
-        started.elapsed().as_secs_f64()
+        task_id = %live.task_id,
+        owner = %live.workspace.owner_id,
+        caller = %live.caller.name,
+        state = state_name(&state),
+        secs = started.elapsed().as_secs_f64(),
+        "a2a task ended"
     );
     end_live(&service, &live, &claim).await;
 }

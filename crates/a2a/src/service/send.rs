@@ -9,6 +9,8 @@ use a2a::{TaskState, TaskStatus};
 use futures_util::FutureExt;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::auth::Caller;
 use crate::error::{A2aError, Error};
@@ -84,7 +86,10 @@ pub(super) async fn send(
     let owner = caller.clone();
     let started = service
         .tracker
-        .spawn(async move { start(&inner, &owner, message, hops, push, streaming).await })
+        .spawn(
+            async move { start(&inner, &owner, message, hops, push, streaming).await }
+                .instrument(tracing::Span::current()),
+        )
         .await
         .map_err(|err| {
             tracing::error!(error = %err, "starting a task failed unexpectedly");
@@ -105,7 +110,7 @@ pub(super) async fn send(
     if let Some(events) = events {
         let (store, run) = (service.store.clone(), live.clone());
         let mut ended = finished.clone();
-        tokio::spawn(async move {
+        service.tracker.spawn(async move {
             // A run that ends within the grace, its final state written durably (with the
             // journal) before the last event, needs no flush of its first version. Waiting
             // first keeps a barrier's work off the path of a short run's first event.
@@ -165,6 +170,9 @@ async fn start(
         continued.as_ref().map_or_else(|| uuid::Uuid::new_v4().to_string(), |f| f.task.id.clone());
     message.task_id = Some(task_id.clone());
     message.context_id = Some(context_id.clone());
+    let span = tracing::Span::current();
+    span.record("task_id", task_id.as_str());
+    span.record("context_id", context_id.as_str());
 
     if hops > service.options.max_hops {
         // Refused before any session is opened or claimed.
@@ -190,9 +198,11 @@ async fn start(
     // Gives a claimed session back if this code stops early (an error, a panic); an unopened
     // reservation gives itself back when dropped.
     let guard = match &reservation {
-        Reservation::Ready(claim) => {
-            Some(ClaimGuard::new(service.pool.clone(), claim.scope.clone()))
-        }
+        Reservation::Ready(claim) => Some(ClaimGuard::new(
+            service.pool.clone(),
+            service.tracker.clone(),
+            claim.scope.clone(),
+        )),
         Reservation::Pending(_) => None,
     };
 
@@ -250,7 +260,16 @@ async fn start(
     if let Some(guard) = guard {
         guard.disarm();
     }
-    service.tracker.spawn(async move {
+    // The run outlives the request: its own span, linked to the request's.
+    let run_span = tracing::info_span!(
+        parent: None,
+        "a2a_run",
+        caller = %caller.name,
+        task_id = %live.task_id,
+        context_id = %live.context_id,
+    );
+    run_span.follows_from(tracing::Span::current());
+    let run_task = async move {
         let ended = driver.clone();
         let task = driven.clone();
         let scope = crate::pool::scope(&owner, &task.context_id);
@@ -270,7 +289,8 @@ async fn start(
                 ended.pool.release(&scope).await;
             }
         }
-    });
+    };
+    service.tracker.spawn(run_task.instrument(run_span));
     Ok(Started::Running { snapshot: Box::new(snapshot), events, finished, live, acknowledged })
 }
 
@@ -339,12 +359,13 @@ enum Started {
 /// claim is handed to the run driver or released.
 struct ClaimGuard {
     pool: Arc<crate::pool::SessionPool>,
+    tracker: TaskTracker,
     scope: Option<String>,
 }
 
 impl ClaimGuard {
-    fn new(pool: Arc<crate::pool::SessionPool>, scope: String) -> Self {
-        ClaimGuard { pool, scope: Some(scope) }
+    fn new(pool: Arc<crate::pool::SessionPool>, tracker: TaskTracker, scope: String) -> Self {
+        ClaimGuard { pool, tracker, scope: Some(scope) }
     }
 
     fn disarm(mut self) {
@@ -356,7 +377,7 @@ impl Drop for ClaimGuard {
     fn drop(&mut self) {
         if let Some(scope) = self.scope.take() {
             let pool = self.pool.clone();
-            tokio::spawn(async move { pool.release(&scope).await });
+            self.tracker.spawn(async move { pool.release(&scope).await });
         }
     }
 }
