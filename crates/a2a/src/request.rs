@@ -137,9 +137,9 @@ pub enum Reply {
     /// GetTask, CancelTask.
     Task(a2a::Task),
     /// GetTask of a settled task: its cached JSON.
-    TaskView(crate::task::cache::TaskView),
+    TaskView(crate::task::view::TaskView),
     /// ListTasks, with the cached JSON of settled tasks.
-    TaskPage(crate::task::cache::TaskPage),
+    TaskPage(crate::task::view::TaskPage),
     /// Create/GetPushConfig.
     PushConfig(a2a::TaskPushNotificationConfig),
     /// ListPushConfigs.

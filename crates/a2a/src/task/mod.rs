@@ -5,15 +5,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::push::StoredPushConfig;
 
-pub mod cache;
+pub(crate) mod cache;
 pub(crate) mod id;
 mod index;
+pub(crate) mod json;
 mod key;
 pub(crate) mod path;
 mod stamp;
 pub(crate) mod state;
 pub(crate) mod status;
 pub mod store;
+pub mod view;
 mod watch;
 
 pub use state::state_name;

@@ -28,13 +28,15 @@ use tracing::error;
 use volcanic_core::safe_file::{self, RegularFile};
 
 use super::TaskFile;
-use super::cache::{CachedTask, PageTask, TaskCache, TaskJson, TaskPage, TaskView};
+use super::cache::{CachedTask, TaskCache};
 use super::id::is_valid_id;
 use super::index::{Filter, SortKey, Summary, WorkspaceIndex, is_active};
+use super::json::TaskJson;
 use super::path::task_path;
 pub use super::path::tasks_dir;
 use super::stamp::Stamp;
 use super::status::{agent_message, now};
+use super::view::{PageTask, TaskPage, TaskView};
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
 use crate::push::secrets::PushSecrets;

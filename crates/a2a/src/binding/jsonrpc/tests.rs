@@ -4,7 +4,7 @@ use super::*;
 use serde::de::DeserializeOwned;
 
 use crate::push::PushFormat;
-use crate::task::cache::{PageTask, TaskPage};
+use crate::task::view::{PageTask, TaskPage};
 
 fn body(method: &str, params: Value) -> Vec<u8> {
     json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string().into_bytes()
