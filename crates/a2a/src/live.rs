@@ -530,16 +530,27 @@ pub struct LiveTasks {
     /// restart recovery must never touch them (a reader that saw "working" just before the run
     /// ended would otherwise overwrite the final state). One id per task run since start-up.
     ran: Mutex<std::collections::HashSet<String>>,
+    /// Told whenever a task is registered or removed, so that code waiting for a task to go
+    /// live or to end waits for this, not a timer.
+    changed: tokio::sync::Notify,
 }
 
 impl LiveTasks {
     pub fn insert(&self, task: Arc<LiveTask>) {
         self.ran.lock().unwrap_or_else(PoisonError::into_inner).insert(task.task_id.clone());
         self.lock().insert(task.task_id.clone(), task);
+        self.changed.notify_waiters();
+    }
+
+    /// Completes once a task is registered or removed after this call. Enable it before looking
+    /// for the task, so a change between the look and the wait is not missed.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 
     pub fn remove(&self, task_id: &str) {
         self.lock().remove(task_id);
+        self.changed.notify_waiters();
     }
 
     pub fn get(&self, task_id: &str) -> Option<Arc<LiveTask>> {

@@ -235,6 +235,9 @@ pub struct SessionPool {
     state: tokio::sync::Mutex<State>,
     /// Scopes held by [`SessionPool::try_hold`] or being opened.
     holds: std::sync::Mutex<HashSet<String>>,
+    /// Told whenever a context may have become free (a claim released, a hold or an opening
+    /// ended), so that code waiting for a busy context waits for this, not a timer.
+    freed: tokio::sync::Notify,
     /// Owns the work a dropped [`Opening`] leaves behind (giving its context back), so shutdown
     /// waits for it.
     tracker: TaskTracker,
@@ -256,6 +259,7 @@ impl SessionPool {
             state: tokio::sync::Mutex::new(State::default()),
             holds: std::sync::Mutex::new(HashSet::new()),
             tracker: TaskTracker::new(),
+            freed: tokio::sync::Notify::new(),
         }
     }
 
@@ -365,7 +369,15 @@ impl SessionPool {
     fn end_opening(&self, state: &mut State, scope: &str) {
         if state.opening.remove(scope) {
             self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(scope);
+            self.freed.notify_waiters();
         }
+    }
+
+    /// Completes once a context may have become free after this call ([`SessionPool::release`],
+    /// [`SessionPool::release_hold`], an opening's end). Enable it before looking at the
+    /// context, so a release between the look and the wait is not missed.
+    pub fn freed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.freed.notified()
     }
 
     /// The idle sessions to close so that one more session of `caller` fits both bounds.
@@ -446,6 +458,7 @@ impl SessionPool {
         // Taken so a claim waiting on the pool's lock sees the release in order.
         let _state = self.state.lock().await;
         self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&hold.scope);
+        self.freed.notify_waiters();
     }
 
     fn is_held(&self, scope: &str) -> bool {
@@ -458,6 +471,7 @@ impl SessionPool {
             entry.claimed = false;
             entry.last_used = Instant::now();
         }
+        self.freed.notify_waiters();
     }
 
     /// Closes sessions idle for longer than the timeout; returns how many.

@@ -14,6 +14,7 @@
 
 mod cancel;
 mod card;
+mod change;
 mod get;
 mod push_config;
 mod run;

@@ -6,20 +6,22 @@
 //! file is changed under a hold on its context, so no run can start from the old file while we
 //! write the new one.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::future::BoxFuture;
 
 use crate::auth::Caller;
 use crate::error::{A2aError, Error};
+use crate::live::LiveTask;
 use crate::push::config::{MIN_PUSH_SECRET_CHARS, upsert};
 use crate::push::{PushFormat, StoredPushConfig};
 
 use super::Service;
+use super::change::change_task;
 
 /// How long a config change waits for a busy context (another task of it is starting).
 const CHANGE_WAIT: Duration = Duration::from_secs(10);
-
-/// How long to wait before looking at a busy context again.
-const CHANGE_RETRY: Duration = Duration::from_millis(20);
 
 /// Whether `text` can be sent as an HTTP header value (visible ASCII, spaces and tabs).
 fn is_header_value(text: &str) -> bool {
@@ -199,41 +201,20 @@ async fn change_push_configs(
     change: &(dyn Fn(&mut Vec<StoredPushConfig>) -> bool + Sync),
 ) -> Result<(), Error> {
     let deadline = tokio::time::Instant::now() + CHANGE_WAIT;
-    loop {
-        if let Some(live) = service.live.get(task_id)
-            && live.caller == *caller
-        {
-            // `None`: the run has just ended; its file is final and the next look finds
-            // the task idle.
-            if let Some(result) = live.update_push_configs(change).await {
-                return result.map_err(Error::from);
-            }
-        } else {
-            let is_live = {
-                let live = service.live.clone();
-                move |id: &str| live.is_live(id)
-            };
-            let file = service.store.load(caller, task_id, &is_live).await?;
-            // Under the hold no run of the context can start (or be running), so the file
-            // is the truth and nothing writes it but us.
-            if let Some(hold) = service.pool.try_hold(caller, &file.task.context_id).await {
-                let result = async {
-                    let mut file = service.store.load(caller, task_id, &is_live).await?;
-                    if change(&mut file.push_configs) {
-                        service.store.save(&caller.workspace, &file).await?;
-                    }
-                    Ok(())
-                }
-                .await;
-                service.pool.release_hold(hold).await;
-                return result;
-            }
-        }
-        // The context is busy: this task is about to run (it will be live in a moment), or
-        // another task of the context is starting or running.
-        if tokio::time::Instant::now() >= deadline {
-            return Err(Error::ContextBusy);
-        }
-        tokio::time::sleep(CHANGE_RETRY).await;
-    }
+    // `None`: the run has just ended; its file is final and the next look finds the task idle.
+    let on_live = |live: Arc<LiveTask>| -> BoxFuture<'_, _> {
+        Box::pin(async move {
+            live.update_push_configs(change).await.map(|result| result.map_err(Error::from))
+        })
+    };
+    let changed = change_task(
+        service,
+        caller,
+        task_id,
+        deadline,
+        on_live,
+        |_| Ok(()),
+        |file| change(&mut file.push_configs),
+    );
+    changed.await.map(|_| ())
 }
