@@ -5,7 +5,8 @@ use crate::auth::Caller;
 use crate::error::A2aError;
 use crate::request::Reply;
 use crate::task::TaskFile;
-use crate::task::store::{Loaded, apply_history_length, history_length};
+use crate::task::query::{apply_history_length, history_length};
+use crate::task::read::Loaded;
 use crate::task::view::{TaskPage, TaskView};
 
 use super::Service;

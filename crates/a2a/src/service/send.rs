@@ -21,9 +21,9 @@ use crate::push::StoredPushConfig;
 use crate::request::Reply;
 use crate::task::TaskFile;
 use crate::task::id::is_valid_id;
+use crate::task::query::{apply_history_length, history_length};
 use crate::task::state::state_name;
 use crate::task::status::{agent_message, now};
-use crate::task::store::{apply_history_length, history_length};
 
 use super::run::{self, UNEXPECTED_FAILURE};
 use super::stream::{closing_stream, task_stream, wait_finished};

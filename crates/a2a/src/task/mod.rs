@@ -11,6 +11,8 @@ mod index;
 pub(crate) mod json;
 mod key;
 pub(crate) mod path;
+pub mod query;
+pub(crate) mod read;
 mod stamp;
 pub(crate) mod state;
 pub(crate) mod status;
@@ -18,8 +20,9 @@ pub mod store;
 pub mod view;
 mod watch;
 
+pub use query::apply_history_length;
 pub use state::state_name;
-pub use store::{TaskStore, TaskSummary, apply_history_length};
+pub use store::{TaskStore, TaskSummary};
 
 /// What a task file holds: the SDK task shape plus our envelope fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -25,26 +25,21 @@ use std::time::{Instant, SystemTime};
 
 use chrono::Utc;
 use tracing::error;
-use volcanic_core::safe_file::{self, RegularFile};
 
 use super::TaskFile;
-use super::cache::{CachedTask, TaskCache};
+use super::cache::TaskCache;
 use super::id::is_valid_id;
-use super::index::{Filter, SortKey, Summary, WorkspaceIndex, is_active};
-use super::json::TaskJson;
+use super::index::{Summary, WorkspaceIndex, is_active};
 use super::path::task_path;
 pub use super::path::tasks_dir;
-use super::stamp::Stamp;
+use super::query::{Query, apply_history_length};
+use super::read::{Loaded, Probe, probe, read_and_cache, read_task_file, read_through};
 use super::status::{agent_message, now};
 use super::view::{PageTask, TaskPage, TaskView};
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
 use crate::push::secrets::PushSecrets;
 
-/// ListTasks page size when the request has none (PROTOCOL.md §2.8).
-pub const DEFAULT_PAGE_SIZE: usize = 50;
-/// Largest ListTasks page size (PROTOCOL.md §2.8).
-pub const MAX_PAGE_SIZE: usize = 100;
 /// The status text of a task failed by restart recovery.
 pub const RESTARTED_TEXT: &str = "server restarted";
 
@@ -74,13 +69,6 @@ pub struct TaskStore {
     file_cap: u64,
     /// Every task's push tokens and credentials: told of each write before the file changes.
     push_secrets: Arc<PushSecrets>,
-}
-
-/// A task read for an answer: settled ones as their cached JSON, the others as the file.
-#[derive(Debug)]
-pub(crate) enum Loaded {
-    Settled(Arc<CachedTask>),
-    File(Box<TaskFile>),
 }
 
 impl Default for TaskStore {
@@ -576,42 +564,6 @@ impl TaskStore {
     }
 }
 
-/// Applies a `historyLength` (PROTOCOL.md §4.9) to a task about to be returned: `None` keeps
-/// everything, 0 omits `history`, n keeps the n most recent messages.
-///
-/// # Errors
-/// [`A2aError::InvalidParams`] for a negative length.
-pub fn apply_history_length(
-    task: &mut a2a::Task,
-    history_length: Option<i32>,
-) -> Result<(), A2aError> {
-    let Some(length) = self::history_length("historyLength", history_length)? else {
-        return Ok(());
-    };
-    if length == 0 {
-        task.history = None;
-    } else if let Some(history) = &mut task.history {
-        let excess = history.len().saturating_sub(length);
-        history.drain(..excess);
-    }
-    Ok(())
-}
-
-/// A `historyLength` as a count of messages (see [`apply_history_length`]): the one check of
-/// the field, wherever a request carries it; `field` is its name in the error.
-///
-/// # Errors
-/// [`A2aError::InvalidParams`] for a negative length.
-pub fn history_length(field: &str, history_length: Option<i32>) -> Result<Option<usize>, A2aError> {
-    history_length
-        .map(|length| {
-            usize::try_from(length).map_err(|_| {
-                A2aError::InvalidParams(format!("{field} must not be negative, got {length}"))
-            })
-        })
-        .transpose()
-}
-
 /// Sets a task to failed with the status message "server restarted" and a fresh timestamp.
 fn mark_restarted(task: &mut a2a::Task) {
     task.status = a2a::TaskStatus {
@@ -631,197 +583,6 @@ enum Write {
     /// Whole for readers and across a killed process, not flushed: a power loss may bring the
     /// previous version back, or leave an empty or torn file.
     Interim,
-}
-
-/// A validated ListTasks request.
-#[derive(Debug, Clone)]
-struct Query {
-    filter: Filter,
-    cursor: Option<SortKey>,
-    page_size: usize,
-    history_length: Option<usize>,
-    include_artifacts: bool,
-}
-
-impl Query {
-    fn parse(request: &a2a::ListTasksRequest) -> Result<Query, A2aError> {
-        let page_size = match request.page_size {
-            None => DEFAULT_PAGE_SIZE,
-            Some(size) => usize::try_from(size)
-                .ok()
-                .filter(|size| (1..=MAX_PAGE_SIZE).contains(size))
-                .ok_or_else(|| {
-                    A2aError::InvalidParams(format!(
-                        "pageSize must be between 1 and {MAX_PAGE_SIZE}, got {size}"
-                    ))
-                })?,
-        };
-        let history_length = history_length("historyLength", request.history_length)?;
-        let cursor = match request.page_token.as_deref() {
-            None | Some("") => None,
-            Some(token) => Some(SortKey::from_token(token).ok_or_else(|| {
-                A2aError::InvalidParams("pageToken is not one this server issued".into())
-            })?),
-        };
-        let filter = Filter {
-            context_id: request.context_id.clone().filter(|id| !id.is_empty()),
-            // TASK_STATE_UNSPECIFIED is the proto default, i.e. no filter.
-            state: request.status.clone().filter(|s| *s != a2a::TaskState::Unspecified),
-            after: request.status_timestamp_after,
-        };
-        Ok(Query {
-            filter,
-            cursor,
-            page_size,
-            history_length,
-            include_artifacts: request.include_artifacts.unwrap_or(false),
-        })
-    }
-}
-
-/// The task file of `id`: `None` when there is none, or when it does not parse as this task (a
-/// hand edit gone wrong reads as missing), or when it is not a regular file, is a symbolic link
-/// or is over `cap` bytes (with a warning: `safe_file`). Other I/O errors (out of descriptors,
-/// permissions) are errors, never "not found", so a failing disk cannot pass for an empty
-/// store.
-fn read_task_file(path: &Path, id: &str, cap: u64) -> io::Result<Option<TaskFile>> {
-    Ok(safe_file::read_config(path, cap)?.and_then(|bytes| parse_task_file(&bytes, id)))
-}
-
-/// `bytes` as task `id`'s file: `None`, without a log line, when they do not parse or name
-/// another task (design: "Files").
-fn parse_task_file(bytes: &[u8], id: &str) -> Option<TaskFile> {
-    serde_json::from_slice::<TaskFile>(bytes).ok().filter(|file| file.task.id == id)
-}
-
-/// An opened task file (`shown` is its path) as task `id`'s file, with the stamp of the bytes
-/// read (from the open descriptor).
-fn read_open_task_file(
-    file: RegularFile,
-    shown: &Path,
-    id: &str,
-    cap: u64,
-) -> io::Result<Option<(TaskFile, Option<Stamp>)>> {
-    let stamp = Stamp::of(file.metadata());
-    let Some(bytes) = file.read_capped(shown, cap)? else { return Ok(None) };
-    Ok(parse_task_file(&bytes, id).map(|file| (file, stamp)))
-}
-
-/// [`read_task_file`], with the stamp of the file it read.
-fn read_task_file_stamped(
-    path: &Path,
-    id: &str,
-    cap: u64,
-) -> io::Result<Option<(TaskFile, Option<Stamp>)>> {
-    match safe_file::open_config(path)? {
-        Some(file) => read_open_task_file(file, path, id, cap),
-        None => Ok(None),
-    }
-}
-
-/// [`read_task_file_stamped`] for task `id` (at `path`) in the watched task folder `folder`,
-/// read through it, and whether the watch can vouch for the file: a regular file (not a
-/// symbolic link: those are refused anyway) with one link, so a change to it is a change in the
-/// folder, which the watch reports.
-#[cfg(target_os = "linux")]
-fn read_watched_task_file(
-    folder: &std::os::fd::OwnedFd,
-    path: &Path,
-    id: &str,
-    cap: u64,
-) -> io::Result<Option<(TaskFile, Option<Stamp>, bool)>> {
-    use rustix::fs::{AtFlags, FileType};
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
-    let name = format!("{id}.json");
-    let Some(file) = safe_file::open_config_at(folder.as_fd(), &name, path)? else {
-        return Ok(None);
-    };
-    let meta = file.metadata();
-    let link = rustix::fs::statat(folder, &name, AtFlags::SYMLINK_NOFOLLOW)?;
-    let vouched = FileType::from_raw_mode(link.st_mode) == FileType::RegularFile
-        && link.st_nlink == 1
-        && (link.st_dev, link.st_ino) == (meta.dev(), meta.ino());
-    Ok(read_open_task_file(file, path, id, cap)?.map(|(file, stamp)| (file, stamp, vouched)))
-}
-
-/// What the cache knows of a task file.
-enum Probe {
-    /// Cached, and the file is unchanged since.
-    Hit(Arc<CachedTask>),
-    /// There is no such file.
-    Missing,
-    /// The file must be read.
-    Miss,
-}
-
-/// A cache lookup: without a `stat` when the task folder's watch vouches for the entry, else
-/// one `lstat` of the task file at `path` (it never opens the file, and a symbolic link's own
-/// stamp matches no entry) and a lookup with its stamp.
-fn probe(cache: &TaskCache, workspace: &Path, id: &str, path: &Path) -> io::Result<Probe> {
-    if !cache.enabled() {
-        return Ok(Probe::Miss);
-    }
-    if let Some(dir) = path.parent()
-        && let Some(cached) = cache.get_watched(workspace, dir, id)
-    {
-        return Ok(Probe::Hit(cached));
-    }
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Probe::Missing),
-        Err(err) => return Err(err),
-    };
-    Ok(Stamp::of(&meta)
-        .and_then(|stamp| cache.get(workspace, id, &stamp))
-        .map_or(Probe::Miss, Probe::Hit))
-}
-
-/// Reads `workspace`'s task `id` through the cache (blocking).
-fn read_through(
-    cache: &TaskCache,
-    workspace: &Path,
-    id: &str,
-    cap: u64,
-) -> io::Result<Option<Loaded>> {
-    let path = task_path(workspace, id);
-    match probe(cache, workspace, id, &path)? {
-        Probe::Hit(cached) => Ok(Some(Loaded::Settled(cached))),
-        Probe::Missing => Ok(None),
-        Probe::Miss => read_and_cache(cache, workspace, id, &path, cap),
-    }
-}
-
-/// Reads the task file at `path`; a settled task is cached and returned as its JSON
-/// (blocking).
-fn read_and_cache(
-    cache: &TaskCache,
-    workspace: &Path,
-    id: &str,
-    path: &Path,
-    cap: u64,
-) -> io::Result<Option<Loaded>> {
-    // Before the read: a write that lands during it keeps what was read out of the cache.
-    let mut token = cache.read_token(workspace, path.parent().unwrap_or(workspace));
-    // Under a watch, the file is read through the watched folder (see `task::watch`).
-    #[cfg(target_os = "linux")]
-    let read = match token.folder() {
-        Some(folder) => read_watched_task_file(folder, path, id, cap)?,
-        None => read_task_file_stamped(path, id, cap)?.map(|(file, stamp)| (file, stamp, false)),
-    };
-    #[cfg(not(target_os = "linux"))]
-    let read = read_task_file_stamped(path, id, cap)?.map(|(file, stamp)| (file, stamp, false));
-    let Some((file, stamp, vouched)) = read else { return Ok(None) };
-    if !vouched {
-        token = token.unwatched();
-    }
-    let Some(stamp) = stamp.filter(|_| !is_active(&file.task.status.state)) else {
-        return Ok(Some(Loaded::File(Box::new(file))));
-    };
-    let Ok(json) = TaskJson::of(&file.task) else { return Ok(Some(Loaded::File(Box::new(file)))) };
-    let cached = Arc::new(CachedTask { stamp, caller: file.caller.into_boxed_str(), json });
-    cache.insert(workspace, id, cached.clone(), token);
-    Ok(Some(Loaded::Settled(cached)))
 }
 
 fn read_failed(err: &io::Error) -> A2aError {

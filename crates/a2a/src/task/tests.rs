@@ -709,8 +709,8 @@ fn tasks_dir_is_the_workspace_a2a_tasks_folder() {
 #[cfg(target_os = "linux")]
 async fn view(store: &TaskStore, alice: &Caller, id: &str) -> Task {
     match store.load_view(alice, id, &never_live).await.unwrap() {
-        super::store::Loaded::Settled(cached) => cached.json.to_task(None, true),
-        super::store::Loaded::File(file) => file.task,
+        super::read::Loaded::Settled(cached) => cached.json.to_task(None, true),
+        super::read::Loaded::File(file) => file.task,
     }
 }
 
