@@ -9,6 +9,8 @@
 //! both bindings (JSON-RPC too, unlike every other JSON-RPC error), and on JSON-RPC they carry
 //! [`FAIR_SHARE_CODE`].
 
+use std::path::PathBuf;
+
 use serde_json::{Value, json};
 
 /// The JSON-RPC code of a fair-share refusal (too many streams, requests or connections).
@@ -53,8 +55,11 @@ pub enum Error {
     /// A subscription to a task that has ended.
     #[error("task {task_id} is already {state}")]
     Ended { task_id: String, state: &'static str },
-    /// The core failed (a session could not be opened or prompted). The detail is logged when
-    /// it is translated, never sent.
+    /// A task file could not be read or written. Logged where it happened, never sent.
+    #[error("task file {}: {source}", path.display())]
+    Store { path: PathBuf, source: std::io::Error },
+    /// The core failed (a session could not be opened or prompted). Logged where it happened,
+    /// never sent.
     #[error(transparent)]
     Core(#[from] volcanic_core::Error),
     /// A refusal the protocol itself names (bad parameters, an unknown task), or a failure
@@ -72,10 +77,8 @@ impl From<Error> for A2aError {
             | Error::TaskLimit { .. }
             | Error::NotContinuable { .. }
             | Error::Ended { .. } => A2aError::UnsupportedOperation(err.to_string()),
-            Error::Core(err) => {
-                tracing::error!(error = %err, "the core failed");
-                A2aError::Internal
-            }
+            // The detail names files of the owner's machine: it went to the log only.
+            Error::Store { .. } | Error::Core(_) => A2aError::Internal,
             Error::Wire(err) => err,
         }
     }
@@ -334,6 +337,13 @@ mod tests {
             ),
             (
                 Error::Core(volcanic_core::Error::Busy { scope: "s".into() }),
+                A2aError::Internal,
+            ),
+            (
+                Error::Store {
+                    path: "/ws/.volcanic/a2a/tasks/t.json".into(),
+                    source: std::io::Error::other("disk full"),
+                },
                 A2aError::Internal,
             ),
             (Error::Wire(A2aError::InvalidParams("x".into())), A2aError::InvalidParams("x".into())),

@@ -23,7 +23,7 @@ use a2a::{
 use tokio::sync::{broadcast, watch};
 
 use crate::auth::{A2aWorkspace, Caller};
-use crate::error::A2aError;
+use crate::error::Error;
 use crate::push::StoredPushConfig;
 use crate::task::TaskFile;
 use crate::task::status::{agent_message, now};
@@ -214,9 +214,9 @@ impl LiveTask {
     /// continued task's is replaced (not flushed, see [`LiveTask::set_status`]).
     ///
     /// # Errors
-    /// [`A2aError::Internal`] when a new task's file cannot be created (the task does not exist
+    /// The store's error when a new task's file cannot be created (the task does not exist
     /// then); a continued task's failed write is logged, its run goes on.
-    pub async fn start_working(&self, create: bool) -> Result<(), A2aError> {
+    pub async fn start_working(&self, create: bool) -> Result<(), Error> {
         let mut file = self.state.lock().await;
         let status =
             TaskStatus { state: TaskState::Working, message: None, timestamp: Some(now()) };
@@ -291,7 +291,7 @@ impl LiveTask {
     pub async fn update_push_configs(
         &self,
         change: &(dyn Fn(&mut Vec<StoredPushConfig>) -> bool + Sync),
-    ) -> Option<Result<(), A2aError>> {
+    ) -> Option<Result<(), Error>> {
         let mut file = self.state.lock().await;
         if self.finished.borrow().is_some() {
             return None;

@@ -2,7 +2,7 @@
 //! else the file (a settled task through the cache).
 
 use crate::auth::Caller;
-use crate::error::A2aError;
+use crate::error::Error;
 use crate::request::Reply;
 use crate::task::TaskFile;
 use crate::task::query::{apply_history_length, history_length};
@@ -14,13 +14,13 @@ use super::Service;
 /// GetTask: the caller's task, its history cut to `historyLength`.
 ///
 /// # Errors
-/// [`A2aError::TaskNotFound`] for an unknown task or another caller's;
-/// [`A2aError::InvalidParams`] for a negative `historyLength`.
+/// [`crate::A2aError::TaskNotFound`] for an unknown task or another caller's;
+/// [`crate::A2aError::InvalidParams`] for a negative `historyLength`.
 pub(super) async fn get_task(
     service: &Service,
     caller: &Caller,
     req: &a2a::GetTaskRequest,
-) -> Result<Reply, A2aError> {
+) -> Result<Reply, Error> {
     Ok(match task(service, caller, &req.id).await? {
         Loaded::Settled(cached) => {
             let history = history_length("historyLength", req.history_length)?;
@@ -37,13 +37,13 @@ pub(super) async fn get_task(
 /// ListTasks: one page of the caller's tasks.
 ///
 /// # Errors
-/// [`A2aError::InvalidParams`] for a bad filter or page token; [`A2aError::Internal`] when the
+/// [`crate::A2aError::InvalidParams`] for a bad filter or page token; [`crate::A2aError::Internal`] when the
 /// task folder cannot be read.
 pub(super) async fn list_tasks(
     service: &Service,
     caller: &Caller,
     req: &a2a::ListTasksRequest,
-) -> Result<TaskPage, A2aError> {
+) -> Result<TaskPage, Error> {
     let live = service.live.clone();
     service.store.list_page(caller, req, &move |id: &str| live.is_live(id)).await
 }
@@ -54,7 +54,7 @@ pub(super) async fn task(
     service: &Service,
     caller: &Caller,
     task_id: &str,
-) -> Result<Loaded, A2aError> {
+) -> Result<Loaded, Error> {
     if let Some(live) = service.live.get(task_id)
         && live.caller == *caller
     {

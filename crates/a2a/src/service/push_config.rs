@@ -203,9 +203,7 @@ async fn change_push_configs(
     let deadline = tokio::time::Instant::now() + CHANGE_WAIT;
     // `None`: the run has just ended; its file is final and the next look finds the task idle.
     let on_live = |live: Arc<LiveTask>| -> BoxFuture<'_, _> {
-        Box::pin(async move {
-            live.update_push_configs(change).await.map(|result| result.map_err(Error::from))
-        })
+        Box::pin(async move { live.update_push_configs(change).await })
     };
     let changed = change_task(
         service,

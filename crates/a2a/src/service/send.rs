@@ -238,7 +238,7 @@ async fn start(
         if let Some(guard) = guard {
             guard.disarm();
         }
-        return Err(err.into());
+        return Err(err);
     }
     // The task exists: its first event may go. Opening the session (creating or resuming its
     // journal), fetching file parts and starting the run follow on the run's own task, so a

@@ -37,7 +37,7 @@ use super::read::{Loaded, Probe, probe, read_and_cache, read_task_file, read_thr
 use super::status::{agent_message, now};
 use super::view::{PageTask, TaskPage, TaskView};
 use crate::auth::{A2aWorkspace, Caller};
-use crate::error::A2aError;
+use crate::error::{A2aError, Error};
 use crate::push::secrets::PushSecrets;
 
 /// The status text of a task failed by restart recovery.
@@ -136,23 +136,24 @@ impl TaskStore {
     /// a concurrent read that finds it without a live run fails it ("server restarted").
     ///
     /// # Errors
-    /// [`A2aError::Internal`] (logged) when the id is not a safe file name, the file already
-    /// exists or the write fails.
+    /// [`Error::Store`] (logged) when the write fails; `Internal` (logged) when the id is not a
+    /// safe file name or the file already exists.
     ///
     /// # Cancel safety
     /// A write that has started completes even if this future is dropped.
-    pub async fn create(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), A2aError> {
+    pub async fn create(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), Error> {
         self.write(workspace, file, Write::Create).await
     }
 
     /// Replaces a task file (atomically) in `workspace`, creating it when missing.
     ///
     /// # Errors
-    /// [`A2aError::Internal`] (logged) when the id is not a safe file name or the write fails.
+    /// [`Error::Store`] (logged) when the write fails; `Internal` (logged) when the id is not a
+    /// safe file name.
     ///
     /// # Cancel safety
     /// A write that has started completes even if this future is dropped.
-    pub async fn save(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), A2aError> {
+    pub async fn save(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), Error> {
         self.write(workspace, file, Write::Replace(Vec::new())).await
     }
 
@@ -169,7 +170,7 @@ impl TaskStore {
         workspace: &A2aWorkspace,
         file: &TaskFile,
         also: Vec<std::fs::File>,
-    ) -> Result<(), A2aError> {
+    ) -> Result<(), Error> {
         self.write(workspace, file, Write::Replace(also)).await
     }
 
@@ -189,7 +190,7 @@ impl TaskStore {
         &self,
         workspace: &A2aWorkspace,
         file: &TaskFile,
-    ) -> Result<(), A2aError> {
+    ) -> Result<(), Error> {
         self.write(workspace, file, Write::Interim).await
     }
 
@@ -197,22 +198,18 @@ impl TaskStore {
     /// barrier, see [`volcanic_core::durable`]): for a task acknowledged before its run ends.
     ///
     /// # Errors
-    /// [`A2aError::Internal`] (logged) when the sync fails or the file is gone.
-    pub async fn make_durable(
-        &self,
-        workspace: &A2aWorkspace,
-        task_id: &str,
-    ) -> Result<(), A2aError> {
+    /// [`Error::Store`] (logged) when the sync fails or the file is gone.
+    pub async fn make_durable(&self, workspace: &A2aWorkspace, task_id: &str) -> Result<(), Error> {
         if !is_valid_id(task_id) {
-            return Err(A2aError::Internal);
+            return Err(A2aError::Internal.into());
         }
         let path = task_path(&workspace.path, task_id);
         let dir = tasks_dir(&workspace.path);
         let target = path.clone();
         blocking(move || volcanic_core::durable::sync_paths(&[&target, &dir])).await?.map_err(
-            |err| {
-                error!(file = %path.display(), error = %err, "cannot make a task file durable");
-                A2aError::Internal
+            |source| {
+                error!(file = %path.display(), error = %source, "cannot make a task file durable");
+                Error::Store { path, source }
             },
         )
     }
@@ -223,20 +220,20 @@ impl TaskStore {
     /// # Errors
     /// [`A2aError::TaskNotFound`] when the id is not a safe file name (the disk is not touched),
     /// the file is missing or malformed, or the task is another caller's;
-    /// [`A2aError::Internal`] when the recovered task cannot be written.
+    /// [`Error::Store`] when the file cannot be read or the recovered task cannot be written.
     pub async fn load(
         &self,
         caller: &Caller,
         task_id: &str,
         is_live: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<TaskFile, A2aError> {
-        let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
+    ) -> Result<TaskFile, Error> {
+        let not_found = || Error::from(A2aError::TaskNotFound { task_id: task_id.to_string() });
         self.may_read(caller, task_id).await?;
         let path = task_path(&caller.workspace.path, task_id);
-        let (id, cap) = (task_id.to_string(), self.file_cap);
-        let file = blocking(move || read_task_file(&path, &id, cap))
+        let (target, id, cap) = (path.clone(), task_id.to_string(), self.file_cap);
+        let file = blocking(move || read_task_file(&target, &id, cap))
             .await?
-            .map_err(|e| read_failed(&e))?;
+            .map_err(|e| read_failed(&path, e))?;
         let mut file = file.filter(|file| file.caller == caller.name).ok_or_else(not_found)?;
         self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
         Ok(file)
@@ -245,8 +242,8 @@ impl TaskStore {
     /// What every read of one task checks before touching its file: a safe id, a swept
     /// workspace, and that the index does not know the task as another caller's. Such a task is
     /// refused without reading its file, so it answers like a missing id in content and in cost.
-    async fn may_read(&self, caller: &Caller, task_id: &str) -> Result<(), A2aError> {
-        let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
+    async fn may_read(&self, caller: &Caller, task_id: &str) -> Result<(), Error> {
+        let not_found = || Error::from(A2aError::TaskNotFound { task_id: task_id.to_string() });
         if !is_valid_id(task_id) {
             return Err(not_found());
         }
@@ -269,23 +266,25 @@ impl TaskStore {
         caller: &Caller,
         task_id: &str,
         is_live: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<Loaded, A2aError> {
-        let not_found = || A2aError::TaskNotFound { task_id: task_id.to_string() };
+    ) -> Result<Loaded, Error> {
+        let not_found = || Error::from(A2aError::TaskNotFound { task_id: task_id.to_string() });
         self.may_read(caller, task_id).await?;
         let workspace = &caller.workspace.path;
         let path = task_path(workspace, task_id);
-        let loaded =
-            match probe(&self.cache, workspace, task_id, &path).map_err(|e| read_failed(&e))? {
-                Probe::Hit(cached) => Some(Loaded::Settled(cached)),
-                Probe::Missing => None,
-                Probe::Miss => {
-                    let (cache, workspace, id, cap) =
-                        (self.cache.clone(), workspace.clone(), task_id.to_string(), self.file_cap);
-                    blocking(move || read_and_cache(&cache, &workspace, &id, &path, cap))
-                        .await?
-                        .map_err(|e| read_failed(&e))?
-                }
-            };
+        let loaded = match probe(&self.cache, workspace, task_id, &path)
+            .map_err(|e| read_failed(&path, e))?
+        {
+            Probe::Hit(cached) => Some(Loaded::Settled(cached)),
+            Probe::Missing => None,
+            Probe::Miss => {
+                let (cache, workspace, id, cap) =
+                    (self.cache.clone(), workspace.clone(), task_id.to_string(), self.file_cap);
+                let target = path.clone();
+                blocking(move || read_and_cache(&cache, &workspace, &id, &target, cap))
+                    .await?
+                    .map_err(|e| read_failed(&path, e))?
+            }
+        };
         match loaded {
             Some(Loaded::Settled(cached)) if *cached.caller == *caller.name => {
                 Ok(Loaded::Settled(cached))
@@ -312,7 +311,7 @@ impl TaskStore {
         caller: &Caller,
         request: &a2a::ListTasksRequest,
         is_live: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<TaskPage, A2aError> {
+    ) -> Result<TaskPage, Error> {
         let query = Query::parse(request)?;
         let history_length = query.history_length;
         self.sweep_once(&caller.workspace.path).await;
@@ -352,20 +351,20 @@ impl TaskStore {
             let (page_of, query) = (page_of.clone(), query.clone());
             blocking(move || page_of(query, true)).await?
         };
-        let mut files = files.map_err(|e| read_failed(&e))?;
+        let mut files = files.map_err(|e| read_failed(&tasks_dir(&caller.workspace.path), e))?;
         let stale: Vec<String> = active.into_iter().filter(|id| !is_live(id)).collect();
         if !stale.is_empty() {
             for id in &stale {
                 match self.load(caller, id, is_live).await {
                     // A file that vanished or broke since the scan drops out of the page below.
-                    Ok(_) | Err(A2aError::TaskNotFound { .. }) => {}
+                    Ok(_) | Err(Error::Wire(A2aError::TaskNotFound { .. })) => {}
                     Err(err) => return Err(err),
                 }
             }
             let query = query.clone();
             let (_, again, reread) = blocking(move || page_of(query, false)).await?;
             page = again;
-            files = reread.map_err(|e| read_failed(&e))?;
+            files = reread.map_err(|e| read_failed(&tasks_dir(&caller.workspace.path), e))?;
         }
         let mut tasks = Vec::with_capacity(files.len());
         for loaded in files {
@@ -400,11 +399,7 @@ impl TaskStore {
     ///
     /// # Errors
     /// [`A2aError::Internal`] when the blocking pool fails.
-    pub async fn recent(
-        &self,
-        workspace: &Path,
-        limit: usize,
-    ) -> Result<Vec<TaskSummary>, A2aError> {
+    pub async fn recent(&self, workspace: &Path, limit: usize) -> Result<Vec<TaskSummary>, Error> {
         let index = self.index(workspace);
         blocking(move || {
             let mut index = lock(&index);
@@ -431,7 +426,7 @@ impl TaskStore {
     /// [`A2aError::Internal`] when the blocking pool fails.
     /// With `rescan`, the index is first brought up to date with the folder (a listing when it
     /// changed), for an exact answer where it matters: before refusing a task at the cap.
-    pub async fn count(&self, workspace: &Path, rescan: bool) -> Result<usize, A2aError> {
+    pub async fn count(&self, workspace: &Path, rescan: bool) -> Result<usize, Error> {
         self.sweep_once(workspace).await;
         let index = self.index(workspace);
         // Without a rescan this is a counter read: no trip to the blocking pool unless a scan
@@ -463,7 +458,7 @@ impl TaskStore {
         workspace: &A2aWorkspace,
         file: &mut TaskFile,
         is_live: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<(), A2aError> {
+    ) -> Result<(), Error> {
         if is_active(&file.task.status.state) && !is_live(&file.task.id) {
             mark_restarted(&mut file.task);
             self.save(workspace, file).await?;
@@ -479,15 +474,15 @@ impl TaskStore {
         workspace: &A2aWorkspace,
         file: &TaskFile,
         how: Write,
-    ) -> Result<(), A2aError> {
+    ) -> Result<(), Error> {
         let id = file.task.id.clone();
         if !is_valid_id(&id) {
             error!(task_id = ?id, "refusing to write a task file whose id is not a safe file name");
-            return Err(A2aError::Internal);
+            return Err(A2aError::Internal.into());
         }
         let bytes = serde_json::to_vec_pretty(file).map_err(|err| {
             error!(task_id = %id, error = %err, "cannot serialize a task file");
-            A2aError::Internal
+            Error::from(A2aError::Internal)
         })?;
         if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > self.file_cap {
             // Written all the same (the run's record is not dropped here), but reads will not
@@ -523,9 +518,9 @@ impl TaskStore {
             Ok(())
         })
         .await?;
-        written.map_err(|err| {
-            error!(file = %path.display(), error = %err, "cannot write a task file");
-            A2aError::Internal
+        written.map_err(|source| {
+            error!(file = %path.display(), error = %source, "cannot write a task file");
+            Error::Store { path, source }
         })
     }
 
@@ -585,9 +580,9 @@ enum Write {
     Interim,
 }
 
-fn read_failed(err: &io::Error) -> A2aError {
-    error!(error = %err, "cannot read a task file");
-    A2aError::Internal
+fn read_failed(path: &Path, source: io::Error) -> Error {
+    error!(file = %path.display(), error = %source, "cannot read a task file");
+    Error::Store { path: path.to_path_buf(), source }
 }
 
 fn lock(index: &Mutex<WorkspaceIndex>) -> MutexGuard<'_, WorkspaceIndex> {
@@ -596,9 +591,9 @@ fn lock(index: &Mutex<WorkspaceIndex>) -> MutexGuard<'_, WorkspaceIndex> {
 
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, A2aError> {
+) -> Result<T, Error> {
     tokio::task::spawn_blocking(work).await.map_err(|err| {
         error!(error = %err, "task store work failed on the blocking pool");
-        A2aError::Internal
+        Error::from(A2aError::Internal)
     })
 }

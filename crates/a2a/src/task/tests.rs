@@ -106,12 +106,18 @@ async fn store_create_then_load_round_trips() {
             .unwrap(),
     ];
     store.create(&ws, &file).await.unwrap();
-    assert_eq!(store.load(&caller(&ws, "alice"), "t1", &always_live).await, Ok(file.clone()));
+    assert_eq!(
+        store.load(&caller(&ws, "alice"), "t1", &always_live).await.map_err(A2aError::from),
+        Ok(file.clone())
+    );
     assert_eq!(read_file(dir.path(), "t1"), file);
-    assert_eq!(store.create(&ws, &file).await, Err(A2aError::Internal));
+    assert_eq!(store.create(&ws, &file).await.map_err(A2aError::from), Err(A2aError::Internal));
     file.task.status.state = TaskState::Completed;
     store.save(&ws, &file).await.unwrap();
-    assert_eq!(store.load(&caller(&ws, "alice"), "t1", &never_live).await, Ok(file));
+    assert_eq!(
+        store.load(&caller(&ws, "alice"), "t1", &never_live).await.map_err(A2aError::from),
+        Ok(file)
+    );
 }
 
 #[tokio::test]
@@ -119,7 +125,10 @@ async fn store_save_unsafe_id_is_internal_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path());
     let file = task_file("../escape", "c1", "alice", TaskState::Completed, 0);
-    assert_eq!(TaskStore::new().save(&ws, &file).await, Err(A2aError::Internal));
+    assert_eq!(
+        TaskStore::new().save(&ws, &file).await.map_err(A2aError::from),
+        Err(A2aError::Internal)
+    );
     assert!(!dir.path().join(".volcanic/a2a/escape.json").exists());
 }
 
@@ -130,13 +139,19 @@ async fn store_load_other_callers_task_is_not_found() {
     let ws = workspace(dir.path());
     let store = TaskStore::new();
     store.create(&ws, &task_file("t1", "c1", "alice", TaskState::Completed, 0)).await.unwrap();
-    assert_eq!(store.load(&caller(&ws, "bob"), "t1", &always_live).await, Err(not_found("t1")));
-    let other = workspace(other_dir.path());
     assert_eq!(
-        store.load(&caller(&other, "alice"), "t1", &always_live).await,
+        store.load(&caller(&ws, "bob"), "t1", &always_live).await.map_err(A2aError::from),
         Err(not_found("t1"))
     );
-    assert_eq!(store.load(&caller(&ws, "alice"), "t2", &always_live).await, Err(not_found("t2")));
+    let other = workspace(other_dir.path());
+    assert_eq!(
+        store.load(&caller(&other, "alice"), "t1", &always_live).await.map_err(A2aError::from),
+        Err(not_found("t1"))
+    );
+    assert_eq!(
+        store.load(&caller(&ws, "alice"), "t2", &always_live).await.map_err(A2aError::from),
+        Err(not_found("t2"))
+    );
 }
 
 #[tokio::test]
@@ -152,7 +167,10 @@ async fn store_unreadable_task_file_is_internal_not_missing() {
     assert_eq!(listed.tasks.len(), 1);
     std::fs::remove_dir_all(tasks_dir(dir.path())).unwrap();
     std::fs::write(tasks_dir(dir.path()), "").unwrap();
-    assert_eq!(store.load(&alice, "t1", &always_live).await, Err(A2aError::Internal));
+    assert_eq!(
+        store.load(&alice, "t1", &always_live).await.map_err(A2aError::from),
+        Err(A2aError::Internal)
+    );
 }
 
 #[tokio::test]
@@ -181,7 +199,11 @@ async fn store_task_file_that_is_not_a_regular_file_or_over_the_cap_is_not_found
     for (what, plant) in plants {
         let _ = std::fs::remove_file(&path).or_else(|_| std::fs::remove_dir(&path));
         plant();
-        assert_eq!(store.load(&alice, "t1", &always_live).await, Err(not_found("t1")), "{what}");
+        assert_eq!(
+            store.load(&alice, "t1", &always_live).await.map_err(A2aError::from),
+            Err(not_found("t1")),
+            "{what}"
+        );
         let listed =
             store.list_page(&alice, &request(), &always_live).await.unwrap().into_response();
         assert_eq!(listed.tasks, vec![], "{what}");
@@ -190,7 +212,7 @@ async fn store_task_file_that_is_not_a_regular_file_or_over_the_cap_is_not_found
     let mut padded = bytes.clone();
     padded.resize(4096, b' ');
     std::fs::write(&path, padded).unwrap();
-    assert_eq!(store.load(&alice, "t1", &always_live).await, Ok(file));
+    assert_eq!(store.load(&alice, "t1", &always_live).await.map_err(A2aError::from), Ok(file));
 }
 
 #[tokio::test]
@@ -210,7 +232,7 @@ async fn store_load_malformed_file_is_not_found() {
     for (id, bytes) in cases {
         std::fs::write(task_path(dir.path(), id), bytes).unwrap();
         assert_eq!(
-            store.load(&caller(&ws, "alice"), id, &always_live).await,
+            store.load(&caller(&ws, "alice"), id, &always_live).await.map_err(A2aError::from),
             Err(not_found(id)),
             "{id}"
         );
@@ -230,7 +252,7 @@ async fn store_load_unsafe_ids_are_not_found() {
     let long = "a".repeat(101);
     for id in ["../x", "..", "a/b", "", "x.json", ".tmp1", "x y", "é", long.as_str()] {
         assert_eq!(
-            store.load(&caller(&ws, "alice"), id, &always_live).await,
+            store.load(&caller(&ws, "alice"), id, &always_live).await.map_err(A2aError::from),
             Err(not_found(id)),
             "{id:?}"
         );
@@ -284,9 +306,18 @@ async fn store_load_live_or_input_required_tasks_are_untouched() {
         store.create(&ws, file).await.unwrap();
     }
     let alice = caller(&ws, "alice");
-    assert_eq!(store.load(&alice, "t1", &always_live).await, Ok(working.clone()));
-    assert_eq!(store.load(&alice, "t2", &|id: &str| id == "t2").await, Ok(submitted));
-    assert_eq!(store.load(&alice, "t3", &never_live).await, Ok(waiting.clone()));
+    assert_eq!(
+        store.load(&alice, "t1", &always_live).await.map_err(A2aError::from),
+        Ok(working.clone())
+    );
+    assert_eq!(
+        store.load(&alice, "t2", &|id: &str| id == "t2").await.map_err(A2aError::from),
+        Ok(submitted)
+    );
+    assert_eq!(
+        store.load(&alice, "t3", &never_live).await.map_err(A2aError::from),
+        Ok(waiting.clone())
+    );
     assert_eq!(read_file(dir.path(), "t1"), working);
     assert_eq!(read_file(dir.path(), "t3"), waiting);
 }
@@ -451,7 +482,7 @@ async fn store_list_invalid_params_are_rejected() {
         (ListTasksRequest { page_token: Some(encode("2026|t1")), ..request() }, "pageToken"),
     ];
     for (request, field) in cases {
-        match store.list_page(&alice, &request, &always_live).await {
+        match store.list_page(&alice, &request, &always_live).await.map_err(A2aError::from) {
             Err(A2aError::InvalidParams(message)) => assert!(message.contains(field), "{message}"),
             other => panic!("{request:?}: {other:?}"),
         }
