@@ -18,7 +18,7 @@
 //! - [`push`]: push configs and the sender, and all outbound HTTP (webhooks, file downloads)
 //!   behind the SSRF guard.
 //!
-//! Invariant: bindings and versions are decoded and encoded at the edge; no handler code
+//! Invariant: bindings and versions are decoded and encoded at the edge; no service code
 //! branches on them. This crate knows nothing of Telegram or the CLI.
 
 pub mod auth;

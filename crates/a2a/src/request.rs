@@ -1,5 +1,5 @@
 //! The one internal model of requests and replies. Bindings (JSON-RPC, REST) and versions (1.0,
-//! 0.3) decode into [`Request`] and encode from [`Reply`] / `a2a::StreamResponse`; handler code
+//! 0.3) decode into [`Request`] and encode from [`Reply`] / `a2a::StreamResponse`; service code
 //! never sees which binding or version a call came through.
 
 use crate::push::PushFormat;

@@ -170,6 +170,7 @@ async fn start(
         continued.as_ref().map_or_else(|| uuid::Uuid::new_v4().to_string(), |f| f.task.id.clone());
     message.task_id = Some(task_id.clone());
     message.context_id = Some(context_id.clone());
+    // This runs in the request's span (see `send`): a new task's ids are known only now.
     let span = tracing::Span::current();
     span.record("task_id", task_id.as_str());
     span.record("context_id", context_id.as_str());
