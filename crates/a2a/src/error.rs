@@ -363,6 +363,31 @@ mod tests {
     }
 
     #[test]
+    fn rest_v03_bodies_add_what_the_sdk_clients_read() {
+        let cases = [
+            (A2aError::TaskNotFound { task_id: "t".into() }, -32001, Some("TaskNotFoundError")),
+            (
+                A2aError::TaskNotCancelable { task_id: "t".into(), state: "completed".into() },
+                -32002,
+                Some("TaskNotCancelableError"),
+            ),
+            (A2aError::MethodNotFound("GET /tasks".into()), -32601, Some("MethodNotFoundError")),
+            (A2aError::Parse("x".into()), -32700, Some("JSONParseError")),
+            (A2aError::TooManyStreams { limit: 1 }, FAIR_SHARE_CODE, None),
+        ];
+        for (error, code, name) in cases {
+            let body = error.rest_v03_body();
+            let mut expected = error.rest_body();
+            expected["code"] = json!(code);
+            expected["message"] = json!(error.to_string());
+            if let Some(name) = name {
+                expected["type"] = json!(name);
+            }
+            assert_eq!(body, expected, "{error:?}");
+        }
+    }
+
+    #[test]
     fn fair_share_refusals_are_429_with_retry_after_and_the_limit() {
         let error = A2aError::TooManyStreams { limit: 4 };
         assert_eq!(error.retry_after_secs(), Some(1));

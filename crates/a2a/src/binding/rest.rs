@@ -17,8 +17,8 @@ use crate::request::{Reply, Request, SendParams, Version};
 /// The version a REST call speaks: the `A2A-Version` it asked for (from
 /// [`requested_version`](super::requested_version)), else what the request looks like.
 ///
-/// Without a version, `GET /card` (0.3's extended card; 1.0 has `/extendedAgentCard`) is 0.3, a
-/// body in a 0.3-only shape is 0.3 (`v03::rest::is_v03_body`: `request`, `message.content`, a
+/// Without a version, a route only one version has is that version's (`/card` is 0.3, `/tasks`
+/// and `/extendedAgentCard` are 1.0), a body in a 0.3-only shape is 0.3 (`v03::rest::is_v03_body`: `request`, `message.content`, a
 /// push config named as a resource), and everything else is 1.0, body-less requests included.
 /// The spec reads a missing version as 0.3 (§8.1), but a body-less request carries nothing to
 /// tell the versions apart, the SDKs' 0.3 REST clients send `A2A-Version: 0.3` through their
@@ -27,8 +27,8 @@ pub fn version(requested: Option<Version>, path: &str, body: &[u8]) -> Version {
     if let Some(version) = requested {
         return version;
     }
-    if route(path) == Some(Route::Card) {
-        return Version::V0_3;
+    if let Some(only) = route(path).and_then(|route| route.only_in()) {
+        return only;
     }
     match body_json(body, false) {
         Ok(body) if v03::rest::is_v03_body(&body) => Version::V0_3,
@@ -59,13 +59,10 @@ pub fn decode(
 ) -> Result<Request, A2aError> {
     let not_found = || A2aError::MethodNotFound(format!("{method} {path}"));
     let route = route(path).ok_or_else(not_found)?;
-    let v03 = version == Version::V0_3;
-    match (&route, version) {
-        (Route::Tasks | Route::ExtendedCard, Version::V0_3) | (Route::Card, Version::V1_0) => {
-            return Err(not_found());
-        }
-        _ => {}
+    if route.only_in().is_some_and(|only| only != version) {
+        return Err(not_found());
     }
+    let v03 = version == Version::V0_3;
     let send_params = |body: &[u8]| -> Result<SendParams, A2aError> {
         let body = body_json(body, false)?;
         if v03 {
@@ -244,6 +241,24 @@ enum Route {
     ExtendedCard,
     /// 0.3's extended card.
     Card,
+}
+
+impl Route {
+    /// The one version that has the route, for the routes only one has: 0.3 has no task list
+    /// and names the extended card `/card`, where 1.0 has `/extendedAgentCard`.
+    fn only_in(&self) -> Option<Version> {
+        match self {
+            Route::Tasks | Route::ExtendedCard => Some(Version::V1_0),
+            Route::Card => Some(Version::V0_3),
+            Route::MessageSend
+            | Route::MessageStream
+            | Route::Task(_)
+            | Route::Cancel(_)
+            | Route::Subscribe(_)
+            | Route::PushConfigs(_)
+            | Route::PushConfig { .. } => None,
+        }
+    }
 }
 
 /// Matches a path to a route; `None` for anything unknown, including empty or undecodable ids.

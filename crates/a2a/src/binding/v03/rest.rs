@@ -15,7 +15,8 @@ use serde_json::{Map, Value, json};
 use crate::binding::wire_json;
 use crate::task::state::ends_stream;
 
-/// Whether a request body without `A2A-Version` is 0.3 proto JSON rather than 1.0: a
+/// Whether a normalised request body (camelCase keys) without `A2A-Version` is 0.3 proto JSON
+/// rather than 1.0: a
 /// SendMessageRequest under `request` (the proto field name) or a `message` whose parts are under
 /// `content`, a push config named as a resource (`name`, `parent`, or `config` holding the 0.3
 /// `pushNotificationConfig`), or a cancel body naming its task. None of those members exists in
@@ -24,9 +25,7 @@ pub(crate) fn is_v03_body(body: &Value) -> bool {
     let Some(map) = body.as_object() else { return false };
     let has = |value: &Value, key: &str| value.get(key).is_some();
     let message_v03 = map.get("message").is_some_and(|m| has(m, "content") && !has(m, "parts"));
-    let config_v03 = map.get("config").is_some_and(|config| {
-        has(config, "pushNotificationConfig") || has(config, "push_notification_config")
-    });
+    let config_v03 = map.get("config").is_some_and(|config| has(config, "pushNotificationConfig"));
     has(body, "request") || message_v03 || has(body, "name") || has(body, "parent") || config_v03
 }
 
