@@ -1,5 +1,6 @@
-//! The REST request decoder: verb, path, query and body. Input: `VERB PATH[?QUERY]`, a newline,
-//! then the body.
+//! The REST request decoder: verb, path, query and body, with the version read the way the server
+//! reads it (no `A2A-Version`: the path and the body's shape decide), so that 0.3 bodies reach
+//! the 0.3 converters. Input: `VERB PATH[?QUERY]`, a newline, then the body.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,7 +17,8 @@ fuzz_target!(|data: &[u8]| {
         Some((path, query)) => (path, Some(query)),
         None => (target, None),
     };
-    match rest::decode(verb, path, query, body) {
+    let version = rest::version(None, path, body);
+    match rest::decode(version, verb, path, query, body) {
         Ok(request) => {
             // Ids taken from the path are never empty.
             let ids: Vec<&str> = match &request {
@@ -35,7 +37,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(ids.iter().all(|id| !id.is_empty()), "empty id from {path:?}");
         }
         Err(error) => {
-            let (status, _) = rest::encode_error(&error);
+            let (status, _) = rest::encode_error(version, &error);
             assert!((400..600).contains(&status), "error status {status}");
         }
     }

@@ -210,11 +210,12 @@ class Connector:
                 await client.close()
 
     @asynccontextmanager
-    async def v03(self, *, streaming: bool = True) -> AsyncIterator[Client]:
+    async def v03(self, *, streaming: bool = True, binding: str = 'JSONRPC') -> AsyncIterator[Client]:
         """An SDK client as a 0.3 agent would see us: the card read without its 1.0 interfaces.
 
-        The SDK maps the card's 0.3 fields (url, preferredTransport, protocolVersion) to a 0.3
-        interface, and ClientFactory then picks its 0.3 compat JSON-RPC transport.
+        The SDK maps the card's 0.3 fields (url, preferredTransport, additionalInterfaces,
+        protocolVersion) to 0.3 interfaces, and ClientFactory then picks its 0.3 compat transport
+        for `binding`: JSON-RPC, or HTTP+JSON (CompatRestTransport, at the card's `/a2a`).
         """
         async with self.http() as http:
             response = await http.get(self.server.base + '/.well-known/agent-card.json')
@@ -222,7 +223,9 @@ class Connector:
             data = response.json()
             data.pop('supportedInterfaces')
             card = parse_agent_card(data)
-            config = ClientConfig(streaming=streaming, httpx_client=http)
+            config = ClientConfig(
+                streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding]
+            )
             client = ClientFactory(config).create(
                 card, interceptors=[AuthInterceptor(StaticCredentials(KEY))]
             )

@@ -20,6 +20,7 @@ async def test_card_resolves_with_interfaces_and_capabilities(connect: Connector
         ('JSONRPC', '1.0', f'{base}/a2a'),
         ('HTTP+JSON', '1.0', f'{base}/a2a/v1'),
         ('JSONRPC', '0.3', f'{base}/a2a'),
+        ('HTTP+JSON', '0.3', f'{base}/a2a'),
     ]
     assert card.capabilities.streaming is True
     assert card.capabilities.push_notifications is True
@@ -48,7 +49,7 @@ async def test_card_for_1_0_parses_strictly_with_the_sdk_types(connect: Connecto
     card = json_format.Parse(strict_answer.text, AgentCard(), ignore_unknown_fields=False)
     assert card.name == 'Volcanic assistant'
     assert card.security_schemes['apiKey'].api_key_security_scheme.name == 'X-API-Key'
-    assert [i.protocol_version for i in card.supported_interfaces] == ['1.0', '1.0', '0.3']
+    assert [i.protocol_version for i in card.supported_interfaces] == ['1.0', '1.0', '0.3', '0.3']
 
     with pytest.raises(json_format.ParseError):
         json_format.Parse(blended_answer.text, AgentCard(), ignore_unknown_fields=False)

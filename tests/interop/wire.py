@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from a2a.client.card_resolver import parse_agent_card
+from a2a.compat.v0_3 import a2a_v0_3_pb2 as v03_proto
 from a2a.compat.v0_3 import types as v03
 from a2a.types.a2a_pb2 import (
     AgentCard,
@@ -243,21 +244,81 @@ def _rest_result(method: str, relative: str) -> type | None:
     return None
 
 
+def is_v03_rest(exchange: Exchange) -> bool:
+    """Whether the server reads a REST call as 0.3 (docs/a2a.md): `A2A-Version: 0.3`; without a
+    version, `GET /v1/card` or a body in a 0.3-only shape."""
+    version = exchange.request_headers.get('a2a-version', '').strip()
+    if version:
+        return version.startswith('0.3')
+    if exchange.path == REST_PREFIX + '/card':
+        return True
+    try:
+        body = json.loads(exchange.request_body) if exchange.request_body.strip() else {}
+    except ValueError:
+        return False
+    if not isinstance(body, dict):
+        return False
+    message = body.get('message')
+    config = body.get('config')
+    return (
+        'request' in body
+        or (isinstance(message, dict) and 'content' in message and 'parts' not in message)
+        or 'name' in body
+        or 'parent' in body
+        or (isinstance(config, dict) and ('pushNotificationConfig' in config or 'push_notification_config' in config))
+    )
+
+
+def _rest_result_v03(method: str, relative: str) -> type | None:
+    """The 0.3 proto type of a 0.3 REST answer (PROTOCOL.md §10.6)."""
+    if relative == '/message:send':
+        return v03_proto.SendMessageResponse
+    if relative == '/message:stream' or relative.endswith(':subscribe'):
+        return v03_proto.StreamResponse
+    if relative.endswith(':cancel'):
+        return v03_proto.Task
+    if relative == '/card':
+        return v03_proto.AgentCard
+    if relative.endswith('/pushNotificationConfigs') and method == 'GET':
+        return v03_proto.ListTaskPushNotificationConfigResponse
+    if '/pushNotificationConfigs' in relative and method in ('GET', 'POST'):
+        return v03_proto.TaskPushNotificationConfig
+    if relative.startswith('/tasks/') and method == 'GET' and '/' not in relative[7:]:
+        return v03_proto.Task
+    return None
+
+
+def _check_rest_error_v03(payload: Any, http_status: int) -> None:
+    """The 1.0 google.rpc.Status plus what the SDKs' 0.3 REST clients read: `code` (JSON-RPC),
+    `message` and, where the SDK has a class for it, `type`."""
+    assert isinstance(payload, dict), f'0.3 REST error: {payload!r}'
+    assert set(payload) <= {'error', 'code', 'message', 'type'}, f'0.3 REST error keys: {payload}'
+    _check_rest_error({'error': payload['error']}, http_status)
+    assert isinstance(payload.get('code'), int) and isinstance(payload.get('message'), str), payload
+
+
 def _check_rest(exchange: Exchange) -> None:
     relative = exchange.path[len(REST_PREFIX) :]
+    v03_call = is_v03_rest(exchange)
+    check_error = _check_rest_error_v03 if v03_call else _check_rest_error
+    stream_type = v03_proto.StreamResponse if v03_call else StreamResponse
     if exchange.status == 401:
         assert 'www-authenticate' in exchange.headers, '401 without WWW-Authenticate'
-    if exchange.status != 200:
         if exchange.complete:
             _check_rest_error(exchange.json(), exchange.status)
         return
-    result = _rest_result(exchange.method, relative)
+    if exchange.status != 200:
+        if exchange.complete:
+            check_error(exchange.json(), exchange.status)
+        return
+    result = _rest_result_v03(exchange.method, relative) if v03_call else _rest_result(exchange.method, relative)
     if exchange.is_sse():
         for name, data in exchange.sse_events():
             if name == 'error':
-                _check_rest_error(json.loads(data), json.loads(data)['error'].get('code'))
+                payload = json.loads(data)
+                check_error(payload, payload['error'].get('code'))
             else:
-                strict(json.loads(data), StreamResponse)
+                strict(json.loads(data), stream_type)
     elif exchange.complete and result is not None:
         assert exchange.headers.get('content-type', '').startswith('application/json')
         strict(exchange.json(), result)

@@ -117,6 +117,8 @@ fn card(
             interface("/a2a", a2a::TRANSPORT_PROTOCOL_JSONRPC, "1.0"),
             interface("/a2a/v1", a2a::TRANSPORT_PROTOCOL_HTTP_JSON, "1.0"),
             interface("/a2a", a2a::TRANSPORT_PROTOCOL_JSONRPC, "0.3"),
+            // 0.3 REST clients append `/v1/message:send` to their interface URL (PROTOCOL.md §0).
+            interface("/a2a", a2a::TRANSPORT_PROTOCOL_HTTP_JSON, "0.3"),
         ],
         capabilities: a2a::AgentCapabilities {
             streaming: Some(true),
@@ -245,6 +247,7 @@ mod tests {
                 {"url": "https://bot.example.com/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
                 {"url": "https://bot.example.com/a2a/v1", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
                 {"url": "https://bot.example.com/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+                {"url": "https://bot.example.com/a2a", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
             ],
             "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": true},
             "securitySchemes": {

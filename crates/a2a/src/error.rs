@@ -316,6 +316,44 @@ impl A2aError {
             "details": [self.error_info()],
         }})
     }
+
+    /// The 0.3 REST error body. 0.3 defined none (PROTOCOL.md §10.7), and the SDKs' 0.3 REST
+    /// clients each read their own: the JS client a JSON-RPC-style `code` and `message` at the
+    /// top, the Python client `type` (its error class name) and `message`. So the body is the
+    /// 1.0 `google.rpc.Status` plus those three members; each client finds its error typed.
+    pub fn rest_v03_body(&self) -> Value {
+        let mut body = self.rest_body();
+        body["code"] = json!(self.code());
+        body["message"] = json!(self.to_string());
+        if let Some(name) = self.sdk_error_name() {
+            body["type"] = json!(name);
+        }
+        body
+    }
+
+    /// The name the SDKs give the error's class (`TaskNotFoundError`), where there is one.
+    fn sdk_error_name(&self) -> Option<&'static str> {
+        match self {
+            A2aError::TaskNotFound { .. } => Some("TaskNotFoundError"),
+            A2aError::TaskNotCancelable { .. } => Some("TaskNotCancelableError"),
+            A2aError::UnsupportedOperation(_) => Some("UnsupportedOperationError"),
+            A2aError::ContentTypeNotSupported(_) | A2aError::UnsupportedMediaType(_) => {
+                Some("ContentTypeNotSupportedError")
+            }
+            A2aError::VersionNotSupported { .. } => Some("VersionNotSupportedError"),
+            A2aError::Parse(_) => Some("JSONParseError"),
+            A2aError::InvalidRequest(_)
+            | A2aError::PayloadTooLarge { .. }
+            | A2aError::BodyTimeout { .. } => Some("InvalidRequestError"),
+            A2aError::MethodNotFound(_) => Some("MethodNotFoundError"),
+            A2aError::InvalidParams(_) => Some("InvalidParamsError"),
+            A2aError::Internal => Some("InternalError"),
+            A2aError::TooManyStreams { .. }
+            | A2aError::TooManyRequests { .. }
+            | A2aError::TooManyConnections { .. }
+            | A2aError::TooManyCallerConnections { .. } => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -414,6 +452,31 @@ mod tests {
         );
         assert_eq!(error.rest_body()["error"]["status"], "NOT_FOUND");
         assert_eq!(error.rest_body()["error"]["code"], 404);
+    }
+
+    #[test]
+    fn rest_v03_bodies_add_what_the_sdk_clients_read() {
+        let cases = [
+            (A2aError::TaskNotFound { task_id: "t".into() }, -32001, Some("TaskNotFoundError")),
+            (
+                A2aError::TaskNotCancelable { task_id: "t".into(), state: "completed".into() },
+                -32002,
+                Some("TaskNotCancelableError"),
+            ),
+            (A2aError::MethodNotFound("GET /tasks".into()), -32601, Some("MethodNotFoundError")),
+            (A2aError::Parse("x".into()), -32700, Some("JSONParseError")),
+            (A2aError::TooManyStreams { limit: 1 }, FAIR_SHARE_CODE, None),
+        ];
+        for (error, code, name) in cases {
+            let body = error.rest_v03_body();
+            let mut expected = error.rest_body();
+            expected["code"] = json!(code);
+            expected["message"] = json!(error.to_string());
+            if let Some(name) = name {
+                expected["type"] = json!(name);
+            }
+            assert_eq!(body, expected, "{error:?}");
+        }
     }
 
     #[test]

@@ -37,7 +37,7 @@ use crate::pool::SessionPool;
 use crate::public_card::PublicCards;
 use crate::push::guard::GuardError;
 use crate::push::{self, PushSender};
-use crate::request::Request;
+use crate::request::{Request, Version};
 use crate::service::{Outcome, Service};
 use crate::task::store::TaskStore;
 
@@ -529,21 +529,23 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
         Err(failure) => return unauthorized(&failure.to_string()),
     };
     let base = || base_url(&inner, &parts.headers);
-    let rest_error = |err: &A2aError| {
-        let (status, body) = rest::encode_error(err);
+    let rest_error = |version, err: &A2aError| {
+        let (status, body) = rest::encode_error(version, err);
         json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), body)
     };
     // Taken before the body is read, so a caller over its cap costs no body buffer.
     let mut admission = match admit(&inner, &parts, &caller) {
         Ok(admission) => admission,
-        Err(err) => return refusal(&err, rest::encode_error(&err).1),
+        Err(err) => return refusal(&err, rest::encode_error(Version::V1_0, &err).1),
     };
-    let version =
-        binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query())
-            .and_then(rest::check_version);
-    if let Err(err) = version {
-        return rest_error(&err);
-    }
+    let requested =
+        binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query());
+    let requested = match requested {
+        Ok(requested) => requested,
+        Err(err) => return rest_error(Version::V1_0, &err),
+    };
+    // Until the body is read, errors speak the version asked for (1.0 when none was).
+    let asked = requested.unwrap_or(Version::V1_0);
     let body = match read_body(
         body,
         inner.service.options.max_body_bytes(),
@@ -552,33 +554,36 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     .await
     {
         Ok(body) => body,
-        Err(err) => return body_error(&err, rest::encode_error(&err).1),
+        Err(err) => return body_error(&err, rest::encode_error(asked, &err).1),
     };
     if let Err(err) = check_content_type(&parts.headers, &body) {
-        return rest_error(&err);
+        return rest_error(asked, &err);
     }
     let path = parts.uri.path().strip_prefix("/a2a/v1").unwrap_or("");
-    let request = match rest::decode(parts.method.as_str(), path, parts.uri.query(), &body) {
+    let version = rest::version(requested, path, &body);
+    let request = match rest::decode(version, parts.method.as_str(), path, parts.uri.query(), &body)
+    {
         Ok(request) => request,
-        Err(err) => return rest_error(&err),
+        Err(err) => return rest_error(version, &err),
     };
     // Before the run starts, so a refused stream starts nothing.
     if request.is_streaming()
         && let Err(err) = inner.shares.admit_stream(&mut admission)
     {
-        return refusal(&err, rest::encode_error(&err).1);
+        return refusal(&err, rest::encode_error(version, &err).1);
     }
     let span = request_span(&caller, "rest", &request);
-    span.in_scope(|| tracing::debug!("a2a request"));
+    span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
     match inner.service.handle(&caller, request, &base).instrument(span).await {
         Ok(Outcome::Reply(reply)) => {
-            let (status, body) = rest::encode_reply_bytes(&reply);
+            let (status, body) = rest::encode_reply_bytes(version, &reply);
             json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }
-        Ok(Outcome::Stream(stream)) => sse(Held::new(stream, admission).map(|item| {
-            Ok::<_, Infallible>(Event::default().data(rest::encode_stream_item(&item).to_string()))
+        Ok(Outcome::Stream(stream)) => sse(Held::new(stream, admission).map(move |item| {
+            let data = rest::encode_stream_item(version, &item).to_string();
+            Ok::<_, Infallible>(Event::default().data(data))
         })),
-        Err(err) => rest_error(&err),
+        Err(err) => rest_error(version, &err),
     }
 }
 

@@ -9,9 +9,9 @@
 //!
 //! Layout:
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope, 1.0 and 0.3 method names.
-//! - [`rest`]: the 1.0 HTTP+JSON routes.
+//! - [`rest`]: the HTTP+JSON routes, 1.0 and 0.3, and which version a call speaks.
 //! - `params`: lenient reading of params into the `a2a` types (enum integers, `null`, .NET shapes).
-//! - `v03`: the 0.3 JSON-RPC shapes, in both directions.
+//! - `v03`: the 0.3 shapes, in both directions: JSON-RPC, and the proto JSON of 0.3 REST.
 //! - `url`: percent-decoding of path segments and query strings.
 
 pub mod jsonrpc;

@@ -1,34 +1,46 @@
-//! The HTTP+JSON (REST) binding, 1.0 only (PROTOCOL.md §6, §8.2): routes relative to the
-//! interface URL (`/a2a/v1`), query parameters, bodies, and the `google.rpc.Status` error shape.
+//! The HTTP+JSON (REST) binding (PROTOCOL.md §6, §8.2, §10.6): routes relative to the interface
+//! URL (`/a2a/v1`), query parameters, bodies, and the error shapes, in 1.0 and in 0.3.
 //!
-//! 0.3 REST (§10.6) is not implemented, so a request asking for 0.3 is refused and one without
-//! `A2A-Version` is read as 1.0 (our choice in §8.2).
+//! Both versions share the paths: a 0.3 client given the interface URL `/a2a` calls
+//! `/a2a/v1/message:send` like a 1.0 client given `/a2a/v1` (§0). [`version`] decides which one a
+//! call speaks; 0.3 bodies are taken to 1.0 JSON and answers back to 0.3 proto JSON by
+//! `v03::rest`, around the same routing.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::{params, task_state_name, url, wire_json};
+use super::{params, task_state_name, url, v03, wire_json};
 use crate::error::A2aError;
 use crate::push::PushFormat;
 use crate::request::{Reply, Request, SendParams, Version};
 
-/// Checks the `A2A-Version` of a REST call, from
-/// [`requested_version`](super::requested_version): absent or 1.0 is fine.
+/// The version a REST call speaks: the `A2A-Version` it asked for (from
+/// [`requested_version`](super::requested_version)), else what the request looks like.
 ///
-/// # Errors
-///
-/// [`A2aError::VersionNotSupported`] for 0.3, which this binding does not speak.
-pub fn check_version(requested: Option<Version>) -> Result<(), A2aError> {
-    match requested {
-        None | Some(Version::V1_0) => Ok(()),
-        Some(Version::V0_3) => {
-            Err(A2aError::VersionNotSupported { requested: "0.3 over HTTP+JSON".into() })
-        }
+/// Without a version, a route only one version has is that version's (`/card` is 0.3, `/tasks`
+/// and `/extendedAgentCard` are 1.0), a body in a 0.3-only shape is 0.3 (`v03::rest::is_v03_body`: `request`, `message.content`, a
+/// push config named as a resource), and everything else is 1.0, body-less requests included.
+/// The spec reads a missing version as 0.3 (§8.1), but a body-less request carries nothing to
+/// tell the versions apart, the SDKs' 0.3 REST clients send `A2A-Version: 0.3` through their
+/// client classes, and plain `curl` calls of the 1.0 routes send no header: so they get 1.0.
+pub fn version(requested: Option<Version>, path: &str, body: &[u8]) -> Version {
+    if let Some(version) = requested {
+        return version;
+    }
+    if let Some(only) = route(path).and_then(|route| route.only_in()) {
+        return only;
+    }
+    match body_json(body, false) {
+        Ok(body) if v03::rest::is_v03_body(&body) => Version::V0_3,
+        Ok(_) | Err(_) => Version::V1_0,
     }
 }
 
-/// Decodes a REST call. `method` is the HTTP verb, `path` is relative to the interface URL
-/// (`/tasks/abc:cancel`), `query` is the raw query string without `?`.
+/// Decodes a REST call of `version`. `method` is the HTTP verb, `path` is relative to the
+/// interface URL (`/tasks/abc:cancel`), `query` is the raw query string without `?`.
+///
+/// 0.3 has no task list and names the extended card `/card`; 1.0 has `/tasks` and
+/// `/extendedAgentCard`. A route of the other version is not found.
 ///
 /// The last path segment is split at its last `:` to find an action (§6.1), before
 /// percent-decoding, so ids may contain `:` and `%2F`.
@@ -39,6 +51,7 @@ pub fn check_version(requested: Option<Version>) -> Result<(), A2aError> {
 /// [`A2aError::Parse`] for a malformed body; [`A2aError::InvalidParams`] for a body that does not
 /// fit, or a bad query parameter (named in the message).
 pub fn decode(
+    version: Version,
     method: &str,
     path: &str,
     query: Option<&str>,
@@ -46,6 +59,22 @@ pub fn decode(
 ) -> Result<Request, A2aError> {
     let not_found = || A2aError::MethodNotFound(format!("{method} {path}"));
     let route = route(path).ok_or_else(not_found)?;
+    if route.only_in().is_some_and(|only| only != version) {
+        return Err(not_found());
+    }
+    let v03 = version == Version::V0_3;
+    let send_params = |body: &[u8]| -> Result<SendParams, A2aError> {
+        let body = body_json(body, false)?;
+        if v03 {
+            let params = v03::send_params_to_v1(v03::rest::send_request_to_params(body))?;
+            Ok(SendParams {
+                request: params::send_message_request(params)?,
+                push_format: PushFormat::V0_3,
+            })
+        } else {
+            Ok(SendParams::v1(params::send_message_request(body)?))
+        }
+    };
     let query = Query::parse(query.unwrap_or_default());
     let allow = |verbs: &[&str]| {
         if verbs.iter().any(|verb| verb.eq_ignore_ascii_case(method)) {
@@ -57,15 +86,11 @@ pub fn decode(
     Ok(match route {
         Route::MessageSend => {
             allow(&["POST"])?;
-            Request::SendMessage(SendParams::v1(params::send_message_request(body_json(
-                body, false,
-            )?)?))
+            Request::SendMessage(send_params(body)?)
         }
         Route::MessageStream => {
             allow(&["POST"])?;
-            Request::SendStreamingMessage(SendParams::v1(params::send_message_request(body_json(
-                body, false,
-            )?)?))
+            Request::SendStreamingMessage(send_params(body)?)
         }
         Route::Tasks => {
             allow(&["GET"])?;
@@ -83,12 +108,18 @@ pub fn decode(
         Route::Task(id) => {
             allow(&["GET"])?;
             let history_length = query.int("historyLength")?;
+            // 0.3 read `historyLength: 0` as "no limit" (§4.9).
+            let history_length = history_length.filter(|length| !(v03 && *length == 0));
             Request::GetTask(a2a::GetTaskRequest { id, history_length, tenant: None })
         }
         Route::Cancel(id) => {
             allow(&["POST"])?;
             let mut body = body_json(body, true)?;
             if let Some(map) = body.as_object_mut() {
+                // The 0.3 CancelTaskRequest names the task (`tasks/{id}`); the path has it.
+                if v03 {
+                    map.remove("name");
+                }
                 map.insert("id".into(), Value::String(id));
             }
             Request::CancelTask(params::typed(body)?)
@@ -107,7 +138,9 @@ pub fn decode(
                 })
             } else {
                 allow(&["POST"])?;
-                let mut config = params::push_config(body_json(body, false)?)?;
+                let body = body_json(body, false)?;
+                let body = if v03 { v03::rest::push_config_to_v1(body) } else { body };
+                let mut config = params::push_config(body)?;
                 if !config.task_id.is_empty() && config.task_id != task_id {
                     return Err(A2aError::InvalidParams(format!(
                         "taskId {:?} in the body does not match {task_id:?} in the path",
@@ -115,7 +148,7 @@ pub fn decode(
                     )));
                 }
                 config.task_id = task_id;
-                Request::CreatePushConfig { config, format: PushFormat::V1_0 }
+                Request::CreatePushConfig { config, format: version.into() }
             }
         }
         Route::PushConfig { task_id, config_id } => {
@@ -134,33 +167,61 @@ pub fn decode(
                 })
             }
         }
-        Route::ExtendedCard => {
+        Route::ExtendedCard | Route::Card => {
             allow(&["GET"])?;
             Request::GetExtendedAgentCard
         }
     })
 }
 
-/// The status and body of a reply: always 200, and `{}` for a deletion (§12.4: not 204); printed
-/// without building a JSON value, cached task JSON as it is.
-pub fn encode_reply_bytes(reply: &Reply) -> (u16, Vec<u8>) {
-    let mut out = Vec::with_capacity(super::jsonrpc::size_hint(reply));
-    match reply {
-        // Every other reply's body is the 1.0 JSON-RPC result.
-        Reply::Deleted => out.extend_from_slice(b"{}"),
-        _ => super::jsonrpc::write_reply_v1(&mut out, reply),
-    }
+/// The status and body of a reply in the shape of `version`: always 200, and `{}` for a deletion
+/// (§12.4: not 204; 0.3's `google.protobuf.Empty` alike). A 1.0 reply is printed without
+/// building a JSON value, cached task JSON as it is.
+pub fn encode_reply_bytes(version: Version, reply: &Reply) -> (u16, Vec<u8>) {
+    let out = match version {
+        Version::V1_0 => {
+            let mut out = Vec::with_capacity(super::jsonrpc::size_hint(reply));
+            match reply {
+                // Every other reply's body is the 1.0 JSON-RPC result.
+                Reply::Deleted => out.extend_from_slice(b"{}"),
+                _ => super::jsonrpc::write_reply_v1(&mut out, reply),
+            }
+            out
+        }
+        Version::V0_3 => reply_v03(reply).to_string().into_bytes(),
+    };
     (200, out)
 }
 
-/// The HTTP status and `google.rpc.Status` body of an error (§6.2).
-pub fn encode_error(error: &A2aError) -> (u16, Value) {
-    (error.http_status(), error.rest_body())
+/// The HTTP status and body of an error: `google.rpc.Status` (§6.2), and for 0.3 also the
+/// members the SDKs' 0.3 REST clients read ([`A2aError::rest_v03_body`]).
+pub fn encode_error(version: Version, error: &A2aError) -> (u16, Value) {
+    let body = match version {
+        Version::V1_0 => error.rest_body(),
+        Version::V0_3 => error.rest_v03_body(),
+    };
+    (error.http_status(), body)
 }
 
-/// The data of one SSE event of a REST stream: the bare StreamResponse (§6.3).
-pub fn encode_stream_item(item: &a2a::StreamResponse) -> Value {
-    wire_json(item)
+/// The data of one SSE event of a REST stream: the bare StreamResponse (§6.3), 1.0 or 0.3 proto.
+pub fn encode_stream_item(version: Version, item: &a2a::StreamResponse) -> Value {
+    match version {
+        Version::V1_0 => wire_json(item),
+        Version::V0_3 => v03::rest::stream_item(item),
+    }
+}
+
+fn reply_v03(reply: &Reply) -> Value {
+    match reply {
+        Reply::Send(response) => v03::rest::send_response(response),
+        Reply::Task(task) => v03::rest::task(task),
+        Reply::TaskView(view) => v03::rest::task(&view.to_task()),
+        Reply::TaskPage(page) => v03::rest::task_list(&page.clone().into_response()),
+        Reply::PushConfig(config) => v03::rest::push_config(config),
+        Reply::PushConfigs(list) => v03::rest::push_configs(list),
+        Reply::Deleted => json!({}),
+        Reply::Card(card) => v03::rest::card(card),
+    }
 }
 
 /// A known route, with its decoded path parameters.
@@ -173,8 +234,31 @@ enum Route {
     Cancel(String),
     Subscribe(String),
     PushConfigs(String),
-    PushConfig { task_id: String, config_id: String },
+    PushConfig {
+        task_id: String,
+        config_id: String,
+    },
     ExtendedCard,
+    /// 0.3's extended card.
+    Card,
+}
+
+impl Route {
+    /// The one version that has the route, for the routes only one has: 0.3 has no task list
+    /// and names the extended card `/card`, where 1.0 has `/extendedAgentCard`.
+    fn only_in(&self) -> Option<Version> {
+        match self {
+            Route::Tasks | Route::ExtendedCard => Some(Version::V1_0),
+            Route::Card => Some(Version::V0_3),
+            Route::MessageSend
+            | Route::MessageStream
+            | Route::Task(_)
+            | Route::Cancel(_)
+            | Route::Subscribe(_)
+            | Route::PushConfigs(_)
+            | Route::PushConfig { .. } => None,
+        }
+    }
 }
 
 /// Matches a path to a route; `None` for anything unknown, including empty or undecodable ids.
@@ -186,6 +270,7 @@ fn route(path: &str) -> Option<Route> {
         ["message:send"] => Some(Route::MessageSend),
         ["message:stream"] => Some(Route::MessageStream),
         ["extendedAgentCard"] => Some(Route::ExtendedCard),
+        ["card"] => Some(Route::Card),
         ["tasks"] => Some(Route::Tasks),
         ["tasks", last] => match last.rsplit_once(':') {
             Some((id, "cancel")) => Some(Route::Cancel(segment(id)?)),

@@ -111,7 +111,16 @@ async fn card_for_a_1_0_request_is_strict_and_the_others_get_the_blended_card() 
         strict["securitySchemes"]["bearer"],
         json!({"httpAuthSecurityScheme": {"scheme": "Bearer"}})
     );
-    assert_eq!(strict["supportedInterfaces"].as_array().unwrap().len(), 3);
+    let base = &server.base;
+    assert_eq!(
+        strict["supportedInterfaces"],
+        json!([
+            {"url": format!("{base}/a2a"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": format!("{base}/a2a/v1"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": format!("{base}/a2a"), "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": format!("{base}/a2a"), "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+        ])
+    );
 
     // No version, 0.3, or one we do not know: the blended card, for 1.0 and 0.3 clients alike.
     for headers in [vec![], vec![("A2A-Version", "0.3")], vec![("A2A-Version", "7.1")]] {
@@ -122,6 +131,17 @@ async fn card_for_a_1_0_request_is_strict_and_the_others_get_the_blended_card() 
         assert_eq!(blended["protocolVersion"], "0.3.0", "{headers:?}");
         assert_eq!(blended["securitySchemes"]["apiKey"]["type"], "apiKey");
         assert_eq!(blended["supportedInterfaces"], strict["supportedInterfaces"]);
+        // Both 0.3 interfaces, for 0.3 clients: JSON-RPC preferred, HTTP+JSON at the same URL
+        // (a 0.3 REST client appends `/v1/message:send` to it).
+        assert_eq!(blended["url"], format!("{base}/a2a"));
+        assert_eq!(blended["preferredTransport"], "JSONRPC");
+        assert_eq!(
+            blended["additionalInterfaces"],
+            json!([
+                {"url": format!("{base}/a2a"), "transport": "JSONRPC"},
+                {"url": format!("{base}/a2a"), "transport": "HTTP+JSON"},
+            ])
+        );
     }
 }
 

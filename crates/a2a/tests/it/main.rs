@@ -19,6 +19,7 @@ mod push;
 mod races;
 mod receiver;
 mod redaction;
+mod rest_v03;
 mod runs;
 mod support;
 mod tasks;

@@ -290,7 +290,7 @@ impl TestServer {
         vec![refusal]
     }
 
-    /// A REST call; returns status and body.
+    /// A REST call with `A2A-Version: 1.0`; returns status and body.
     pub async fn rest(
         &self,
         key: &str,
@@ -298,11 +298,25 @@ impl TestServer {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
+        self.rest_versioned(key, Some("1.0"), method, path, body).await
+    }
+
+    /// A REST call with the given `A2A-Version`, or none; returns status and body.
+    pub async fn rest_versioned(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut request = self
             .client
             .request(method, format!("{}/a2a/v1{path}", self.base))
-            .header("Authorization", format!("Bearer {key}"))
-            .header("A2A-Version", "1.0");
+            .header("Authorization", format!("Bearer {key}"));
+        if let Some(version) = version {
+            request = request.header("A2A-Version", version);
+        }
         if let Some(body) = body {
             request = request.json(&body);
         }
@@ -313,12 +327,28 @@ impl TestServer {
     }
 
     pub async fn rest_stream(&self, key: &str, path: &str, body: Value) -> Vec<Value> {
-        let request = self
+        self.rest_stream_versioned(key, Some("1.0"), reqwest::Method::POST, path, Some(body)).await
+    }
+
+    /// A streaming REST call with the given `A2A-Version`, or none: every SSE event's data.
+    pub async fn rest_stream_versioned(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Vec<Value> {
+        let mut request = self
             .client
-            .post(format!("{}/a2a/v1{path}", self.base))
-            .header("X-API-Key", key)
-            .header("A2A-Version", "1.0")
-            .json(&body);
+            .request(method, format!("{}/a2a/v1{path}", self.base))
+            .header("X-API-Key", key);
+        if let Some(version) = version {
+            request = request.header("A2A-Version", version);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
         let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
         assert_eq!(response.status(), 200);
         collect_sse(response).await

@@ -510,7 +510,7 @@ fn encode_reply_table_per_version() {
     ];
     for (reply, v1, v03) in cases {
         // REST's body is the 1.0 result, but for a deletion's `{}`.
-        let (status, bytes) = crate::binding::rest::encode_reply_bytes(&reply);
+        let (status, bytes) = crate::binding::rest::encode_reply_bytes(Version::V1_0, &reply);
         let rest: Value = serde_json::from_slice(&bytes).unwrap();
         let rest_v1 = if matches!(reply, Reply::Deleted) { json!({}) } else { v1.clone() };
         assert_eq!((status, rest), (200, rest_v1), "{reply:?}");

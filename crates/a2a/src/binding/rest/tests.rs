@@ -162,7 +162,11 @@ fn decode_route_table() {
         ("GET", "/v1/tasks/t1", None, "", not_found("GET /v1/tasks/t1")),
     ];
     for (verb, path, query, body, expected) in cases {
-        assert_eq!(decode(verb, path, query, body.as_bytes()), expected, "{verb} {path}");
+        assert_eq!(
+            decode(Version::V1_0, verb, path, query, body.as_bytes()),
+            expected,
+            "{verb} {path}"
+        );
     }
 }
 
@@ -171,7 +175,7 @@ fn decode_list_tasks_reads_every_query_parameter() {
     let query = "contextId=c%201&status=TASK_STATE_WORKING&pageSize=10&pageToken=p&\
                  historyLength=0&statusTimestampAfter=2026-03-12T10:15:00+00:00&includeArtifacts=true";
     assert_eq!(
-        decode("GET", "/tasks", Some(query), b""),
+        decode(Version::V1_0, "GET", "/tasks", Some(query), b""),
         Ok(Request::ListTasks(from(json!({
             "contextId": "c 1", "status": "TASK_STATE_WORKING", "pageSize": 10, "pageToken": "p",
             "historyLength": 0, "statusTimestampAfter": "2026-03-12T10:15:00Z", "includeArtifacts": true
@@ -183,7 +187,7 @@ fn decode_list_tasks_reads_every_query_parameter() {
 fn decode_status_query_accepts_numbers_and_short_names() {
     for status in ["2", "working", "Working", "TASK_STATE_WORKING"] {
         assert_eq!(
-            decode("GET", "/tasks", Some(&format!("status={status}")), b""),
+            decode(Version::V1_0, "GET", "/tasks", Some(&format!("status={status}")), b""),
             Ok(Request::ListTasks(from(json!({"status": "TASK_STATE_WORKING"})))),
             "{status}"
         );
@@ -214,7 +218,7 @@ fn decode_bad_query_values_name_the_parameter() {
     ];
     for (query, detail) in cases {
         assert_eq!(
-            decode("GET", "/tasks", Some(query), b""),
+            decode(Version::V1_0, "GET", "/tasks", Some(query), b""),
             Err(A2aError::InvalidParams(detail.to_owned())),
             "{query}"
         );
@@ -253,25 +257,59 @@ fn decode_bad_bodies_are_rejected() {
         ),
     ];
     for (verb, path, body, error) in cases {
-        assert_eq!(decode(verb, path, None, body.as_bytes()), Err(error), "{path} {body}");
+        assert_eq!(
+            decode(Version::V1_0, verb, path, None, body.as_bytes()),
+            Err(error),
+            "{path} {body}"
+        );
     }
 }
 
 #[test]
-fn check_version_refuses_only_v03() {
-    assert_eq!(
-        [None, Some(Version::V1_0), Some(Version::V0_3)].map(check_version),
-        [
-            Ok(()),
-            Ok(()),
-            Err(A2aError::VersionNotSupported { requested: "0.3 over HTTP+JSON".into() })
-        ]
-    );
+fn version_is_the_header_else_the_shape_else_1_0() {
+    let send_v03 = br#"{"request": {"messageId": "m", "content": [{"text": "hi"}]}}"#;
+    let send_v03_json_name = br#"{"message": {"messageId": "m", "content": [{"text": "hi"}]}}"#;
+    let send_v1 = br#"{"message": {"messageId": "m", "parts": [{"text": "hi"}]}}"#;
+    let push_v03 = br#"{"name": "tasks/t/pushNotificationConfigs/c", "pushNotificationConfig": {"url": "https://h"}}"#;
+    let push_python = br#"{"parent": "tasks/t", "config_id": "c", "config": {"push_notification_config": {"url": "https://h"}}}"#;
+    let push_v1 = br#"{"url": "https://h", "token": "tok"}"#;
+    let push_dotnet = br#"{"taskId": "t", "pushNotificationConfig": {"url": "https://h"}}"#;
+    let cases: [(Option<Version>, &str, &[u8], Version); 13] = [
+        (Some(Version::V0_3), "/tasks/t", b"", Version::V0_3),
+        (Some(Version::V1_0), "/message:send", send_v03, Version::V1_0),
+        (None, "/message:send", send_v03, Version::V0_3),
+        (None, "/message:stream", send_v03_json_name, Version::V0_3),
+        (None, "/message:send", send_v1, Version::V1_0),
+        (None, "/tasks/t/pushNotificationConfigs", push_v03, Version::V0_3),
+        (None, "/tasks/t/pushNotificationConfigs", push_python, Version::V0_3),
+        (None, "/tasks/t/pushNotificationConfigs", push_v1, Version::V1_0),
+        (None, "/tasks/t/pushNotificationConfigs", push_dotnet, Version::V1_0),
+        (None, "/tasks/t:cancel", br#"{"name": "tasks/t"}"#, Version::V0_3),
+        (None, "/tasks/t:cancel", b"", Version::V1_0),
+        (None, "/card", b"", Version::V0_3),
+        (None, "/tasks/t", b"", Version::V1_0),
+    ];
+    for (requested, path, body, expected) in cases {
+        assert_eq!(version(requested, path, body), expected, "{requested:?} {path}");
+    }
+}
+
+#[test]
+fn decode_routes_of_the_other_version_are_not_found() {
+    let cases = [
+        (Version::V0_3, "GET", "/tasks"),
+        (Version::V0_3, "GET", "/extendedAgentCard"),
+        (Version::V1_0, "GET", "/card"),
+    ];
+    for (version, verb, path) in cases {
+        assert_eq!(decode(version, verb, path, None, b""), not_found(&format!("{verb} {path}")));
+    }
+    assert_eq!(decode(Version::V0_3, "GET", "/card", None, b""), Ok(Request::GetExtendedAgentCard));
 }
 
 /// The status and the parsed body a reply goes out with.
 fn encode_reply(reply: &Reply) -> (u16, Value) {
-    let (status, bytes) = encode_reply_bytes(reply);
+    let (status, bytes) = encode_reply_bytes(Version::V1_0, reply);
     (status, serde_json::from_slice(&bytes).unwrap())
 }
 
@@ -295,7 +333,7 @@ fn encode_error_and_stream_items_use_the_rest_shapes() {
         json!({"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}),
     ));
     assert_eq!(
-        (encode_error(&error), encode_stream_item(&item)),
+        (encode_error(Version::V1_0, &error), encode_stream_item(Version::V1_0, &item)),
         (
             (404, error.rest_body()),
             json!({"statusUpdate": {"taskId": "t", "contextId": "c",
