@@ -252,7 +252,11 @@ fn chat_sigterm_stops_the_run_and_its_processes() {
                 && !stat.contains(") Z ")
         })
     };
-    assert!(sleeping(), "the sleep is not visible from outside");
+    // `$!` is known once bash has forked; the child may not have exec'd `sleep` yet.
+    while !sleeping() {
+        assert!(std::time::Instant::now() < deadline, "the sleep is not visible from outside");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap().success()
     );
