@@ -33,6 +33,7 @@ mod fair;
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;
+mod http;
 pub mod inbox;
 mod live;
 mod pool;

@@ -11,10 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
 use axum::extract::{Request as HttpRequest, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use futures_util::StreamExt;
@@ -32,6 +31,10 @@ use crate::containment::Containment;
 use crate::error::A2aError;
 use crate::extension::OwnerNotifier;
 use crate::fair::{Admission, CallerCaps, CallerShares, ConnectionShare, Held};
+use crate::http::{
+    asks_to_close, body_error, check_content_type, connection_refusal, header_text, json_bytes,
+    json_response, read_body, refusal, sse, unauthorized,
+};
 use crate::live::LiveTasks;
 use crate::pool::SessionPool;
 use crate::public_card::PublicCards;
@@ -40,9 +43,6 @@ use crate::push::{self, PushSender};
 use crate::request::{Request, Version};
 use crate::service::{Outcome, Service};
 use crate::task::store::TaskStore;
-
-/// How often an idle SSE stream gets a comment so proxies keep it open.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Largest push the receiver reads (anyone can POST there; a push is a task, not a file).
 const PUSH_BODY_LIMIT: usize = 1024 * 1024;
@@ -348,108 +348,6 @@ fn admit(
     inner.shares.admit(caller)
 }
 
-/// Whether the request's `Connection` header says `close` (RFC 9110 §7.6.1: a comma-separated
-/// list of case-insensitive options).
-fn asks_to_close(headers: &HeaderMap) -> bool {
-    headers.get_all(header::CONNECTION).iter().any(|value| {
-        value.to_str().is_ok_and(|text| {
-            text.split(',').any(|option| option.trim().eq_ignore_ascii_case("close"))
-        })
-    })
-}
-
-/// A fair-share refusal: the error's status (429) and `Retry-After`, with the binding's body,
-/// and `Connection: close`, so that a refused client does not keep holding a connection slot
-/// (hyper closes the connection after the answer).
-fn refusal(err: &A2aError, body: Value) -> Response {
-    let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
-    let mut response = json_response(status, body);
-    let headers = response.headers_mut();
-    if let Some(secs) = err.retry_after_secs() {
-        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    }
-    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
-}
-
-/// The whole HTTP response written to a connection refused before any request was read: the
-/// binding is unknown then, so the body has the REST shape, like the 401.
-fn connection_refusal(err: &A2aError) -> Bytes {
-    let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
-    let body = err.rest_body().to_string();
-    let retry_after =
-        err.retry_after_secs().map(|secs| format!("retry-after: {secs}\r\n")).unwrap_or_default();
-    Bytes::from(format!(
-        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{retry_after}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    ))
-}
-
-/// 401 with `WWW-Authenticate`, the same body on both bindings.
-fn unauthorized(message: &str) -> Response {
-    let body = json!({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": message}});
-    let mut response = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"a2a\", ApiKey realm=\"a2a\" header=\"X-API-Key\""),
-    );
-    response
-}
-
-/// Reads a whole request body: at most `limit` bytes, within `deadline` in total (a body that
-/// trickles in slower is a slowloris, answered 408).
-async fn read_body(body: Body, limit: usize, deadline: Duration) -> Result<Bytes, A2aError> {
-    match tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(err)) if is_length_limit(&err) => Err(A2aError::PayloadTooLarge { limit }),
-        // The client broke off mid-body; whatever we answer, it will not read it.
-        Ok(Err(_)) => Err(A2aError::InvalidRequest("the request body could not be read".into())),
-        Err(_) => {
-            let secs = u64::try_from(deadline.as_millis().div_ceil(1000)).unwrap_or(u64::MAX);
-            Err(A2aError::BodyTimeout { secs })
-        }
-    }
-}
-
-fn is_length_limit(err: &axum::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(current) = source {
-        if current.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        source = current.source();
-    }
-    false
-}
-
-/// Refuses a body declared as something other than JSON. A missing Content-Type is accepted
-/// (PROTOCOL.md §1: requests arrive as `application/json` or `application/a2a+json`).
-fn check_content_type(headers: &HeaderMap, body: &[u8]) -> Result<(), A2aError> {
-    let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(()) };
-    if body.is_empty() {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(value.as_bytes());
-    let essence = text.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-    let is_json = essence == "application/json"
-        || (essence.starts_with("application/") && essence.ends_with("+json"));
-    if is_json {
-        Ok(())
-    } else {
-        let shown: String = text.chars().take(100).collect();
-        Err(A2aError::UnsupportedMediaType(shown))
-    }
-}
-
-/// An error answer to a body that could not be read: the status the error maps to, and the
-/// connection closed when the rest of the body may still be on its way.
-fn body_error(err: &A2aError, body: Value) -> Response {
-    let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-    let mut response = (status, axum::Json(body)).into_response();
-    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
-}
-
 async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
     let (parts, body) = request.into_parts();
     let caller = match authenticated(&inner, &parts).await {
@@ -621,37 +519,11 @@ async fn push_receiver(
     if handler(watch_id, token, json).await { StatusCode::OK.into_response() } else { not_found() }
 }
 
-fn sse<S>(events: S) -> Response
-where
-    S: futures_util::Stream<Item = Result<Event, Infallible>> + Send + 'static,
-{
-    let mut response =
-        Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)).into_response();
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
-}
-
-fn json_response(status: StatusCode, body: Value) -> Response {
-    (status, axum::Json(body)).into_response()
-}
-
-/// A JSON body already serialized (what `axum::Json` would send for its value).
-fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
-    let mut response = (status, body).into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
-
-fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::auth::{A2aWorkspace, CallerEntry, CallerMode, CallerTier};
+    use axum::body::{Body, Bytes};
 
     /// One caller, whose key is `span-test-key`.
     struct OneCaller(Caller);
