@@ -15,14 +15,13 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use assert_cmd::cargo::CommandCargoExt;
 use serde_json::json;
 use volcanic_test_support::telegram::FakeBotApi;
 
-use crate::containment::{Mode, chown_tree, directive, rot13};
+use crate::containment::{Mode, chown_tree, directive, rot13, volcanic_as};
 
 const CHAT: i64 = 4343;
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -81,21 +80,7 @@ fn start(
     mode: Mode,
     extra_env: &[(&str, &str)],
 ) -> Host {
-    let volcanic = Command::cargo_bin("volcanic").unwrap();
-    let mut cmd = if mode == Mode::SandboxedUnprivileged {
-        let mut cmd = Command::new("setpriv");
-        cmd.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-        ]);
-        cmd.arg(volcanic.get_program());
-        cmd
-    } else {
-        volcanic
-    };
+    let mut cmd = volcanic_as(mode);
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", &dirs.state)
@@ -350,16 +335,7 @@ fn chat_pass(mode: Mode) {
     let secrets = HostSecrets::new();
     let dirs = Dirs::new(&secrets, mode);
     let ws = dirs.workspace();
-    let volcanic = Command::cargo_bin("volcanic").unwrap();
-    let mut cmd = if mode == Mode::SandboxedUnprivileged {
-        let mut cmd = Command::new("setpriv");
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
-            .args(["--bounding-set=-all"])
-            .arg(volcanic.get_program());
-        cmd
-    } else {
-        volcanic
-    };
+    let mut cmd = volcanic_as(mode);
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", &dirs.state)

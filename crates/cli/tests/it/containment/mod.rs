@@ -52,6 +52,25 @@ impl Mode {
     }
 }
 
+/// `volcanic` as the mode runs it: as `nobody` without any capability for
+/// [`Mode::SandboxedUnprivileged`], else as the user running the tests.
+pub fn volcanic_as(mode: Mode) -> Command {
+    let volcanic = Command::cargo_bin("volcanic").unwrap();
+    if mode != Mode::SandboxedUnprivileged {
+        return volcanic;
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]);
+    cmd.arg(volcanic.get_program());
+    cmd
+}
+
 /// The uid and gid of `nobody`.
 const NOBODY: u32 = 65534;
 
@@ -184,21 +203,7 @@ impl Server {
 
     /// [`Server::start`] with more environment variables.
     pub fn start_with(fixture: &Fixture, mode: Mode, extra_env: &[(&str, &str)]) -> Server {
-        let volcanic = Command::cargo_bin("volcanic").unwrap();
-        let mut cmd = if mode == Mode::SandboxedUnprivileged {
-            let mut cmd = Command::new("setpriv");
-            cmd.args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--bounding-set=-all",
-            ]);
-            cmd.arg(volcanic.get_program());
-            cmd
-        } else {
-            volcanic
-        };
+        let mut cmd = volcanic_as(mode);
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &fixture.home)
