@@ -270,7 +270,10 @@ async fn print_run(
                         Ended::Aborted
                     }
                     RunOutcome::Failed { error } => {
-                        note(&format!("volcanic: the run failed: {}", printable(error)));
+                        note(&format!(
+                            "volcanic: the run failed: {}",
+                            printable(&error.to_string())
+                        ));
                         Ended::Failed
                     }
                 });

@@ -29,12 +29,11 @@ use crate::sandbox::{Confinement, RemoteTool, ToolHost, ToolSet, ViewBase};
 use crate::tool::{ContainedSendTool, SendTool, Tool, builtin_tools};
 use crate::{Error, Result};
 
-pub use event::{EventKind, Role, RunOutcome, RunSettled, SessionEvent};
+pub use event::{EventKind, Role, RunFailure, RunOutcome, RunSettled, SessionEvent};
 pub use fanout::{EventStream, SUBSCRIBER_CAPACITY};
 pub use journal::{
     ABORTED_NOTE, DANGLING_TOOL_RESULT, DurableMark, INTERRUPTED_NOTE, JournalFile, LoadReport,
 };
-pub use run::UNEXPECTED_FAILURE;
 
 use journal::Journal;
 
@@ -684,7 +683,7 @@ impl RunHandle {
 /// What a run that vanished without settling reports (its task panicked past every guard).
 fn lost_run() -> RunSettled {
     RunSettled {
-        outcome: RunOutcome::Failed { error: UNEXPECTED_FAILURE.into() },
+        outcome: RunOutcome::Failed { error: RunFailure::Unexpected },
         final_text: String::new(),
         usage: Default::default(),
         turns: 0,

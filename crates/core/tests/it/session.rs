@@ -7,7 +7,7 @@ use serde_json::json;
 use volcanic_core::message::{Message, StopReason};
 use volcanic_core::provider::faux::{FauxProvider, FauxScript};
 use volcanic_core::session::Role;
-use volcanic_core::{Error, EventKind, RunOutcome, SessionFactory, SessionOptions};
+use volcanic_core::{Error, EventKind, RunFailure, RunOutcome, SessionFactory, SessionOptions};
 
 use crate::support::*;
 
@@ -288,7 +288,10 @@ async fn faux_error_step_fails_the_run() {
     let session = open(&factory, &dirs, "fail").await;
     let (events, settled) =
         collect(session.prompt(directive(json!([{"error": "model exploded"}]))).unwrap()).await;
-    assert_eq!(settled.outcome, RunOutcome::Failed { error: "model exploded".into() });
+    assert_eq!(
+        settled.outcome,
+        RunOutcome::Failed { error: RunFailure::Provider { message: "model exploded".into() } }
+    );
     assert!(!names(&events).contains(&"retry"), "scripted errors are not retried");
 }
 
@@ -332,8 +335,8 @@ async fn faux_invalid_directive_fails_with_reason() {
     let session = open(&factory, &dirs, "bad-directive").await;
     let (_, settled) = collect(session.prompt("faux> {not json").unwrap()).await;
     match settled.outcome {
-        RunOutcome::Failed { error } => {
-            assert!(error.starts_with("faux: invalid directive"), "{error}")
+        RunOutcome::Failed { error: RunFailure::Provider { message } } => {
+            assert!(message.starts_with("faux: invalid directive"), "{message}")
         }
         other => panic!("{other:?}"),
     }
@@ -678,3 +681,4 @@ async fn close_if_durable_closes_only_a_session_with_nothing_left_to_flush() {
     assert!(messages.contains(&Message::user("first")), "{messages:?}");
     assert!(messages.contains(&Message::user("second")), "{messages:?}");
 }
+
