@@ -5,7 +5,9 @@
 //! caught and settles as failed); every message is appended to the journal before its
 //! `MessageEnd` / `ToolEnd` is emitted; the session is marked idle before `Settled` is emitted, so
 //! a listener may prompt again right away. Tool calls of one answer run one after the other, in
-//! the order the model made them.
+//! the order the model made them. Every run's task is on the factory's run tracker, so
+//! [`SessionFactory::close_runs`](super::SessionFactory::close_runs) returns only once each run
+//! has journaled its end and emitted `Settled`.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -49,7 +51,7 @@ pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
     let events = inner.hub.subscribe().for_run(run_id.clone());
     let task_inner = inner.clone();
     let task_run_id = run_id.clone();
-    tokio::spawn(async move {
+    inner.shared.runs.spawn(async move {
         let mut run = Run::new(&task_inner, task_run_id.clone(), cancel);
         let settled = match AssertUnwindSafe(run.execute(text)).catch_unwind().await {
             Ok(settled) => settled,

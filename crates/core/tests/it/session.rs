@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 use volcanic_core::message::{Message, StopReason};
 use volcanic_core::provider::faux::{FauxProvider, FauxScript};
 use volcanic_core::session::Role;
@@ -682,3 +683,37 @@ async fn close_if_durable_closes_only_a_session_with_nothing_left_to_flush() {
     assert!(messages.contains(&Message::user("second")), "{messages:?}");
 }
 
+/// Shutdown waits for the runs: once `close_runs` returns after the token fired, a run that was
+/// in a model call has journaled its end and let go of its session (a run task nobody tracks
+/// would still be on its way).
+#[tokio::test]
+async fn close_runs_returns_after_aborted_runs_have_journaled_their_end() {
+    let dirs = Dirs::new();
+    let shutdown = CancellationToken::new();
+    let factory = SessionFactory::builder(faux(), dirs.state.path())
+        .config(fast_config())
+        .shutdown(shutdown.clone())
+        .build();
+    let session = open(&factory, &dirs, "shutdown").await;
+    let mut handle = session.prompt(directive(json!([{"sleep_ms": 60_000}]))).unwrap();
+    tokio::time::timeout(DEADLINE, async {
+        while let Some(event) = handle.events().recv().await {
+            if matches!(event.kind, EventKind::TurnStart { .. }) {
+                return;
+            }
+        }
+        panic!("the run ended before its model call");
+    })
+    .await
+    .expect("the model call starts in time");
+
+    shutdown.cancel();
+    tokio::time::timeout(DEADLINE, factory.close_runs()).await.expect("the run ends in time");
+
+    assert!(!session.is_running());
+    let journal =
+        std::fs::read_to_string(dirs.state.path().join("sessions/shutdown/session.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "run_end");
+    assert_eq!(last["outcome"], json!({"kind": "aborted"}));
+}
