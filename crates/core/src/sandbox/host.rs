@@ -20,6 +20,7 @@ use base64::Engine;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::protocol::{MAX_LINE_BYTES, Reply, Request, to_line};
 use crate::exec::ExecEnv;
@@ -50,14 +51,20 @@ struct Setup {
     tools: Vec<Arc<dyn Tool>>,
 }
 
-/// Serves requests from `input` until it closes; replies go to `output`.
+/// The running calls, each with the token that stops it.
+type Calls = Arc<Mutex<HashMap<u64, CancellationToken>>>;
+
+/// Serves requests from `input` until it closes; replies go to `output`. Returns once the
+/// writer and every call have ended (calls still running when `input` ends or breaks are
+/// stopped first): they all run on one tracker, so none outlives the host.
 pub(crate) async fn serve<R, W>(input: R, output: W) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();
-    let writer = tokio::spawn(async move {
+    let tasks = TaskTracker::new();
+    tasks.spawn(async move {
         let mut output = output;
         while let Some(reply) = rx.recv().await {
             if output.write_all(&to_line(&reply)).await.is_err() || output.flush().await.is_err() {
@@ -65,9 +72,29 @@ where
             }
         }
     });
+    let calls = Calls::default();
+    let served = read_requests(input, &tx, &calls, &tasks).await;
+    // Stdin closed (the session is gone) or broke: running calls are stopped (bash kills its
+    // group).
+    for cancel in lock(&calls).values() {
+        cancel.cancel();
+    }
+    drop(tx);
+    // The writer ends when every call has sent its reply (or the pipe broke).
+    tasks.close();
+    tasks.wait().await;
+    served
+}
+
+/// Reads requests until `input` ends, starting each call on `tasks`.
+async fn read_requests<R: AsyncRead + Unpin>(
+    input: R,
+    tx: &mpsc::UnboundedSender<Reply>,
+    calls: &Calls,
+    tasks: &TaskTracker,
+) -> io::Result<()> {
     let mut lines = BufReader::new(input);
     let mut setup: Option<Arc<Setup>> = None;
-    let calls: Arc<Mutex<HashMap<u64, CancellationToken>>> = Arc::default();
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -98,9 +125,9 @@ where
                     continue;
                 };
                 let cancel = CancellationToken::new();
-                lock(&calls).insert(id, cancel.clone());
+                lock(calls).insert(id, cancel.clone());
                 let (tx, calls) = (tx.clone(), calls.clone());
-                tokio::spawn(async move {
+                tasks.spawn(async move {
                     let reply = run_call(&setup, id, &tool, call_id, args, cancel, &tx).await;
                     lock(&calls).remove(&id);
                     let _ = tx.send(reply);
@@ -112,7 +139,7 @@ where
                     continue;
                 };
                 let tx = tx.clone();
-                tokio::spawn(async move {
+                tasks.spawn(async move {
                     let reply = match read_for_send(&setup.cwd, &path, max_bytes).await {
                         Ok((name, shown, bytes)) => Reply::File {
                             id,
@@ -126,19 +153,12 @@ where
                 });
             }
             Request::Cancel { id } => {
-                if let Some(cancel) = lock(&calls).get(&id) {
+                if let Some(cancel) = lock(calls).get(&id) {
                     cancel.cancel();
                 }
             }
         }
     }
-    // Stdin closed: the session is gone. Running calls are stopped (bash kills its group).
-    for cancel in lock(&calls).values() {
-        cancel.cancel();
-    }
-    drop(tx);
-    // The writer ends when every call has sent its reply (or the pipe broke).
-    let _ = writer.await;
     Ok(())
 }
 
