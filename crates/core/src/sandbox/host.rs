@@ -365,6 +365,42 @@ mod tests {
         }
     }
 
+    /// A host whose input breaks stops its running calls and returns only once they have
+    /// answered and its writer is done: nothing it started outlives it (it used to return at
+    /// once and leave the call running).
+    #[tokio::test]
+    async fn host_with_a_broken_input_stops_its_calls_before_returning() {
+        let dir = tempfile::tempdir().unwrap();
+        let (input, host_in) = tokio::io::duplex(1 << 20);
+        let (host_out, output) = tokio::io::duplex(1 << 20);
+        let served = tokio::spawn(serve(host_in, host_out));
+        let mut host = Pipes { input, output: BufReader::new(output).lines() };
+        host.init(dir.path()).await;
+        let args = json!({"command": "echo started; sleep 600"});
+        host.send(&Request::Call { id: 7, tool: "bash".into(), call_id: "c".into(), args }).await;
+        assert!(matches!(host.reply().await, Reply::Update { id: 7, .. }));
+
+        host.input.write_all(b"not a request\n").await.unwrap();
+        let result = tokio::time::timeout(std::time::Duration::from_secs(20), served)
+            .await
+            .expect("the host returns within 20 s")
+            .unwrap();
+        assert_eq!(result.unwrap_err().kind(), io::ErrorKind::InvalidData);
+
+        match host.reply().await {
+            Reply::Done { id, content, is_error, .. } => {
+                assert_eq!((id, content.as_str(), is_error), (7, "started\n\naborted", true));
+            }
+            other => panic!("unexpected reply: {other:?}"),
+        }
+        let rest =
+            tokio::time::timeout(std::time::Duration::from_secs(20), host.output.next_line())
+                .await
+                .expect("the output ends within 20 s")
+                .unwrap();
+        assert_eq!(rest, None, "the writer ended with the host");
+    }
+
     #[tokio::test]
     async fn host_reads_files_for_send_only_inside_the_workspace() {
         let dir = tempfile::tempdir().unwrap();
