@@ -402,3 +402,41 @@ impl Tool for RemoteTool {
         self.host.call(&self.spec.name, args, &ctx).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::{Sandbox, SandboxView};
+
+    /// A tool host in a real sandbox whose "host" is a shell that says it is ready and then
+    /// reads its input until the session goes.
+    fn tool_host(workspace: &std::path::Path) -> ToolHost {
+        let script = r#"echo '{"t":"ready"}'; exec /bin/cat > /dev/null"#;
+        let sandbox = Sandbox::new("bwrap", "/bin/sh", vec!["-c".into(), script.into()]);
+        let confinement =
+            Confinement { sandbox: Arc::new(sandbox), view: SandboxView::new(workspace) };
+        ToolHost::new(
+            Arc::new(confinement),
+            workspace.join(".spill"),
+            Arc::new(ToolLimits::default()),
+            Vec::new(),
+        )
+    }
+
+    /// Dropping the tool host (the session went) ends the pipe tasks of its sandbox: they are
+    /// on the started host's tracker, which they leave only by ending.
+    #[tokio::test]
+    async fn dropped_tool_host_leaves_no_pipe_task_behind() {
+        let workspace = tempfile::tempdir().unwrap();
+        let host = tool_host(workspace.path());
+        host.ensure_started().await.unwrap();
+        let tasks = host.running.lock().await.as_ref().map(|r| r.tracker.clone()).unwrap();
+        assert_eq!(tasks.len(), 3, "reader, writer and stderr are tracked");
+
+        drop(host);
+        tokio::time::timeout(Duration::from_secs(20), tasks.wait())
+            .await
+            .expect("the pipe tasks end within 20 s");
+        assert!(tasks.is_empty());
+    }
+}
