@@ -281,6 +281,10 @@ impl A2aServer {
         if tokio::time::timeout(SHUTDOWN_GRACE, service.tracker.wait()).await.is_err() {
             tracing::warn!(runs = service.live.len(), "runs still settling at shutdown");
         }
+        // The drivers above end at a run's `Settled`, a moment before the run's own task does.
+        if tokio::time::timeout(SHUTDOWN_GRACE, service.pool.close_runs()).await.is_err() {
+            tracing::warn!("session runs still ending at shutdown");
+        }
         // After the runs: their last state changes are queued by now.
         service.push.close().await;
         eviction.abort();

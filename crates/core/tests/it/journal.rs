@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 use volcanic_core::exec::ExecEnv;
 use volcanic_core::message::Message;
 use volcanic_core::session::{DANGLING_TOOL_RESULT, INTERRUPTED_NOTE};
-use volcanic_core::{EventKind, Extension, Registrar, RunOutcome, SessionFactory, SessionOptions};
+use volcanic_core::{
+    EventKind, Extension, Registrar, RunFailure, RunOutcome, SessionFactory, SessionOptions,
+};
 
 use crate::support::*;
 
@@ -178,7 +180,9 @@ async fn planted_secret_is_redacted_in_tool_output_errors_and_journal() {
     assert!(!results[1].contains(PLANTED), "{}", results[1]);
     assert_eq!(
         settled.outcome,
-        RunOutcome::Failed { error: "provider said [REDACTED:MY_API_TOKEN]".into() }
+        RunOutcome::Failed {
+            error: RunFailure::Provider { message: "provider said [REDACTED:MY_API_TOKEN]".into() }
+        }
     );
     let journal = std::fs::read_to_string(journal_path(&dirs, "secrets")).unwrap();
     assert!(!journal.contains(PLANTED));
