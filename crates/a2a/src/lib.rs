@@ -38,6 +38,7 @@ pub mod fuzzing;
 mod http;
 pub mod inbox;
 mod live;
+mod parts;
 mod pool;
 mod public_card;
 pub mod push;

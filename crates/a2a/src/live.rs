@@ -25,6 +25,7 @@ use tokio::sync::{broadcast, watch};
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::Error;
 use crate::event_log::{Event, EventLog, Resumed, Subscription};
+use crate::parts::{append_text, redact_part, text_of};
 use crate::push::StoredPushConfig;
 use crate::task::TaskFile;
 use crate::task::events::{EventId, StreamEvent};
@@ -523,49 +524,6 @@ impl LiveTask {
                 tracing::error!(task_id = %self.task_id, error = %err, "cannot write the task file");
             }
         }
-    }
-}
-
-/// Appends streamed text to the last text part, so the in-memory artifact stays one part.
-fn append_text(artifact: &mut Artifact, text: &str) {
-    if let Some(a2a::PartContent::Text(existing)) =
-        artifact.parts.last_mut().map(|p| &mut p.content)
-    {
-        existing.push_str(text);
-    } else {
-        artifact.parts.push(Part::text(text));
-    }
-}
-
-/// Redacts a part's text, or its bytes when they are UTF-8 text, in place.
-fn redact_part(redactor: &Redactor, part: &mut Part) {
-    match &mut part.content {
-        a2a::PartContent::Text(text) => {
-            if let std::borrow::Cow::Owned(redacted) = redactor.redact(text) {
-                *text = redacted;
-            }
-        }
-        a2a::PartContent::Raw(bytes) => {
-            if let Ok(text) = std::str::from_utf8(bytes)
-                && let std::borrow::Cow::Owned(redacted) = redactor.redact(text)
-            {
-                *bytes = redacted.into_bytes();
-            }
-        }
-        a2a::PartContent::Data(value) => redactor.redact_json_values(value),
-        a2a::PartContent::Url(url) => {
-            if let std::borrow::Cow::Owned(redacted) = redactor.redact(url) {
-                *url = redacted;
-            }
-        }
-    }
-}
-
-/// A part's text ("" for other parts).
-fn text_of(part: &Part) -> &str {
-    match &part.content {
-        a2a::PartContent::Text(text) => text,
-        _ => "",
     }
 }
 
