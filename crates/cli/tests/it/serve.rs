@@ -13,6 +13,8 @@ use volcanic_test_support::raw_http::{exchange, post_a2a, status_of};
 use crate::support::{Rest, listening_base};
 
 const KEY: &str = "k_serve_test_key_77";
+/// Bounds every raw request of these tests.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// A blocking SendMessage of one text part (JSON-RPC, A2A 1.0).
 pub(crate) const SEND: &str = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
 
@@ -55,9 +57,6 @@ fn workspace_with_caller() -> tempfile::TempDir {
     write_callers(ws.path(), &[("tester", KEY)]);
     ws
 }
-
-/// Bounds every raw request of these tests.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A JSON-RPC request over std (see [`post_a2a`]), so these tests need no async runtime.
 pub(crate) fn post(base: &str, key: &str, body: &str) -> (u16, String) {
