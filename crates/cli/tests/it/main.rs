@@ -10,4 +10,5 @@ mod crash;
 mod host_secrets;
 mod memory;
 mod serve;
+mod support;
 mod telegram;
