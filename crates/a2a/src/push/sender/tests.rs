@@ -510,3 +510,30 @@ async fn sender_after_restart_rechecks_the_url_and_drops_refused_ones() {
     assert_eq!(up.calls(), []);
     assert_eq!(outbox_files(state.path()), 0);
 }
+
+#[tokio::test]
+async fn sender_over_http_waits_as_long_as_a_503_retry_after_says() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(503).insert_header("Retry-After", "3"))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let sender = http_sender();
+    let started = std::time::Instant::now();
+    sender.notify(&task("a"), &[config(&server.uri(), "c1", PushFormat::V1_0, false)]);
+    let delivered = async {
+        while received(&server).await.len() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), delivered).await.unwrap();
+    // Without the header the wait would be the first backoff step, 1 s.
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_secs(3) && elapsed < Duration::from_secs(60), "{elapsed:?}");
+    sender.close().await;
+}
