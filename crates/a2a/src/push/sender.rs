@@ -220,7 +220,10 @@ impl PushSender {
         let queue = state.webhooks.entry(key.clone()).or_default();
         let full = queue.count >= policy.max_per_webhook;
         if full || state.total_bytes.saturating_add(size) > policy.max_bytes {
-            if queue.count == 0 {
+            // An empty queue nobody drains is forgotten; one with a drain task is the task's to
+            // retire (removing it here could leave that task draining a newer queue of the key
+            // beside the one the writer starts).
+            if queue.count == 0 && !queue.draining {
                 state.webhooks.remove(&key);
             }
             warn!(
