@@ -227,7 +227,7 @@ async fn pending_deliveries(server: &Server, hook: &Webhook, state: &Path) -> Ve
 }
 
 /// The server's log without terminal colour codes.
-fn stored_log(log: &Path) -> String {
+fn stored_log(log: &Path, test: &str) -> String {
     let raw = std::fs::read_to_string(log).unwrap_or_default();
     let mut text = String::with_capacity(raw.len());
     let mut chars = raw.chars();
@@ -245,7 +245,7 @@ fn stored_log(log: &Path) -> String {
     }
     // scripts/test scans this for leaked secrets (docs/reliability.md, "Secrets in logs").
     if let Some(dir) = std::env::var_os("VOLCANIC_TEST_LOG_DIR") {
-        let name = format!("serve-push-outbox-{}.log", std::process::id());
+        let name = format!("serve-push-outbox-{test}-{}.log", std::process::id());
         std::fs::write(Path::new(&dir).join(name), &text).unwrap();
     }
     text
@@ -285,7 +285,7 @@ async fn sigkill_with_pushes_pending_delivers_them_in_order_after_restart() {
     assert!(hook.seen().iter().all(|s| s.token.as_deref() == Some(TOKEN)));
     drop(server);
 
-    let logs = stored_log(&log);
+    let logs = stored_log(&log, "restart");
     assert!(
         logs.lines().any(|l| l.contains("push notification attempt failed") && l.contains("host=127.0.0.1")),
         "no failed attempt logged with its host:\n{logs}"
@@ -316,7 +316,7 @@ async fn pending_pushes_to_a_url_refused_after_restart_are_not_delivered() {
     .await;
     drop(server);
     assert_eq!(hook.seen().len(), tried, "a refused webhook was posted to");
-    let logs = stored_log(&log);
+    let logs = stored_log(&log, "refused");
     let refusals =
         logs.lines().filter(|l| l.contains("push webhook refused by the URL check")).count();
     assert_eq!(refusals, 6, "{logs}");
