@@ -9,6 +9,7 @@ mod containment;
 mod crash;
 mod host_secrets;
 mod memory;
+mod push_outbox;
 mod serve;
 mod support;
 mod telegram;
