@@ -89,6 +89,18 @@ pub struct A2aOptions {
     /// Bytes of settled tasks' JSON kept in memory so GetTask and ListTasks answer them without
     /// reading their files (each still costs a `stat`); 0 turns the cache off. Default 12 MiB.
     pub task_cache_bytes: usize,
+    /// Most attempts of one push delivery in one run of the server (a restart counts again from
+    /// one; `push_max_age` bounds it across restarts). Default 10.
+    pub push_max_attempts: u32,
+    /// A push delivery still failing this long after its state change is dropped with a
+    /// warning, across restarts. Default 24 h.
+    pub push_max_age: Duration,
+    /// Most push deliveries pending for one webhook (URL and config id); a notification over
+    /// it is dropped with a warning. Default 1,024.
+    pub push_max_pending_per_webhook: usize,
+    /// Most bytes of push deliveries pending in all (bodies, URLs, tokens; on disk in the
+    /// outbox and in memory); a notification over it is dropped with a warning. Default 64 MiB.
+    pub push_max_pending_bytes: u64,
 }
 
 impl Default for A2aOptions {
@@ -117,6 +129,10 @@ impl Default for A2aOptions {
             max_inbox_bytes: 1024 * 1024 * 1024,
             max_tasks: 100_000,
             task_cache_bytes: 12 * 1024 * 1024,
+            push_max_attempts: 10,
+            push_max_age: Duration::from_secs(24 * 60 * 60),
+            push_max_pending_per_webhook: 1024,
+            push_max_pending_bytes: 64 * 1024 * 1024,
         }
     }
 }

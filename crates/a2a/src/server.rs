@@ -86,13 +86,18 @@ pub enum BuildError {
     /// The extra certificate authorities cannot be used.
     #[error("A2A__ExtraCaCertificates {}: {source}", path.display())]
     ExtraCa { path: PathBuf, source: GuardError },
+    /// The push outbox in the state folder cannot be created or read.
+    #[error("push outbox {}: {source}", path.display())]
+    Outbox { path: PathBuf, source: std::io::Error },
 }
 
 /// For hosts that carry build failures as I/O errors; the kind of a failed read is kept.
 impl From<BuildError> for std::io::Error {
     fn from(err: BuildError) -> Self {
         let kind = match &err {
-            BuildError::ExtraCaRead { source, .. } => source.kind(),
+            BuildError::ExtraCaRead { source, .. } | BuildError::Outbox { source, .. } => {
+                source.kind()
+            }
             BuildError::Client(_) | BuildError::ExtraCa { .. } => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, err.to_string())
@@ -138,7 +143,8 @@ impl A2aServerBuilder {
     /// # Errors
     /// [`BuildError::Client`] when the outbound HTTP client cannot be built (no TLS backend);
     /// [`BuildError::ExtraCaRead`] or [`BuildError::ExtraCa`] when the extra certificate
-    /// authorities cannot be read or used.
+    /// authorities cannot be read or used; [`BuildError::Outbox`] when the push outbox
+    /// (`<state dir>/a2a/push-outbox`) cannot be created or listed.
     pub fn build(self) -> Result<A2aServer, BuildError> {
         let allow_private = self.options.allow_private_push_urls;
         let cache_bytes = self.options.task_cache_bytes;
@@ -156,11 +162,17 @@ impl A2aServerBuilder {
         };
         // Pushes go through the same guarded client as downloads: one outbound path.
         let push_url_check = push::url_check(allow_private);
+        // Pending deliveries live in the state folder, out of every session's reach: they hold
+        // webhook tokens and credentials.
+        let policy = push::sender::Policy::new(&self.options);
+        let outbox_dir = self.factory.state_dir().join("a2a").join("push-outbox");
+        let outbox = push::outbox::Outbox::open(outbox_dir.clone(), policy.max_bytes)
+            .map_err(|source| BuildError::Outbox { path: outbox_dir, source })?;
         let push = Arc::new(PushSender::new(
             guard.client().clone(),
             push_url_check.clone(),
-            push::sender::DEFAULT_WAITS.to_vec(),
-            push::sender::DEFAULT_TIMEOUT,
+            policy,
+            Some(outbox),
         ));
         self.containment.log();
         let tracker = TaskTracker::new();
@@ -253,6 +265,8 @@ impl A2aServer {
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
         let service = &self.inner.service;
+        // What the outbox held at start-up goes before any notification of this run.
+        service.push.start();
         let eviction = service.tracker.spawn(service.pool.clone().run_eviction(shutdown.clone()));
         let options = &service.options;
         let limits = crate::connection::Limits {

@@ -171,6 +171,11 @@ pub struct A2aSettings {
     pub max_inbox_bytes: Option<u64>,
     pub max_tasks: Option<usize>,
     pub task_cache_bytes: Option<usize>,
+    pub push_max_attempts: Option<u32>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub push_max_age: Option<Duration>,
+    pub push_max_pending_per_webhook: Option<usize>,
+    pub push_max_pending_bytes: Option<u64>,
     pub card: CardSettings,
     pub sandbox: SandboxSettings,
 }
@@ -303,6 +308,11 @@ impl A2aSettings {
             ),
             ("max_header_bytes", self.max_header_bytes, &mut options.max_header_bytes),
             ("max_tasks", self.max_tasks, &mut options.max_tasks),
+            (
+                "push_max_pending_per_webhook",
+                self.push_max_pending_per_webhook,
+                &mut options.push_max_pending_per_webhook,
+            ),
         ];
         for (key, value, slot) in counts {
             if let Some(v) = value {
@@ -317,6 +327,21 @@ impl A2aSettings {
         }
         if let Some(v) = self.task_cache_bytes {
             options.task_cache_bytes = v;
+        }
+        if let Some(v) = self.push_max_attempts {
+            if v == 0 {
+                return Err(ConfigError("a2a.push_max_attempts: must be at least 1".into()));
+            }
+            options.push_max_attempts = v;
+        }
+        if let Some(v) = self.push_max_age {
+            if v.is_zero() {
+                return Err(ConfigError("a2a.push_max_age: must be longer than zero".into()));
+            }
+            options.push_max_age = v;
+        }
+        if let Some(v) = self.push_max_pending_bytes {
+            options.push_max_pending_bytes = v;
         }
         if let Some(v) = &self.card.name {
             options.card_name = v.clone();
@@ -692,6 +717,41 @@ mod tests {
         assert_eq!((options.max_open_sessions, options.max_sessions_per_caller), (64, 8));
         assert_eq!(options.card_name, "Ada");
         assert!(settings.a2a.enabled);
+    }
+
+    #[test]
+    fn a2a_push_delivery_limits_come_from_env_and_zero_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("A2A__PushMaxAttempts", "4"),
+                ("A2A__PushMaxAge", "2h"),
+                ("A2A__PushMaxPendingPerWebhook", "16"),
+                ("A2A__PushMaxPendingBytes", "1048576"),
+            ]),
+        )
+        .unwrap();
+        let options = settings.a2a.to_options().unwrap();
+        assert_eq!(
+            (
+                options.push_max_attempts,
+                options.push_max_age,
+                options.push_max_pending_per_webhook,
+                options.push_max_pending_bytes
+            ),
+            (4, Duration::from_secs(7200), 16, 1_048_576)
+        );
+        for (key, value, named) in [
+            ("A2A__PushMaxAttempts", "0", "a2a.push_max_attempts"),
+            ("A2A__PushMaxAge", "0s", "a2a.push_max_age"),
+            ("A2A__PushMaxPendingPerWebhook", "0", "a2a.push_max_pending_per_webhook"),
+        ] {
+            let settings = load(None, dir.path(), &env(&[(key, value)])).unwrap();
+            let err = settings.a2a.to_options().unwrap_err();
+            assert!(err.to_string().contains(named), "{key}: {err}");
+        }
     }
 
     #[test]

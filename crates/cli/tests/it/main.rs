@@ -9,6 +9,8 @@ mod containment;
 mod crash;
 mod host_secrets;
 mod memory;
+mod push_outbox;
 mod resume;
 mod serve;
+mod support;
 mod telegram;

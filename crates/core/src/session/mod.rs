@@ -312,6 +312,12 @@ impl SessionFactory {
         self.shared.runs.wait().await;
     }
 
+    /// The host's state folder (journals under `sessions/`; hosts keep their own records there
+    /// too, out of every session's reach).
+    pub fn state_dir(&self) -> &Path {
+        &self.shared.state_dir
+    }
+
     /// The folder holding a scope's journal.
     pub fn session_dir(&self, scope: &str) -> PathBuf {
         self.shared.state_dir.join("sessions").join(scope)

@@ -233,13 +233,7 @@ async fn large_output_is_capped_with_spill_file() {
     let session = open(&factory, &dirs, "spill").await;
     let prompt = directive(json!([{"tool": "bash", "args": {"command": "seq 1 100000"}}]));
     let (events, _) = collect(session.prompt(prompt).unwrap()).await;
-    let result = events
-        .iter()
-        .find_map(|e| match e {
-            EventKind::ToolEnd { result, .. } => Some(result.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let result = tool_results(&events).remove(0);
     assert!(result.content.len() <= 52 * 1024, "{} bytes", result.content.len());
     assert!(result.content.starts_with("1\n2\n"));
     assert!(result.content.contains("100000"), "tail kept");

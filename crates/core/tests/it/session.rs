@@ -105,13 +105,7 @@ async fn bash_tool_round_trip_emits_start_and_end() {
         _ => None,
     });
     assert_eq!(start, Some(("bash".to_string(), json!({"command": "echo hi"}))));
-    let result = events
-        .iter()
-        .find_map(|e| match e {
-            EventKind::ToolEnd { result, .. } => Some(result.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let result = tool_results(&events).remove(0);
     assert!(!result.is_error);
     assert!(result.content.starts_with("hi\n"), "{}", result.content);
     // The second model call saw the tool result.
@@ -138,13 +132,7 @@ async fn tool_errors_go_back_to_the_model() {
     ]));
     let (events, settled) = collect(session.prompt(prompt).unwrap()).await;
     assert_eq!(settled.final_text, "recovered");
-    let results: Vec<_> = events
-        .iter()
-        .filter_map(|e| match e {
-            EventKind::ToolEnd { result, .. } => Some(result.clone()),
-            _ => None,
-        })
-        .collect();
+    let results: Vec<_> = tool_results(&events);
     assert_eq!(results.len(), 3);
     assert!(results.iter().all(|r| r.is_error));
     assert!(results[0].content.starts_with("unknown tool \"nope\""), "{}", results[0].content);
@@ -229,13 +217,7 @@ async fn abort_during_sleep_kills_process_group_and_settles_quickly() {
     let elapsed = started.elapsed();
     assert_eq!(settled.outcome, RunOutcome::Aborted);
     assert!(elapsed < Duration::from_secs(2), "settled after {elapsed:?}");
-    let result = events
-        .iter()
-        .find_map(|e| match e {
-            EventKind::ToolEnd { result, .. } => Some(result.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let result = tool_results(&events).remove(0);
     assert!(result.is_error);
     // The grandchild is gone (or a zombie waiting for init), within a bounded wait.
     let gone = tokio::time::timeout(Duration::from_secs(5), async {
