@@ -42,6 +42,7 @@ use crate::push::guard::GuardError;
 use crate::push::{self, PushSender};
 use crate::request::{Request, Version};
 use crate::service::{Outcome, Service};
+use crate::signing::{self, CardSigner};
 use crate::task::store::TaskStore;
 
 /// Largest push the receiver reads (anyone can POST there; a push is a task, not a file).
@@ -86,6 +87,9 @@ pub enum BuildError {
     /// The extra certificate authorities cannot be used.
     #[error("A2A__ExtraCaCertificates {}: {source}", path.display())]
     ExtraCa { path: PathBuf, source: GuardError },
+    /// The card-signing key cannot be read, created or used.
+    #[error("A2A__CardSigning__KeyFile {0}")]
+    CardKey(signing::KeyError),
 }
 
 /// For hosts that carry build failures as I/O errors; the kind of a failed read is kept.
@@ -93,7 +97,12 @@ impl From<BuildError> for std::io::Error {
     fn from(err: BuildError) -> Self {
         let kind = match &err {
             BuildError::ExtraCaRead { source, .. } => source.kind(),
-            BuildError::Client(_) | BuildError::ExtraCa { .. } => std::io::ErrorKind::Other,
+            BuildError::CardKey(signing::KeyError::Io { source, .. }) => source.kind(),
+            BuildError::Client(_)
+            | BuildError::ExtraCa { .. }
+            | BuildError::CardKey(
+                signing::KeyError::Invalid { .. } | signing::KeyError::Random { .. },
+            ) => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, err.to_string())
     }
@@ -107,9 +116,17 @@ pub struct A2aServerBuilder {
     notifier: Option<Arc<dyn OwnerNotifier>>,
     on_push: Option<PushHandler>,
     containment: Containment,
+    state_dir: Option<PathBuf>,
 }
 
 impl A2aServerBuilder {
+    /// The host's state folder, where the card-signing key is kept unless
+    /// `A2A__CardSigning__KeyFile` names one. Without either, cards are not signed.
+    pub fn state_dir(mut self, dir: &std::path::Path) -> Self {
+        self.state_dir = Some(dir.to_path_buf());
+        self
+    }
+
     /// How callers' tools are contained. Default: [`Containment::Unavailable`], so a host that
     /// sets nothing gives callers no workspace tools rather than unconfined ones.
     pub fn containment(mut self, containment: Containment) -> Self {
@@ -138,8 +155,25 @@ impl A2aServerBuilder {
     /// # Errors
     /// [`BuildError::Client`] when the outbound HTTP client cannot be built (no TLS backend);
     /// [`BuildError::ExtraCaRead`] or [`BuildError::ExtraCa`] when the extra certificate
-    /// authorities cannot be read or used.
+    /// authorities cannot be read or used; [`BuildError::CardKey`] when card signing is on and
+    /// its key cannot be read, created or used.
     pub fn build(self) -> Result<A2aServer, BuildError> {
+        let key_file = match (&self.options.card_signing_key_file, &self.state_dir) {
+            _ if !self.options.card_signing => None,
+            (Some(file), _) => Some((file.clone(), false)),
+            (None, Some(dir)) => Some((dir.join(signing::STATE_KEY_FILE), true)),
+            (None, None) => None,
+        };
+        let signer = match key_file {
+            Some((file, false)) => Some(CardSigner::load(&file).map_err(BuildError::CardKey)?),
+            Some((file, true)) => {
+                Some(CardSigner::load_or_create(&file).map_err(BuildError::CardKey)?)
+            }
+            None => None,
+        };
+        if let Some(signer) = &signer {
+            tracing::info!(kid = signer.kid(), "agent cards are signed");
+        }
         let allow_private = self.options.allow_private_push_urls;
         let cache_bytes = self.options.task_cache_bytes;
         let file_cap = self.options.max_task_file_bytes();
@@ -208,7 +242,7 @@ impl A2aServerBuilder {
                 }),
                 shares,
                 on_push: self.on_push,
-                public_cards: PublicCards::default(),
+                public_cards: PublicCards::signed_by(signer.map(Arc::new)),
             }),
         })
     }
@@ -227,6 +261,7 @@ impl A2aServer {
             notifier: None,
             on_push: None,
             containment: Containment::default(),
+            state_dir: None,
         }
     }
 
@@ -235,6 +270,7 @@ impl A2aServer {
         let limit = self.inner.service.options.max_body_bytes();
         let routes = Router::new()
             .route("/.well-known/agent-card.json", get(public_card))
+            .route(signing::JWKS_PATH, get(jwks))
             .route("/a2a", post(jsonrpc_endpoint))
             .route("/a2a/", post(jsonrpc_endpoint))
             .route("/a2a/v1/{*path}", any(rest_endpoint))
@@ -303,6 +339,10 @@ fn edge_layers<S: Clone + Send + Sync + 'static>(
 async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {
     let base = base_url(&inner, &headers);
     inner.public_cards.answer(&inner.service.options, base, &headers)
+}
+
+async fn jwks(State(inner): State<Arc<ServerInner>>) -> Response {
+    inner.public_cards.jwks_answer()
 }
 
 fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {
@@ -394,6 +434,7 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
     match inner.service.handle(&caller, decoded.request, &base).instrument(span).await {
         Ok(Outcome::Reply(reply)) => {
+            let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
             json_bytes(StatusCode::OK, jsonrpc::encode_reply_bytes(&id, version, &reply))
         }
         Ok(Outcome::Stream(stream)) => {
@@ -474,6 +515,7 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
     match inner.service.handle(&caller, request, &base).instrument(span).await {
         Ok(Outcome::Reply(reply)) => {
+            let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
             let (status, body) = rest::encode_reply_bytes(version, &reply);
             json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }

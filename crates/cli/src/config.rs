@@ -172,7 +172,19 @@ pub struct A2aSettings {
     pub max_tasks: Option<usize>,
     pub task_cache_bytes: Option<usize>,
     pub card: CardSettings,
+    pub card_signing: CardSigningSettings,
     pub sandbox: SandboxSettings,
+}
+
+/// `[a2a.card_signing]`, `A2A__CardSigning__*`: the signed 1.0 cards (docs/a2a.md, "Signed card").
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CardSigningSettings {
+    /// Whether the 1.0 cards are signed; default true.
+    pub enabled: Option<bool>,
+    /// An Ed25519 private key (PKCS#8 PEM) to sign with; default `<state dir>/a2a/card-signing-key.pem`,
+    /// created on first start.
+    pub key_file: Option<PathBuf>,
 }
 
 /// `[a2a.sandbox]`, `A2A__Sandbox__*`: how callers' tools are contained (docs/security.md).
@@ -260,6 +272,12 @@ impl A2aSettings {
         }
         if let Some(v) = &self.extra_ca_certificates {
             options.extra_ca_certificates = Some(v.clone());
+        }
+        if let Some(v) = self.card_signing.enabled {
+            options.card_signing = v;
+        }
+        if let Some(v) = &self.card_signing.key_file {
+            options.card_signing_key_file = Some(v.clone());
         }
         let timeouts = [
             ("header_read_timeout", self.header_read_timeout, &mut options.header_read_timeout),

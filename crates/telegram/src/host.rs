@@ -105,6 +105,7 @@ impl TelegramHostBuilder {
                     .options(options)
                     .notifier(notifier)
                     .containment(self.containment.clone())
+                    .state_dir(&config.state_dir)
                     .build()
                     .map_err(|err| Error::A2a(err.into()))?;
                 Some((server, listener))
