@@ -150,7 +150,9 @@ impl TestServer {
         // binary (crates/cli/tests/it/containment.rs), so tools run unconfined here.
         let mut builder = A2aServer::builder(factory, directory)
             .options(setup.options)
-            .containment(volcanic_a2a::Containment::Off);
+            .containment(volcanic_a2a::Containment::Off)
+            // As the hosts do: the card-signing key lives in the state folder.
+            .state_dir(state.path());
         if setup.notifier {
             builder = builder.notifier(notes.clone());
         }
