@@ -689,6 +689,26 @@ mod tests {
     }
 
     #[test]
+    fn a2a_card_signing_env_names_fill_the_server_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = load(None, dir.path(), &[]).unwrap().a2a.to_options().unwrap();
+        assert!(default.card_signing);
+        assert_eq!(default.card_signing_key_file, None);
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("A2A__CardSigning__Enabled", "false"),
+                ("A2A__CardSigning__KeyFile", "/etc/volcanic/card-key.pem"),
+            ]),
+        )
+        .unwrap();
+        let options = settings.a2a.to_options().unwrap();
+        assert!(!options.card_signing);
+        assert_eq!(options.card_signing_key_file, Some("/etc/volcanic/card-key.pem".into()));
+    }
+
+    #[test]
     fn a2a_env_names_fill_the_server_options() {
         let dir = tempfile::tempdir().unwrap();
         let settings = load(
