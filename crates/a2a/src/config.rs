@@ -36,6 +36,13 @@ pub struct A2aOptions {
     pub card_name: String,
     /// Description on the public card and the last fallback. Default a generic sentence.
     pub card_description: String,
+    /// Sign the 1.0 cards (the strict public card and the extended card) with an Ed25519 key and
+    /// serve its public key at `/.well-known/jwks.json` (A2A 1.0 §8.4; docs/a2a.md, "Signed
+    /// card"). Default true.
+    pub card_signing: bool,
+    /// The signing key, an Ed25519 private key in PKCS#8 PEM that must exist; unset, the key is
+    /// `<state dir>/a2a/card-signing-key.pem`, created on first start. Default none.
+    pub card_signing_key_file: Option<std::path::PathBuf>,
     /// How long a client has to send a complete request head (request line and headers),
     /// counted from when the connection is ready for a request: accepted, or the previous
     /// response sent. Slower clients are disconnected (slowloris). Default 30 s.
@@ -116,6 +123,8 @@ impl Default for A2aOptions {
             extra_ca_certificates: None,
             card_name: "Volcanic assistant".into(),
             card_description: "A personal assistant that other agents can talk to over A2A.".into(),
+            card_signing: true,
+            card_signing_key_file: None,
             header_read_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(120),
             idle_connection_timeout: Duration::from_secs(20),

@@ -7,6 +7,7 @@
 //! - [`auth`]: caller directory, callers.json, key checks.
 //! - [`card`]: the public and the extended agent card; `public_card`: which shape of the public
 //!   card a request gets, and its HTTP caching.
+//! - [`signing`]: the card-signing key, JWS signatures of the 1.0 cards, the JWK Set.
 //! - [`containment`]: caller tiers → tools, and the sandbox view of the workspace callers get.
 //! - [`task`]: task files, the index, ListTasks.
 //! - `server`: the axum router, authentication, SSE, shutdown; `service`: the server's state
@@ -45,6 +46,7 @@ pub mod push;
 pub mod request;
 mod server;
 mod service;
+pub mod signing;
 pub mod task;
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ use crate::push::guard::GuardError;
 use crate::push::{self, PushSender};
 use crate::request::{Request, Version};
 use crate::service::{Outcome, Service};
+use crate::signing::{self, CardSigner};
 use crate::task::store::TaskStore;
 
 /// Largest push the receiver reads (anyone can POST there; a push is a task, not a file).
@@ -89,6 +90,9 @@ pub enum BuildError {
     /// The push outbox in the state folder cannot be created or read.
     #[error("push outbox {}: {source}", path.display())]
     Outbox { path: PathBuf, source: std::io::Error },
+    /// The card-signing key cannot be read, created or used.
+    #[error("A2A__CardSigning__KeyFile {0}")]
+    CardKey(signing::KeyError),
 }
 
 /// For hosts that carry build failures as I/O errors; the kind of a failed read is kept.
@@ -98,7 +102,12 @@ impl From<BuildError> for std::io::Error {
             BuildError::ExtraCaRead { source, .. } | BuildError::Outbox { source, .. } => {
                 source.kind()
             }
-            BuildError::Client(_) | BuildError::ExtraCa { .. } => std::io::ErrorKind::Other,
+            BuildError::CardKey(signing::KeyError::Io { source, .. }) => source.kind(),
+            BuildError::Client(_)
+            | BuildError::ExtraCa { .. }
+            | BuildError::CardKey(
+                signing::KeyError::Invalid { .. } | signing::KeyError::Random { .. },
+            ) => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, err.to_string())
     }
@@ -144,8 +153,26 @@ impl A2aServerBuilder {
     /// [`BuildError::Client`] when the outbound HTTP client cannot be built (no TLS backend);
     /// [`BuildError::ExtraCaRead`] or [`BuildError::ExtraCa`] when the extra certificate
     /// authorities cannot be read or used; [`BuildError::Outbox`] when the push outbox
-    /// (`<state dir>/a2a/push-outbox`) cannot be created or listed.
+    /// (`<state dir>/a2a/push-outbox`) cannot be created or listed; [`BuildError::CardKey`] when
+    /// card signing is on and its key cannot be read, created or used.
     pub fn build(self) -> Result<A2aServer, BuildError> {
+        // The key lives in the sessions' state folder (hidden from every session) unless
+        // `A2A__CardSigning__KeyFile` names one.
+        let key_file = match &self.options.card_signing_key_file {
+            _ if !self.options.card_signing => None,
+            Some(file) => Some((file.clone(), false)),
+            None => Some((self.factory.state_dir().join(signing::STATE_KEY_FILE), true)),
+        };
+        let signer = match key_file {
+            Some((file, false)) => Some(CardSigner::load(&file).map_err(BuildError::CardKey)?),
+            Some((file, true)) => {
+                Some(CardSigner::load_or_create(&file).map_err(BuildError::CardKey)?)
+            }
+            None => None,
+        };
+        if let Some(signer) = &signer {
+            tracing::info!(kid = signer.kid(), "agent cards are signed");
+        }
         let allow_private = self.options.allow_private_push_urls;
         let cache_bytes = self.options.task_cache_bytes;
         let file_cap = self.options.max_task_file_bytes();
@@ -220,7 +247,7 @@ impl A2aServerBuilder {
                 }),
                 shares,
                 on_push: self.on_push,
-                public_cards: PublicCards::default(),
+                public_cards: PublicCards::signed_by(signer.map(Arc::new)),
             }),
         })
     }
@@ -247,6 +274,7 @@ impl A2aServer {
         let limit = self.inner.service.options.max_body_bytes();
         let routes = Router::new()
             .route("/.well-known/agent-card.json", get(public_card))
+            .route(signing::JWKS_PATH, get(jwks))
             .route("/a2a", post(jsonrpc_endpoint))
             .route("/a2a/", post(jsonrpc_endpoint))
             .route("/a2a/v1/{*path}", any(rest_endpoint))
@@ -321,6 +349,10 @@ fn edge_layers<S: Clone + Send + Sync + 'static>(
 async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {
     let base = base_url(&inner, &headers);
     inner.public_cards.answer(&inner.service.options, base, &headers)
+}
+
+async fn jwks(State(inner): State<Arc<ServerInner>>) -> Response {
+    inner.public_cards.jwks_answer()
 }
 
 fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {
@@ -417,6 +449,7 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
     match inner.service.handle(&caller, decoded.request, &base).instrument(span).await {
         Ok(Outcome::Reply(reply)) => {
+            let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
             json_bytes(StatusCode::OK, jsonrpc::encode_reply_bytes(&id, version, &reply))
         }
         Ok(Outcome::Stream(stream)) => {
@@ -499,6 +532,7 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
     match inner.service.handle(&caller, request, &base).instrument(span).await {
         Ok(Outcome::Reply(reply)) => {
+            let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
             let (status, body) = rest::encode_reply_bytes(version, &reply);
             json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }

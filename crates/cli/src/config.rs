@@ -177,7 +177,19 @@ pub struct A2aSettings {
     pub push_max_pending_per_webhook: Option<usize>,
     pub push_max_pending_bytes: Option<u64>,
     pub card: CardSettings,
+    pub card_signing: CardSigningSettings,
     pub sandbox: SandboxSettings,
+}
+
+/// `[a2a.card_signing]`, `A2A__CardSigning__*`: the signed 1.0 cards (docs/a2a.md, "Signed card").
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CardSigningSettings {
+    /// Whether the 1.0 cards are signed; default true.
+    pub enabled: Option<bool>,
+    /// An Ed25519 private key (PKCS#8 PEM) to sign with; default `<state dir>/a2a/card-signing-key.pem`,
+    /// created on first start.
+    pub key_file: Option<PathBuf>,
 }
 
 /// `[a2a.sandbox]`, `A2A__Sandbox__*`: how callers' tools are contained (docs/security.md).
@@ -265,6 +277,12 @@ impl A2aSettings {
         }
         if let Some(v) = &self.extra_ca_certificates {
             options.extra_ca_certificates = Some(v.clone());
+        }
+        if let Some(v) = self.card_signing.enabled {
+            options.card_signing = v;
+        }
+        if let Some(v) = &self.card_signing.key_file {
+            options.card_signing_key_file = Some(v.clone());
         }
         let timeouts = [
             ("header_read_timeout", self.header_read_timeout, &mut options.header_read_timeout),
@@ -693,6 +711,26 @@ mod tests {
         assert_eq!(settings.provider.model.as_deref(), Some("m1"));
         assert_eq!(settings.agent.max_turns, Some(5));
         assert_eq!(settings.agent.bash_timeout, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn a2a_card_signing_env_names_fill_the_server_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = load(None, dir.path(), &[]).unwrap().a2a.to_options().unwrap();
+        assert!(default.card_signing);
+        assert_eq!(default.card_signing_key_file, None);
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("A2A__CardSigning__Enabled", "false"),
+                ("A2A__CardSigning__KeyFile", "/etc/volcanic/card-key.pem"),
+            ]),
+        )
+        .unwrap();
+        let options = settings.a2a.to_options().unwrap();
+        assert!(!options.card_signing);
+        assert_eq!(options.card_signing_key_file, Some("/etc/volcanic/card-key.pem".into()));
     }
 
     #[test]

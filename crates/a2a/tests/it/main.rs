@@ -22,6 +22,7 @@ mod redaction;
 mod rest_v03;
 mod resume;
 mod runs;
+mod signed_card;
 mod support;
 mod tasks;
 mod tenancy;

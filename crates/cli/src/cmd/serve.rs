@@ -82,7 +82,11 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
         .notifier(Arc::new(LogNotifier))
         .containment(containment)
         .build()
-        .map_err(|e| Failure { code: 1, message: format!("cannot build the A2A server: {e}") })?;
+        .map_err(|e| {
+            // An unusable card-signing key is a configuration problem: exit 2, naming the setting.
+            let code = if matches!(e, volcanic_a2a::BuildError::CardKey(_)) { 2 } else { 1 };
+            Failure { code, message: format!("cannot build the A2A server: {e}") }
+        })?;
 
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
