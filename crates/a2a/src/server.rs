@@ -421,9 +421,14 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     }
     let requested =
         binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query());
+    let last_event_id = header_text(&parts.headers, "last-event-id");
     let decoded = requested
         .map_err(|err| (jsonrpc::request_id(&body), err))
-        .and_then(|requested| jsonrpc::decode(&body, requested));
+        .and_then(|requested| jsonrpc::decode(&body, requested))
+        .and_then(|mut decoded| match binding::resume_after(&mut decoded.request, last_event_id) {
+            Ok(()) => Ok(decoded),
+            Err(err) => Err((decoded.id, err)),
+        });
     let decoded = match decoded {
         Ok(decoded) => decoded,
         // A streaming method's errors go out as one SSE event (PROTOCOL.md §5.3).
@@ -434,7 +439,7 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
         Err((id, err)) => return json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
     };
     let streaming = decoded.request.is_streaming();
-    let subscribe = matches!(decoded.request, Request::SubscribeToTask(_));
+    let subscribe = matches!(decoded.request, Request::SubscribeToTask { .. });
     let (id, version) = (decoded.id, decoded.version);
     // Before the run starts, so a refused stream starts nothing.
     if streaming && let Err(err) = inner.shares.admit_stream(&mut admission) {
@@ -449,10 +454,8 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
         }
         Ok(Outcome::Stream(stream)) => {
             let events = Held::new(stream, admission).map(move |item| {
-                Ok::<_, Infallible>(
-                    Event::default()
-                        .data(jsonrpc::encode_stream_item(&id, version, &item).to_string()),
-                )
+                let data = jsonrpc::encode_stream_item(&id, version, &item.response).to_string();
+                Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
             });
             sse(events)
         }
@@ -510,8 +513,12 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     }
     let path = parts.uri.path().strip_prefix("/a2a/v1").unwrap_or("");
     let version = rest::version(requested, path, &body);
-    let request = match rest::decode(version, parts.method.as_str(), path, parts.uri.query(), &body)
-    {
+    let request = rest::decode(version, parts.method.as_str(), path, parts.uri.query(), &body)
+        .and_then(|mut request| {
+            let last_event_id = header_text(&parts.headers, "last-event-id");
+            binding::resume_after(&mut request, last_event_id).map(|()| request)
+        });
+    let request = match request {
         Ok(request) => request,
         Err(err) => return rest_error(version, &err),
     };
@@ -530,8 +537,8 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
             json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }
         Ok(Outcome::Stream(stream)) => sse(Held::new(stream, admission).map(move |item| {
-            let data = rest::encode_stream_item(version, &item).to_string();
-            Ok::<_, Infallible>(Event::default().data(data))
+            let data = rest::encode_stream_item(version, &item.response).to_string();
+            Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
         })),
         Err(err) => rest_error(version, &err),
     }

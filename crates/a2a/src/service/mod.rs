@@ -25,7 +25,6 @@ mod subscribe;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use a2a::StreamResponse;
 use futures_util::Stream;
 use tokio_util::task::TaskTracker;
 
@@ -37,6 +36,7 @@ use crate::live::LiveTasks;
 use crate::pool::SessionPool;
 use crate::push::{PushSender, UrlCheck};
 use crate::request::{Reply, Request};
+use crate::task::events::StreamEvent;
 use crate::task::store::TaskStore;
 
 /// The server's state: what every operation shares.
@@ -57,8 +57,8 @@ pub(crate) struct Service {
     pub(crate) push: Arc<PushSender>,
 }
 
-/// A stream of A2A events for SSE.
-pub type EventStream = Pin<Box<dyn Stream<Item = StreamResponse> + Send>>;
+/// A stream of A2A events for SSE, each with its position (the SSE `id:`).
+pub type EventStream = Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
 
 /// What an operation answers.
 pub enum Outcome {
@@ -102,7 +102,9 @@ impl Service {
             Request::CancelTask(req) => cancel::cancel(self, caller, &req.id)
                 .await
                 .map(|t| Outcome::Reply(Box::new(Reply::Task(t)))),
-            Request::SubscribeToTask(req) => subscribe::subscribe(self, caller, &req.id).await,
+            Request::SubscribeToTask { request, after } => {
+                subscribe::subscribe(self, caller, &request.id, after).await
+            }
             Request::CreatePushConfig { config, format } => {
                 let config = push_config::create_push_config(self, caller, config, format).await?;
                 Ok(Outcome::Reply(Box::new(Reply::PushConfig(config))))

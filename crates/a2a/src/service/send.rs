@@ -14,12 +14,14 @@ use tracing::Instrument;
 
 use crate::auth::Caller;
 use crate::error::{A2aError, Error};
+use crate::event_log::{Event, Subscription};
 use crate::files;
 use crate::live::LiveTask;
 use crate::pool::Reservation;
 use crate::push::StoredPushConfig;
 use crate::request::Reply;
 use crate::task::TaskFile;
+use crate::task::events::EventId;
 use crate::task::id::is_valid_id;
 use crate::task::query::{apply_history_length, history_length};
 use crate::task::state::state_name;
@@ -95,12 +97,12 @@ pub(super) async fn send(
             tracing::error!(error = %err, "starting a task failed unexpectedly");
             A2aError::Internal
         })??;
-    let (snapshot, events, finished, live, acknowledged) = match started {
-        Started::Finished(task) => {
-            return Ok(finished_outcome(*task, streaming, configuration.history_length));
+    let (snapshot, position, events, finished, live, acknowledged) = match started {
+        Started::Finished(task, position) => {
+            return Ok(finished_outcome(*task, position, streaming, configuration.history_length));
         }
-        Started::Running { snapshot, events, finished, live, acknowledged } => {
-            (*snapshot, events, finished, live, acknowledged)
+        Started::Running { snapshot, position, events, finished, live, acknowledged } => {
+            (*snapshot, position, events, finished, live, acknowledged)
         }
     };
     // Durability of what the caller is told (docs/reliability.md): the task file exists, whole,
@@ -124,7 +126,7 @@ pub(super) async fn send(
             // Logged by the store; the final state's durable write reports it again.
             let _ = store.make_durable(&run.workspace, &run.task_id).await;
         });
-        let stream = task_stream(snapshot, events, finished, Some(live));
+        let stream = task_stream(Subscription { snapshot, position, events, finished }, live);
         return Ok(Outcome::Stream(acknowledging(stream, acknowledged)));
     }
     drop(acknowledged);
@@ -189,10 +191,12 @@ async fn start(
             timestamp: Some(now()),
         };
         register(&mut file);
+        file.events.record_status_change();
         service.store.save(&caller.workspace, &file).await?;
         service.push.notify(&file.task, &file.push_configs);
         tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = service.options.max_hops, "a2a task refused: hop limit reached");
-        return Ok(Started::Finished(Box::new(file.task)));
+        let position = file.events.status_position();
+        return Ok(Started::Finished(Box::new(file.task), position));
     }
 
     let reservation = service.pool.reserve(caller, &context_id).await?;
@@ -245,11 +249,11 @@ async fn start(
     // journal), fetching file parts and starting the run follow on the run's own task, so a
     // failure there fails the task rather than the request.
     // A stream subscribes to the task's events; a blocking answer only waits for its end.
-    let (snapshot, events, finished) = if streaming {
-        let (snapshot, events, finished) = live.subscribe().await;
-        (snapshot, Some(events), finished)
+    let (snapshot, position, events, finished) = if streaming {
+        let Subscription { snapshot, position, events, finished } = live.subscribe().await;
+        (snapshot, position, Some(events), finished)
     } else {
-        (live.snapshot().await, None, live.finished())
+        (live.snapshot().await, EventId::default(), None, live.finished())
     };
     // The run waits until the task has been acknowledged (a stream's first event is on its
     // way, a blocking answer is being awaited): on a busy core, opening the session first
@@ -292,7 +296,14 @@ async fn start(
         }
     };
     service.tracker.spawn(run_task.instrument(run_span));
-    Ok(Started::Running { snapshot: Box::new(snapshot), events, finished, live, acknowledged })
+    Ok(Started::Running {
+        snapshot: Box::new(snapshot),
+        position,
+        events,
+        finished,
+        live,
+        acknowledged,
+    })
 }
 
 /// Refuses a new task when the workspace already holds `A2A__MaxTasks` task files, as the
@@ -342,13 +353,15 @@ async fn continuable(
 
 /// What `start` produced.
 enum Started {
-    /// The task ended before any run (hop limit).
-    Finished(Box<a2a::Task>),
+    /// The task ended before any run (hop limit), its status at this position.
+    Finished(Box<a2a::Task>, EventId),
     /// A run is under way.
     Running {
         snapshot: Box<a2a::Task>,
+        /// The position `snapshot` shows (for a stream).
+        position: EventId,
         /// The task's events after `snapshot`, for a stream; `None` for a blocking answer.
-        events: Option<broadcast::Receiver<crate::live::Event>>,
+        events: Option<broadcast::Receiver<Event>>,
         finished: watch::Receiver<Option<a2a::Task>>,
         live: Arc<LiveTask>,
         /// Sent or dropped once the task is acknowledged; the run starts then.
@@ -400,6 +413,7 @@ fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
         },
         caller: caller.name.clone(),
         push_configs: Vec::new(),
+        events: Default::default(),
     }
 }
 
@@ -447,9 +461,14 @@ fn hops(value: &Value) -> Result<u32, A2aError> {
 }
 
 /// A task that ended before any run: the reply or a one-event stream.
-fn finished_outcome(mut task: a2a::Task, streaming: bool, history_length: Option<i32>) -> Outcome {
+fn finished_outcome(
+    mut task: a2a::Task,
+    position: EventId,
+    streaming: bool,
+    history_length: Option<i32>,
+) -> Outcome {
     if streaming {
-        return Outcome::Stream(closing_stream(task));
+        return Outcome::Stream(closing_stream(task, position));
     }
     // A negative length was refused with the request; ignore the error here.
     let _ = apply_history_length(&mut task, history_length);
@@ -492,7 +511,7 @@ mod tests {
             history: None,
             metadata: None,
         };
-        closing_stream(task)
+        closing_stream(task, EventId { run: 1, seq: 1 })
     }
 
     #[tokio::test]
@@ -500,9 +519,10 @@ mod tests {
         let (sender, mut receiver) = tokio::sync::oneshot::channel();
         let mut stream = acknowledging(two_events(), sender);
         assert!(receiver.try_recv().is_err(), "nothing taken yet");
-        assert!(matches!(stream.next().await, Some(StreamResponse::Task(_))));
+        assert!(matches!(stream.next().await.map(|e| e.response), Some(StreamResponse::Task(_))));
         assert_eq!(receiver.try_recv(), Ok(()));
-        assert!(matches!(stream.next().await, Some(StreamResponse::StatusUpdate(_))));
+        let next = stream.next().await.map(|e| e.response);
+        assert!(matches!(next, Some(StreamResponse::StatusUpdate(_))));
     }
 
     #[tokio::test]

@@ -4,8 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::push::StoredPushConfig;
+use events::EventRecord;
 
 pub(crate) mod cache;
+pub(crate) mod events;
 pub(crate) mod id;
 mod index;
 pub(crate) mod json;
@@ -35,6 +37,9 @@ pub struct TaskFile {
     /// Push configs registered for the task, each with its id set (PROTOCOL.md §4.7).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub push_configs: Vec<StoredPushConfig>,
+    /// Where the task's event stream stands, and its last run's last events (`events.rs`).
+    #[serde(default, rename = "streamEvents", skip_serializing_if = "EventRecord::is_unset")]
+    pub events: EventRecord,
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ mod races;
 mod receiver;
 mod redaction;
 mod rest_v03;
+mod resume;
 mod runs;
 mod signed_card;
 mod support;

@@ -10,6 +10,7 @@ mod crash;
 mod host_secrets;
 mod memory;
 mod push_outbox;
+mod resume;
 mod serve;
 mod support;
 mod telegram;
