@@ -89,6 +89,13 @@ pub struct A2aOptions {
     /// Bytes of settled tasks' JSON kept in memory so GetTask and ListTasks answer them without
     /// reading their files (each still costs a `stat`); 0 turns the cache off. Default 12 MiB.
     pub task_cache_bytes: usize,
+    /// How long a caller's accepted `messageId` is remembered: within it, a SendMessage that
+    /// repeats the message returns the first send's task and starts no run (docs/a2a.md, "Safe
+    /// retries"). Zero remembers nothing. Default 24 h.
+    pub retry_window: Duration,
+    /// Most accepted messages remembered per caller (the oldest are forgotten first), whatever
+    /// the window says. Default 10,000.
+    pub retry_records_per_caller: usize,
 }
 
 impl Default for A2aOptions {
@@ -117,6 +124,8 @@ impl Default for A2aOptions {
             max_inbox_bytes: 1024 * 1024 * 1024,
             max_tasks: 100_000,
             task_cache_bytes: 12 * 1024 * 1024,
+            retry_window: Duration::from_secs(24 * 60 * 60),
+            retry_records_per_caller: 10_000,
         }
     }
 }

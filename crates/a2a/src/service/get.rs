@@ -59,7 +59,12 @@ pub(super) async fn task(
         && live.caller == *caller
     {
         let task = live.snapshot().await;
-        let file = TaskFile { task, caller: caller.name.clone(), push_configs: Vec::new() };
+        let file = TaskFile {
+            task,
+            caller: caller.name.clone(),
+            push_configs: Vec::new(),
+            accepted: Vec::new(),
+        };
         return Ok(Loaded::File(Box::new(file)));
     }
     let live = service.live.clone();

@@ -19,12 +19,13 @@ use crate::live::LiveTask;
 use crate::pool::Reservation;
 use crate::push::StoredPushConfig;
 use crate::request::Reply;
-use crate::task::TaskFile;
 use crate::task::id::is_valid_id;
 use crate::task::query::{apply_history_length, history_length};
 use crate::task::state::state_name;
 use crate::task::status::{agent_message, now};
+use crate::task::{AcceptedMessage, TaskFile};
 
+use super::retry;
 use super::run::{self, UNEXPECTED_FAILURE};
 use super::stream::{closing_stream, task_stream, wait_finished};
 use super::{EventStream, Outcome, Service, push_config};
@@ -80,6 +81,19 @@ pub(super) async fn send(
         None => None,
     };
 
+    // A repeat of an accepted message gets that message's task and starts nothing.
+    let claim = match retry::admit(service, caller, &message).await? {
+        retry::Admission::New(claim) => claim,
+        retry::Admission::Repeat { task_id } => {
+            let answer = retry::Answer {
+                streaming,
+                return_immediately: configuration.return_immediately,
+                history_length: configuration.history_length,
+            };
+            return retry::repeat(service, caller, &task_id, &answer).await;
+        }
+    };
+
     // From here on the work runs on its own task: a client that disconnects must not leave a
     // context claimed or a task half-created.
     let inner = service.clone();
@@ -87,8 +101,16 @@ pub(super) async fn send(
     let started = service
         .tracker
         .spawn(
-            async move { start(&inner, &owner, message, hops, push, streaming).await }
-                .instrument(tracing::Span::current()),
+            async move {
+                let accepted = claim.message().clone();
+                let started = start(&inner, &owner, message, hops, push, streaming, accepted).await;
+                // Repeats find the task from now on; a send that failed gives its id back.
+                if let Ok(started) = &started {
+                    claim.accept(started.task_id());
+                }
+                started
+            }
+            .instrument(tracing::Span::current()),
         )
         .await
         .map_err(|err| {
@@ -146,7 +168,9 @@ async fn start(
     hops: u32,
     push: Option<StoredPushConfig>,
     streaming: bool,
+    accepted: AcceptedMessage,
 ) -> Result<Started, Error> {
+    let window = service.options.retry_window;
     let register = |file: &mut TaskFile| {
         if let Some(mut stored) = push.clone() {
             stored.config.task_id = file.task.id.clone();
@@ -189,6 +213,7 @@ async fn start(
             timestamp: Some(now()),
         };
         register(&mut file);
+        retry::remember(&mut file, accepted, window);
         service.store.save(&caller.workspace, &file).await?;
         service.push.notify(&file.task, &file.push_configs);
         tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = service.options.max_hops, "a2a task refused: hop limit reached");
@@ -220,6 +245,7 @@ async fn start(
     };
     files::strip_bytes(&mut file.task);
     register(&mut file);
+    retry::remember(&mut file, accepted, window);
 
     // Live before the file exists, so a concurrent read never takes it for a leftover of a
     // restart.
@@ -356,6 +382,15 @@ enum Started {
     },
 }
 
+impl Started {
+    fn task_id(&self) -> &str {
+        match self {
+            Started::Finished(task) => &task.id,
+            Started::Running { live, .. } => &live.task_id,
+        }
+    }
+}
+
 /// Gives a claimed context back if the code holding it stops early (a panic); disarmed once the
 /// claim is handed to the run driver or released.
 struct ClaimGuard {
@@ -400,6 +435,7 @@ fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
         },
         caller: caller.name.clone(),
         push_configs: Vec::new(),
+        accepted: Vec::new(),
     }
 }
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::push::StoredPushConfig;
 
+pub(crate) mod accepted;
 pub(crate) mod cache;
 pub(crate) mod id;
 mod index;
@@ -20,6 +21,8 @@ pub mod store;
 pub mod view;
 mod watch;
 
+pub use accepted::AcceptedMessage;
+pub(crate) use accepted::{AcceptedMessages, Claim, Lookup, digest};
 pub use query::apply_history_length;
 pub use state::state_name;
 pub use store::{TaskStore, TaskSummary};
@@ -35,6 +38,10 @@ pub struct TaskFile {
     /// Push configs registered for the task, each with its id set (PROTOCOL.md §4.7).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub push_configs: Vec<StoredPushConfig>,
+    /// The messages that created or continued the task within the retry window, so that a
+    /// repeated send finds its task after a restart (docs/a2a.md, "Safe retries").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted: Vec<AcceptedMessage>,
 }
 
 #[cfg(test)]

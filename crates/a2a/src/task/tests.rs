@@ -72,6 +72,7 @@ fn task_file(id: &str, context: &str, caller: &str, state: TaskState, secs: i64)
         },
         caller: caller.into(),
         push_configs: vec![],
+        accepted: vec![],
     }
 }
 

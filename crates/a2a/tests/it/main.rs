@@ -20,6 +20,7 @@ mod races;
 mod receiver;
 mod redaction;
 mod rest_v03;
+mod retries;
 mod runs;
 mod support;
 mod tasks;
