@@ -9,5 +9,6 @@ mod containment;
 mod crash;
 mod host_secrets;
 mod memory;
+mod retries;
 mod serve;
 mod telegram;

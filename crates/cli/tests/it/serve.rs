@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
 
-const KEY: &str = "k_serve_test_key_77";
+pub(crate) const KEY: &str = "k_serve_test_key_77";
 /// A blocking SendMessage of one text part (JSON-RPC, A2A 1.0).
 pub(crate) const SEND: &str = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
 
@@ -55,7 +55,7 @@ fn spawn_serve(
     Served { child, base }
 }
 
-fn workspace_with_caller() -> tempfile::TempDir {
+pub(crate) fn workspace_with_caller() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(ws.path().join(".volcanic/a2a")).unwrap();
     std::fs::write(
