@@ -216,7 +216,7 @@ impl AcceptedMessages {
                 })?;
                 let mut callers = records.lock();
                 for (caller, mut found) in found {
-                    found.sort_by(|a, b| a.1.at.cmp(&b.1.at));
+                    found.sort_by_key(|(_, message)| message.at);
                     let entry = callers.entry(caller).or_default();
                     for (task_id, message) in found {
                         entry.accept(
@@ -525,9 +525,7 @@ mod tests {
     fn records_of_a_failed_send_are_given_back() {
         let records = records(60, 10);
         let Lookup::New(claim) = records.lookup("alice", "m1", "d1", at(0)) else { panic!() };
-        let Lookup::Pending(mut waiting) = records.lookup("alice", "m1", "d1", at(0)) else {
-            panic!()
-        };
+        let Lookup::Pending(waiting) = records.lookup("alice", "m1", "d1", at(0)) else { panic!() };
         drop(claim);
         assert!(waiting.has_changed().is_err(), "the waiter learns the claim is gone");
         assert!(matches!(records.lookup("alice", "m1", "d2", at(1)), Lookup::New(_)));
