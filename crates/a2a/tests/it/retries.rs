@@ -98,13 +98,20 @@ async fn retry_while_running_follows_the_same_task_and_is_not_busy() {
 
 #[tokio::test]
 async fn retry_racing_identical_sends_make_one_task_and_one_run() {
+    // Blocking and streaming, over JSON-RPC and REST, all at once.
     let server = TestServer::start().await;
     let id = uuid();
     let sends = (0..20).map(|i| {
         let server = &server;
         let body = params(&id, &slow("race"), json!({}));
         async move {
-            if i % 4 == 3 {
+            if i % 5 == 4 {
+                let events =
+                    server.rpc_stream(KEY, Some("1.0"), "SendStreamingMessage", body).await;
+                let last = &events.last().unwrap()["result"]["statusUpdate"]["status"];
+                assert_eq!(last["state"], "TASK_STATE_COMPLETED", "{events:?}");
+                events[0]["result"]["task"]["id"].clone()
+            } else if i % 4 == 3 {
                 let (status, body) =
                     server.rest(KEY, reqwest::Method::POST, "/message:send", Some(body)).await;
                 assert_eq!(status, 200, "{body}");
