@@ -108,6 +108,13 @@ pub struct A2aOptions {
     /// Most bytes of push deliveries pending in all (bodies, URLs, tokens; on disk in the
     /// outbox and in memory); a notification over it is dropped with a warning. Default 64 MiB.
     pub push_max_pending_bytes: u64,
+    /// How long a caller's accepted `messageId` is remembered: within it, a SendMessage that
+    /// repeats the message returns the first send's task and starts no run (docs/a2a.md, "Safe
+    /// retries"). Zero remembers nothing. Default 24 h.
+    pub retry_window: Duration,
+    /// Most accepted messages remembered per caller (the oldest are forgotten first), whatever
+    /// the window says. Default 10,000.
+    pub retry_records_per_caller: usize,
 }
 
 impl Default for A2aOptions {
@@ -142,6 +149,8 @@ impl Default for A2aOptions {
             push_max_age: Duration::from_secs(24 * 60 * 60),
             push_max_pending_per_webhook: 1024,
             push_max_pending_bytes: 64 * 1024 * 1024,
+            retry_window: Duration::from_secs(24 * 60 * 60),
+            retry_records_per_caller: 10_000,
         }
     }
 }

@@ -43,6 +43,7 @@ use crate::push::{self, PushSender};
 use crate::request::{Request, Version};
 use crate::service::{Outcome, Service};
 use crate::signing::{self, CardSigner};
+use crate::task::AcceptedMessages;
 use crate::task::store::TaskStore;
 
 /// Largest push the receiver reads (anyone can POST there; a push is a task, not a file).
@@ -221,6 +222,11 @@ impl A2aServerBuilder {
             streams: self.options.max_streams_per_caller,
             connections: self.options.max_connections_per_caller,
         });
+        let accepted = Arc::new(AcceptedMessages::new(
+            self.options.retry_window,
+            self.options.retry_records_per_caller,
+            file_cap,
+        ));
         Ok(A2aServer {
             inner: Arc::new(ServerInner {
                 service: Arc::new(Service {
@@ -239,6 +245,7 @@ impl A2aServerBuilder {
                     ),
                     pool,
                     live: Arc::new(LiveTasks::default()),
+                    accepted,
                     notifier: self.notifier,
                     guard,
                     tracker,

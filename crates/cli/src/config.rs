@@ -176,6 +176,10 @@ pub struct A2aSettings {
     pub push_max_age: Option<Duration>,
     pub push_max_pending_per_webhook: Option<usize>,
     pub push_max_pending_bytes: Option<u64>,
+    /// How long an accepted `messageId` is remembered for safe retries; zero remembers none.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub retry_window: Option<Duration>,
+    pub retry_records_per_caller: Option<usize>,
     pub card: CardSettings,
     pub card_signing: CardSigningSettings,
     pub sandbox: SandboxSettings,
@@ -331,6 +335,11 @@ impl A2aSettings {
                 self.push_max_pending_per_webhook,
                 &mut options.push_max_pending_per_webhook,
             ),
+            (
+                "retry_records_per_caller",
+                self.retry_records_per_caller,
+                &mut options.retry_records_per_caller,
+            ),
         ];
         for (key, value, slot) in counts {
             if let Some(v) = value {
@@ -360,6 +369,9 @@ impl A2aSettings {
         }
         if let Some(v) = self.push_max_pending_bytes {
             options.push_max_pending_bytes = v;
+        }
+        if let Some(v) = self.retry_window {
+            options.retry_window = v;
         }
         if let Some(v) = &self.card.name {
             options.card_name = v.clone();
@@ -861,6 +873,27 @@ mod tests {
         let zero = load(None, dir.path(), &env(&[("A2A__HeaderReadTimeout", "0s")])).unwrap();
         let err = zero.a2a.to_options().unwrap_err();
         assert_eq!(err.0, "a2a.header_read_timeout: must be longer than zero");
+    }
+
+    #[test]
+    fn a2a_retry_settings_come_from_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let defaults = load(None, dir.path(), &[]).unwrap().a2a.to_options().unwrap();
+        assert_eq!(
+            (defaults.retry_window, defaults.retry_records_per_caller),
+            (Duration::from_secs(24 * 3600), 10_000)
+        );
+        let vars = [("A2A__RetryWindow", "2h"), ("A2A__RetryRecordsPerCaller", "50")];
+        let options = load(None, dir.path(), &env(&vars)).unwrap().a2a.to_options().unwrap();
+        assert_eq!(
+            (options.retry_window, options.retry_records_per_caller),
+            (Duration::from_secs(7200), 50)
+        );
+        let off = load(None, dir.path(), &env(&[("A2A__RetryWindow", "0s")])).unwrap();
+        assert_eq!(off.a2a.to_options().unwrap().retry_window, Duration::ZERO);
+        let zero = load(None, dir.path(), &env(&[("A2A__RetryRecordsPerCaller", "0")])).unwrap();
+        let err = zero.a2a.to_options().unwrap_err();
+        assert_eq!(err.0, "a2a.retry_records_per_caller: must be at least 1");
     }
 
     #[test]

@@ -64,6 +64,7 @@ pub(super) async fn task(
             caller: caller.name.clone(),
             push_configs: Vec::new(),
             events: Default::default(),
+            accepted: Vec::new(),
         };
         return Ok(Loaded::File(Box::new(file)));
     }

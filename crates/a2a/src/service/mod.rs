@@ -6,7 +6,8 @@
 //! SendStreamingMessage up to the start of the run), `run` (the run driver, the one place session
 //! events become task changes and A2A events), `cancel`, `subscribe`, `get` (GetTask,
 //! ListTasks), `push_config` (the four push config operations), `card` (the extended card);
-//! `stream` follows a live task's events for the streaming operations.
+//! `stream` follows a live task's events for the streaming operations; `retry` recognises a
+//! repeated send and answers it with the first send's task.
 //!
 //! Invariant: this module knows nothing of HTTP, bindings or versions; the HTTP layer (`server`,
 //! `connection`, `binding`) calls it and nothing here calls back up. Only this file writes
@@ -17,6 +18,7 @@ mod card;
 mod change;
 mod get;
 mod push_config;
+mod retry;
 mod run;
 mod send;
 mod stream;
@@ -36,6 +38,7 @@ use crate::live::LiveTasks;
 use crate::pool::SessionPool;
 use crate::push::{PushSender, UrlCheck};
 use crate::request::{Reply, Request};
+use crate::task::AcceptedMessages;
 use crate::task::events::StreamEvent;
 use crate::task::store::TaskStore;
 
@@ -46,6 +49,8 @@ pub(crate) struct Service {
     pub(crate) store: Arc<TaskStore>,
     pub(crate) pool: Arc<SessionPool>,
     pub(crate) live: Arc<LiveTasks>,
+    /// Each caller's accepted messages, for safe retries (`retry`).
+    pub(crate) accepted: Arc<AcceptedMessages>,
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
     /// The one outbound client (file downloads, pushes), behind the SSRF guard.
     pub(crate) guard: crate::push::guard::GuardedClient,

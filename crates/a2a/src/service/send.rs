@@ -20,13 +20,14 @@ use crate::live::LiveTask;
 use crate::pool::Reservation;
 use crate::push::StoredPushConfig;
 use crate::request::Reply;
-use crate::task::TaskFile;
 use crate::task::events::EventId;
 use crate::task::id::is_valid_id;
 use crate::task::query::{apply_history_length, history_length};
 use crate::task::state::state_name;
 use crate::task::status::{agent_message, now};
+use crate::task::{AcceptedMessage, TaskFile};
 
+use super::retry;
 use super::run::{self, UNEXPECTED_FAILURE};
 use super::stream::{closing_stream, task_stream, wait_finished};
 use super::{EventStream, Outcome, Service, push_config};
@@ -82,6 +83,19 @@ pub(super) async fn send(
         None => None,
     };
 
+    // A repeat of an accepted message gets that message's task and starts nothing.
+    let claim = match retry::admit(service, caller, &message).await? {
+        retry::Admission::New(claim) => claim,
+        retry::Admission::Repeat { task_id } => {
+            let answer = retry::Answer {
+                streaming,
+                return_immediately: configuration.return_immediately,
+                history_length: configuration.history_length,
+            };
+            return retry::repeat(service, caller, &task_id, &answer).await;
+        }
+    };
+
     // From here on the work runs on its own task: a client that disconnects must not leave a
     // context claimed or a task half-created.
     let inner = service.clone();
@@ -89,8 +103,16 @@ pub(super) async fn send(
     let started = service
         .tracker
         .spawn(
-            async move { start(&inner, &owner, message, hops, push, streaming).await }
-                .instrument(tracing::Span::current()),
+            async move {
+                let accepted = claim.message().clone();
+                let started = start(&inner, &owner, message, hops, push, streaming, accepted).await;
+                // Repeats find the task from now on; a send that failed gives its id back.
+                if let Ok(started) = &started {
+                    claim.accept(started.task_id());
+                }
+                started
+            }
+            .instrument(tracing::Span::current()),
         )
         .await
         .map_err(|err| {
@@ -148,7 +170,9 @@ async fn start(
     hops: u32,
     push: Option<StoredPushConfig>,
     streaming: bool,
+    accepted: AcceptedMessage,
 ) -> Result<Started, Error> {
+    let window = service.options.retry_window;
     let register = |file: &mut TaskFile| {
         if let Some(mut stored) = push.clone() {
             stored.config.task_id = file.task.id.clone();
@@ -192,6 +216,7 @@ async fn start(
         };
         register(&mut file);
         file.events.record_status_change();
+        retry::remember(&mut file, accepted, window);
         service.store.save(&caller.workspace, &file).await?;
         service.push.notify(&file.task, &file.push_configs);
         tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = service.options.max_hops, "a2a task refused: hop limit reached");
@@ -224,6 +249,7 @@ async fn start(
     };
     files::strip_bytes(&mut file.task);
     register(&mut file);
+    retry::remember(&mut file, accepted, window);
 
     // Live before the file exists, so a concurrent read never takes it for a leftover of a
     // restart.
@@ -369,6 +395,15 @@ enum Started {
     },
 }
 
+impl Started {
+    fn task_id(&self) -> &str {
+        match self {
+            Started::Finished(task, _) => &task.id,
+            Started::Running { live, .. } => &live.task_id,
+        }
+    }
+}
+
 /// Gives a claimed context back if the code holding it stops early (a panic); disarmed once the
 /// claim is handed to the run driver or released.
 struct ClaimGuard {
@@ -414,6 +449,7 @@ fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
         caller: caller.name.clone(),
         push_configs: Vec::new(),
         events: Default::default(),
+        accepted: Vec::new(),
     }
 }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::push::StoredPushConfig;
 use events::EventRecord;
 
+pub(crate) mod accepted;
 pub(crate) mod cache;
 pub(crate) mod events;
 pub(crate) mod id;
@@ -22,6 +23,8 @@ pub mod store;
 pub mod view;
 mod watch;
 
+pub use accepted::AcceptedMessage;
+pub(crate) use accepted::{AcceptedMessages, Claim, Lookup, digest};
 pub use query::apply_history_length;
 pub use state::state_name;
 pub use store::{TaskStore, TaskSummary};
@@ -40,6 +43,10 @@ pub struct TaskFile {
     /// Where the task's event stream stands, and its last run's last events (`events.rs`).
     #[serde(default, rename = "streamEvents", skip_serializing_if = "EventRecord::is_unset")]
     pub events: EventRecord,
+    /// The messages that created or continued the task within the retry window, so that a
+    /// repeated send finds its task after a restart (docs/a2a.md, "Safe retries").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted: Vec<AcceptedMessage>,
 }
 
 #[cfg(test)]

@@ -73,6 +73,7 @@ fn task_file(id: &str, context: &str, caller: &str, state: TaskState, secs: i64)
         caller: caller.into(),
         push_configs: vec![],
         events: Default::default(),
+        accepted: vec![],
     }
 }
 

@@ -21,6 +21,7 @@ mod receiver;
 mod redaction;
 mod rest_v03;
 mod resume;
+mod retries;
 mod runs;
 mod signed_card;
 mod support;

@@ -11,6 +11,7 @@ mod host_secrets;
 mod memory;
 mod push_outbox;
 mod resume;
+mod retries;
 mod serve;
 mod support;
 mod telegram;

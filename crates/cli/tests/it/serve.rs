@@ -12,7 +12,7 @@ use volcanic_test_support::raw_http::{exchange, post_a2a, status_of};
 
 use crate::support::{Rest, listening_base};
 
-const KEY: &str = "k_serve_test_key_77";
+pub(crate) const KEY: &str = "k_serve_test_key_77";
 /// Bounds every raw request of these tests.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// A blocking SendMessage of one text part (JSON-RPC, A2A 1.0).
@@ -52,7 +52,7 @@ fn spawn_serve(
     Served { child, base }
 }
 
-fn workspace_with_caller() -> tempfile::TempDir {
+pub(crate) fn workspace_with_caller() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
     write_callers(ws.path(), &[("tester", KEY)]);
     ws
