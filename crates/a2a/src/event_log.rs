@@ -157,21 +157,7 @@ mod tests {
     }
 
     fn artifact(artifact_id: &str, text: &str, last_chunk: bool) -> StreamResponse {
-        StreamResponse::ArtifactUpdate(a2a::TaskArtifactUpdateEvent {
-            task_id: "t".into(),
-            context_id: "c".into(),
-            artifact: a2a::Artifact {
-                artifact_id: artifact_id.into(),
-                name: None,
-                description: None,
-                parts: vec![a2a::Part::text(text)],
-                metadata: None,
-                extensions: None,
-            },
-            append: Some(true),
-            last_chunk: Some(last_chunk),
-            metadata: None,
-        })
+        crate::task::events::artifact_chunk(artifact_id, text, last_chunk)
     }
 
     fn status(text: &str) -> StreamResponse {

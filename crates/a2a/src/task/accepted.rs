@@ -32,7 +32,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use super::id::is_valid_id;
+use super::path::task_files;
 use super::path::tasks_dir;
 use crate::error::{A2aError, Error};
 
@@ -407,30 +407,24 @@ fn read_records(
     cap: u64,
 ) -> HashMap<String, Vec<(String, AcceptedMessage)>> {
     let mut found: HashMap<String, Vec<(String, AcceptedMessage)>> = HashMap::new();
-    let Ok(listing) = std::fs::read_dir(dir) else { return found };
+    let Ok(listing) = task_files(dir) else { return found };
     let now_utc = DateTime::<Utc>::from(now);
-    for dirent in listing.flatten() {
-        let name = dirent.file_name();
-        let Some(id) = name.to_str().and_then(|name| name.strip_suffix(".json")) else {
-            continue;
-        };
-        if !is_valid_id(id) {
-            continue;
-        }
-        let Ok(meta) = dirent.metadata() else { continue };
-        let old = meta
+    for listed in listing {
+        let old = listed
+            .meta
             .modified()
             .ok()
             .and_then(|mtime| now.duration_since(mtime).ok())
             .is_some_and(|age| age > window);
-        if !meta.is_file() || old {
+        if old {
             continue;
         }
-        let Ok(Some(bytes)) = volcanic_core::safe_file::read_config(&dirent.path(), cap) else {
+        let Ok(Some(bytes)) = volcanic_core::safe_file::read_config(&listed.entry.path(), cap)
+        else {
             continue;
         };
         let Ok(file) = serde_json::from_slice::<RecordsFile>(&bytes) else { continue };
-        if file.id != id {
+        if file.id != listed.id() {
             continue;
         }
         for message in file.accepted {

@@ -182,6 +182,30 @@ pub fn content_bytes(event: &a2a::StreamResponse) -> usize {
     }
 }
 
+/// An artifact chunk of task `t` in context `c`, for the event tests here and in `event_log`.
+#[cfg(test)]
+pub(crate) fn artifact_chunk(
+    artifact_id: &str,
+    text: &str,
+    last_chunk: bool,
+) -> a2a::StreamResponse {
+    a2a::StreamResponse::ArtifactUpdate(a2a::TaskArtifactUpdateEvent {
+        task_id: "t".into(),
+        context_id: "c".into(),
+        artifact: a2a::Artifact {
+            artifact_id: artifact_id.into(),
+            name: None,
+            description: None,
+            parts: vec![a2a::Part::text(text)],
+            metadata: None,
+            extensions: None,
+        },
+        append: Some(true),
+        last_chunk: Some(last_chunk),
+        metadata: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,21 +222,7 @@ mod tests {
     }
 
     fn chunk(text: &str) -> a2a::StreamResponse {
-        a2a::StreamResponse::ArtifactUpdate(a2a::TaskArtifactUpdateEvent {
-            task_id: "t".into(),
-            context_id: "c".into(),
-            artifact: a2a::Artifact {
-                artifact_id: "a".into(),
-                name: None,
-                description: None,
-                parts: vec![a2a::Part::text(text)],
-                metadata: None,
-                extensions: None,
-            },
-            append: Some(true),
-            last_chunk: Some(false),
-            metadata: None,
-        })
+        artifact_chunk("a", text, false)
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! pending deliveries, in order per task; a webhook the URL check refuses after the restart gets
 //! nothing. The logs name the webhook's host only.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -12,6 +11,9 @@ use std::time::{Duration, Instant};
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use volcanic_test_support::callers::write_callers;
+
+use crate::support::{Rest, listening_base};
 
 const KEY: &str = "k_push_outbox_key_2101";
 const TOKEN: &str = "tok-outbox-cli-2101";
@@ -145,17 +147,7 @@ fn start(workspace: &Path, state: &Path, log: &Path, private_urls: bool) -> Serv
         command.env("A2A__AllowPrivatePushUrls", "true");
     }
     let mut child = command.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        for _ in lines {}
-    });
-    let line = rx.recv_timeout(Duration::from_secs(30)).expect("listening line");
-    let base = line.strip_prefix("volcanic: listening on ").expect("the contract line").to_string();
+    let base = listening_base(&mut child, Duration::from_secs(30), Rest::Drain);
     Server { child, base }
 }
 
@@ -168,12 +160,7 @@ fn kill9(server: &mut Server) {
 
 fn workspace() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(ws.path().join(".volcanic/a2a")).unwrap();
-    std::fs::write(
-        ws.path().join(".volcanic/a2a/callers.json"),
-        format!(r#"[{{"name":"pusher","key":"{KEY}"}}]"#),
-    )
-    .unwrap();
+    write_callers(ws.path(), &[("pusher", KEY)]);
     ws
 }
 

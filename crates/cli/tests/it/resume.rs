@@ -7,6 +7,7 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+use volcanic_test_support::callers::write_callers;
 
 use crate::serve::{serve, stop};
 
@@ -53,12 +54,7 @@ fn subscribe(base: &str, task_id: &str, last_event_id: Option<&str>) -> reqwest:
 async fn serve_restarted_replays_a_settled_tasks_last_events_after_last_event_id() {
     let workspace = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(workspace.path().join(".volcanic/a2a")).unwrap();
-    std::fs::write(
-        workspace.path().join(".volcanic/a2a/callers.json"),
-        format!(r#"[{{"name":"resumer","key":"{KEY}"}}]"#),
-    )
-    .unwrap();
+    write_callers(workspace.path(), &[("resumer", KEY)]);
     let quiet = [("RUST_LOG", "warn")];
     let served = serve(workspace.path(), state.path(), &quiet);
     let text = r#"faux> {"steps":[{"text":"one two three four","chunk":5}]}"#;

@@ -4,6 +4,8 @@
 
 use serde_json::{Value, json};
 
+use volcanic_test_support::raw_http::body_of;
+
 use crate::serve::{KEY, post, serve, stop, workspace_with_caller};
 
 fn send(message_id: &str, text: &str) -> String {
@@ -14,8 +16,7 @@ fn send(message_id: &str, text: &str) -> String {
 
 /// The JSON body of a raw HTTP/1.1 response.
 fn body(response: &str) -> Value {
-    let (_, body) = response.split_once("\r\n\r\n").unwrap();
-    serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {response}"))
+    serde_json::from_str(body_of(response)).unwrap_or_else(|_| panic!("not JSON: {response}"))
 }
 
 fn task_id(response: &str) -> String {
