@@ -8,7 +8,8 @@
 //! - [`card`]: the public and the extended agent card; `public_card`: which shape of the public
 //!   card a request gets, and its HTTP caching.
 //! - [`containment`]: caller tiers → tools, and the sandbox view of the workspace callers get.
-//! - [`task`]: task files, the index, ListTasks.
+//! - [`task`]: task files, the index, ListTasks; `tasks`: the one access to tasks, on file or
+//!   live (the store and the live registry, restart recovery's question, changes under a hold).
 //! - `server`: the axum router, authentication, SSE, shutdown; `service`: the server's state
 //!   and the operations, one file each; `live`: tasks with a run in progress; `pool`: sessions per (caller, context); `files`:
 //!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel.
@@ -43,6 +44,7 @@ pub mod request;
 mod server;
 mod service;
 pub mod task;
+mod tasks;
 
 #[cfg(test)]
 mod test_logs;

@@ -6,7 +6,8 @@
 //! SendStreamingMessage up to the start of the run), `run` (the run driver, the one place session
 //! events become task changes and A2A events), `cancel`, `subscribe`, `get` (GetTask,
 //! ListTasks), `push_config` (the four push config operations), `card` (the extended card);
-//! `stream` follows a live task's events for the streaming operations.
+//! `stream` follows a live task's events for the streaming operations. Every operation reaches
+//! tasks, on file or live, through the state's [`Tasks`].
 //!
 //! Invariant: this module knows nothing of HTTP, bindings or versions; the HTTP layer (`server`,
 //! `connection`, `binding`) calls it and nothing here calls back up. Only this file writes
@@ -14,7 +15,6 @@
 
 mod cancel;
 mod card;
-mod change;
 mod get;
 mod push_config;
 mod run;
@@ -33,19 +33,18 @@ use crate::auth::{Caller, CallerDirectory};
 use crate::config::A2aOptions;
 use crate::error::{A2aError, Error};
 use crate::extension::OwnerNotifier;
-use crate::live::LiveTasks;
 use crate::pool::SessionPool;
 use crate::push::{PushSender, UrlCheck};
 use crate::request::{Reply, Request};
-use crate::task::store::TaskStore;
+use crate::tasks::Tasks;
 
 /// The server's state: what every operation shares.
 pub(crate) struct Service {
     pub(crate) options: A2aOptions,
     pub(crate) directory: Arc<dyn CallerDirectory>,
-    pub(crate) store: Arc<TaskStore>,
+    /// Every task, on file or live: the one way the operations reach them.
+    pub(crate) tasks: Tasks,
     pub(crate) pool: Arc<SessionPool>,
-    pub(crate) live: Arc<LiveTasks>,
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
     /// The one outbound client (file downloads, pushes), behind the SSRF guard.
     pub(crate) guard: crate::push::guard::GuardedClient,

@@ -13,14 +13,11 @@ pub(super) async fn subscribe(
     caller: &Caller,
     task_id: &str,
 ) -> Result<Outcome, Error> {
-    if let Some(live) = service.live.get(task_id)
-        && live.caller == *caller
-    {
+    if let Some(live) = service.tasks.live(caller, task_id) {
         let (snapshot, events, finished) = live.subscribe().await;
         return Ok(Outcome::Stream(task_stream(snapshot, events, finished, Some(live))));
     }
-    let live = service.live.clone();
-    let file = service.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+    let file = service.tasks.load(caller, task_id).await?;
     let state = file.task.status.state.clone();
     if state.is_terminal() {
         return Err(Error::Ended { task_id: task_id.to_string(), state: state_name(&state) });
