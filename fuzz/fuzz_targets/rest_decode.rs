@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
             let ids: Vec<&str> = match &request {
                 Request::GetTask(r) => vec![&r.id],
                 Request::CancelTask(r) => vec![&r.id],
-                Request::SubscribeToTask(r) => vec![&r.id],
+                Request::SubscribeToTask { request: r, .. } => vec![&r.id],
                 Request::ListPushConfigs(r) => vec![&r.task_id],
                 Request::GetPushConfig(r) => vec![&r.task_id, &r.id],
                 Request::DeletePushConfig(r) => vec![&r.task_id, &r.id],

@@ -36,6 +36,13 @@ pub struct A2aOptions {
     pub card_name: String,
     /// Description on the public card and the last fallback. Default a generic sentence.
     pub card_description: String,
+    /// Sign the 1.0 cards (the strict public card and the extended card) with an Ed25519 key and
+    /// serve its public key at `/.well-known/jwks.json` (A2A 1.0 §8.4; docs/a2a.md, "Signed
+    /// card"). Default true.
+    pub card_signing: bool,
+    /// The signing key, an Ed25519 private key in PKCS#8 PEM that must exist; unset, the key is
+    /// `<state dir>/a2a/card-signing-key.pem`, created on first start. Default none.
+    pub card_signing_key_file: Option<std::path::PathBuf>,
     /// How long a client has to send a complete request head (request line and headers),
     /// counted from when the connection is ready for a request: accepted, or the previous
     /// response sent. Slower clients are disconnected (slowloris). Default 30 s.
@@ -89,6 +96,25 @@ pub struct A2aOptions {
     /// Bytes of settled tasks' JSON kept in memory so GetTask and ListTasks answer them without
     /// reading their files (each still costs a `stat`); 0 turns the cache off. Default 12 MiB.
     pub task_cache_bytes: usize,
+    /// Most attempts of one push delivery in one run of the server (a restart counts again from
+    /// one; `push_max_age` bounds it across restarts). Default 10.
+    pub push_max_attempts: u32,
+    /// A push delivery still failing this long after its state change is dropped with a
+    /// warning, across restarts. Default 24 h.
+    pub push_max_age: Duration,
+    /// Most push deliveries pending for one webhook (URL and config id); a notification over
+    /// it is dropped with a warning. Default 1,024.
+    pub push_max_pending_per_webhook: usize,
+    /// Most bytes of push deliveries pending in all (bodies, URLs, tokens; on disk in the
+    /// outbox and in memory); a notification over it is dropped with a warning. Default 64 MiB.
+    pub push_max_pending_bytes: u64,
+    /// How long a caller's accepted `messageId` is remembered: within it, a SendMessage that
+    /// repeats the message returns the first send's task and starts no run (docs/a2a.md, "Safe
+    /// retries"). Zero remembers nothing. Default 24 h.
+    pub retry_window: Duration,
+    /// Most accepted messages remembered per caller (the oldest are forgotten first), whatever
+    /// the window says. Default 10,000.
+    pub retry_records_per_caller: usize,
 }
 
 impl Default for A2aOptions {
@@ -104,6 +130,8 @@ impl Default for A2aOptions {
             extra_ca_certificates: None,
             card_name: "Volcanic assistant".into(),
             card_description: "A personal assistant that other agents can talk to over A2A.".into(),
+            card_signing: true,
+            card_signing_key_file: None,
             header_read_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(120),
             idle_connection_timeout: Duration::from_secs(20),
@@ -117,6 +145,12 @@ impl Default for A2aOptions {
             max_inbox_bytes: 1024 * 1024 * 1024,
             max_tasks: 100_000,
             task_cache_bytes: 12 * 1024 * 1024,
+            push_max_attempts: 10,
+            push_max_age: Duration::from_secs(24 * 60 * 60),
+            push_max_pending_per_webhook: 1024,
+            push_max_pending_bytes: 64 * 1024 * 1024,
+            retry_window: Duration::from_secs(24 * 60 * 60),
+            retry_records_per_caller: 10_000,
         }
     }
 }

@@ -52,6 +52,16 @@ pub enum Error {
         "task {task_id} is already {state}; send a new message without taskId to start a new task"
     )]
     NotContinuable { task_id: String, state: &'static str },
+    /// A send reuses a `messageId` the caller had accepted, within the retry window, for a
+    /// different message (other parts, `taskId` or `contextId`).
+    #[error(
+        "message.messageId {message_id:?} was already used for a different message (its parts, taskId or contextId differ); send a new message with a new messageId"
+    )]
+    MessageIdReused { message_id: String },
+    /// A repeated send waited too long for the first send of the same message to create its
+    /// task.
+    #[error("message {message_id:?} is still being accepted, retry in a moment")]
+    StillAccepting { message_id: String },
     /// A subscription to a task that has ended.
     #[error("task {task_id} is already {state}")]
     Ended { task_id: String, state: &'static str },
@@ -76,7 +86,9 @@ impl From<Error> for A2aError {
             | Error::SessionLimit { .. }
             | Error::TaskLimit { .. }
             | Error::NotContinuable { .. }
-            | Error::Ended { .. } => A2aError::UnsupportedOperation(err.to_string()),
+            | Error::Ended { .. }
+            | Error::StillAccepting { .. } => A2aError::UnsupportedOperation(err.to_string()),
+            Error::MessageIdReused { .. } => A2aError::InvalidParams(err.to_string()),
             // The detail names files of the owner's machine: it went to the log only.
             Error::Store { .. } | Error::Core(_) => A2aError::Internal,
             Error::Wire(err) => err,

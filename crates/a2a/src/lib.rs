@@ -7,11 +7,13 @@
 //! - [`auth`]: caller directory, callers.json, key checks.
 //! - [`card`]: the public and the extended agent card; `public_card`: which shape of the public
 //!   card a request gets, and its HTTP caching.
+//! - [`signing`]: the card-signing key, JWS signatures of the 1.0 cards, the JWK Set.
 //! - [`containment`]: caller tiers → tools, and the sandbox view of the workspace callers get.
 //! - [`task`]: task files, the index, ListTasks; `tasks`: the one access to tasks, on file or
 //!   live (the store and the live registry, restart recovery's question, changes under a hold).
 //! - `server`: the axum router, authentication, SSE, shutdown; `service`: the server's state
-//!   and the operations, one file each; `live`: tasks with a run in progress; `pool`: sessions per (caller, context); `files`:
+//!   and the operations, one file each; `live`: tasks with a run in progress; `event_log`: a running task's recent events, for
+//!   streams and resumes; `pool`: sessions per (caller, context); `files`:
 //!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel.
 //! - `fair`: fair share, the per-caller caps on requests and streams and the per-peer cap on
 //!   unauthenticated connections; `connection`: the accept loop and connection limits.
@@ -29,6 +31,7 @@ pub mod config;
 mod connection;
 pub mod containment;
 pub mod error;
+mod event_log;
 pub mod extension;
 mod fair;
 mod files;
@@ -37,12 +40,14 @@ pub mod fuzzing;
 mod http;
 pub mod inbox;
 mod live;
+mod parts;
 mod pool;
 mod public_card;
 pub mod push;
 pub mod request;
 mod server;
 mod service;
+pub mod signing;
 pub mod task;
 mod tasks;
 

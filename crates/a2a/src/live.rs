@@ -24,19 +24,14 @@ use tokio::sync::{broadcast, watch};
 
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::Error;
+use crate::event_log::{Event, EventLog, Resumed, Subscription};
+use crate::parts::{append_text, redact_part, text_of};
 use crate::push::StoredPushConfig;
 use crate::task::TaskFile;
+use crate::task::events::{EventId, StreamEvent};
 use crate::task::status::{agent_message, now};
 use crate::task::store::TaskStore;
 use volcanic_core::redact::Redactor;
-
-/// Events a stream may fall behind by before it skips (it still gets the final status).
-const EVENT_CAPACITY: usize = 1024;
-
-/// An event in a task's ring. Boxed because all the ring's slots are allocated when its first
-/// stream subscribes: a slot holding a `StreamResponse` inline is about 390 bytes, a boxed one
-/// 40, so an empty ring is about 40 KB instead of 400 KB.
-pub type Event = Box<StreamResponse>;
 
 /// The name of the artifact holding the answer.
 pub const RESPONSE_ARTIFACT: &str = "response";
@@ -48,10 +43,12 @@ pub struct LiveTask {
     pub caller: Caller,
     pub workspace: Arc<A2aWorkspace>,
     state: tokio::sync::Mutex<TaskFile>,
-    /// The ring that carries events to streams: made by the first [`LiveTask::subscribe`], so a
-    /// task nobody streams (a blocking SendMessage) neither allocates it nor builds its events.
-    /// Made and sent to under `state`'s lock, so a subscriber misses nothing after its snapshot.
-    events: std::sync::OnceLock<broadcast::Sender<Event>>,
+    /// The run's recent events and the ring that carries them to streams (`event_log.rs`): made
+    /// by the first [`LiveTask::subscribe`] or [`LiveTask::resume`], so a task nobody streams (a
+    /// blocking SendMessage) neither allocates it nor builds its events (their positions are
+    /// still counted, in the file's `events`). Made and recorded to under `state`'s lock, so a
+    /// subscriber misses nothing after its snapshot. The std mutex is only taken under `state`.
+    log: std::sync::OnceLock<Mutex<EventLog>>,
     finished: watch::Sender<Option<a2a::Task>>,
     store: Arc<TaskStore>,
     /// The run's session, once it is open (the task is acknowledged before that).
@@ -77,12 +74,14 @@ struct ResponseStream {
 }
 
 impl LiveTask {
+    /// A run of the task in `file`: its events are numbered in a new run (`task::events`).
     pub fn new(
-        file: TaskFile,
+        mut file: TaskFile,
         caller: Caller,
         store: Arc<TaskStore>,
         push: Arc<crate::push::PushSender>,
     ) -> Arc<Self> {
+        file.events.begin_run();
         let (finished, _) = watch::channel(None);
         // A continued task keeps its response artifact's id.
         let response_id = file
@@ -98,7 +97,7 @@ impl LiveTask {
             workspace: caller.workspace.clone(),
             caller,
             state: tokio::sync::Mutex::new(file),
-            events: std::sync::OnceLock::new(),
+            log: std::sync::OnceLock::new(),
             finished,
             store,
             session: std::sync::OnceLock::new(),
@@ -144,26 +143,19 @@ impl LiveTask {
         self.cancel_requested.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Brings a stream that fell behind (its receiver reported `Lagged`) up to date: the answer so
-    /// far in one replacing artifact update, then the queued events it does not already cover.
+    /// Brings a stream that fell behind (its receiver reported `Lagged`) up to date: the events
+    /// still queued for it, with the response's chunks among them replaced by the answer so far
+    /// in one replacing update (`event_log::catch_up`, which says what ids they carry).
     ///
     /// Every event is sent under the task's lock, so draining `events` under that lock leaves the
-    /// receiver exactly after the state the replacing update shows: the response's queued chunks
-    /// are dropped (the update holds them; sending them too would repeat their text), anything
-    /// else queued (status updates, with the final one, and other artifacts) is kept, in order.
-    pub async fn catch_up(&self, events: &mut broadcast::Receiver<Event>) -> Vec<StreamResponse> {
+    /// receiver exactly at the task's current position, which the replacing update shows.
+    pub async fn catch_up(&self, events: &mut broadcast::Receiver<Event>) -> Vec<StreamEvent> {
         let file = self.state.lock().await;
-        let mut kept = Vec::new();
-        let mut last_chunk = false;
+        let mut queued = Vec::new();
         loop {
-            match events.try_recv().map(|event| *event) {
-                Ok(StreamResponse::ArtifactUpdate(update))
-                    if update.artifact.artifact_id == self.response_id =>
-                {
-                    last_chunk = update.last_chunk == Some(true);
-                }
-                Ok(other) => kept.push(other),
-                // Nothing is sent while the lock is held; a lag here would only skip more chunks.
+            match events.try_recv() {
+                Ok(event) => queued.push(event),
+                // Nothing is sent while the lock is held; a lag here would only skip more events.
                 Err(broadcast::error::TryRecvError::Lagged(_)) => {}
                 Err(
                     broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed,
@@ -172,31 +164,77 @@ impl LiveTask {
         }
         let artifact =
             file.task.artifacts.iter().flatten().find(|a| a.artifact_id == self.response_id);
-        let mut caught = Vec::with_capacity(kept.len() + 1);
-        if let Some(artifact) = artifact {
-            caught.push(self.artifact_update(artifact.clone(), Some(false), last_chunk));
-        }
-        caught.extend(kept);
-        caught
+        crate::event_log::catch_up(queued, &self.response_id, file.events.position(), |last| {
+            artifact.map(|artifact| self.artifact_update(artifact.clone(), Some(false), last))
+        })
     }
 
-    /// The current task and a subscription to every event after it.
-    pub async fn subscribe(
-        &self,
-    ) -> (a2a::Task, broadcast::Receiver<Event>, watch::Receiver<Option<a2a::Task>>) {
-        let state = self.state.lock().await;
-        let events = self.events.get_or_init(|| broadcast::channel(EVENT_CAPACITY).0).subscribe();
-        (state.task.clone(), events, self.finished.subscribe())
+    /// The current task, its position, and a subscription to every event after it.
+    pub async fn subscribe(&self) -> Subscription {
+        let file = self.state.lock().await;
+        let position = file.events.position();
+        let events = self.log(position).subscribe();
+        Subscription {
+            snapshot: file.task.clone(),
+            position,
+            events,
+            finished: self.finished.subscribe(),
+        }
     }
 
-    /// Sends the event `make` builds to the task's streams; builds nothing when no stream is
-    /// subscribed (none listening is fine: the task file has everything). Call under the lock.
-    fn send_event(&self, make: impl FnOnce() -> StreamResponse) {
-        if let Some(events) = self.events.get()
-            && events.receiver_count() > 0
-        {
-            let _ = events.send(Box::new(make()));
+    /// A stream resuming after `from` (SubscribeToTask with `Last-Event-ID`): the events after it
+    /// and a subscription to every event after those, when the run's log still holds them all;
+    /// otherwise the current task and a subscription after it, as [`LiveTask::subscribe`].
+    pub async fn resume(&self, from: EventId) -> Resumed {
+        let file = self.state.lock().await;
+        let position = file.events.position();
+        let log = self.log(position);
+        let events = log.subscribe();
+        let finished = self.finished.subscribe();
+        match log.since(from, position) {
+            Some(missed) => Resumed::Missed {
+                missed,
+                ended: crate::task::state::ends_stream(&file.task.status.state),
+                events,
+                finished,
+            },
+            None => Resumed::From(Box::new(Subscription {
+                snapshot: file.task.clone(),
+                position,
+                events,
+                finished,
+            })),
         }
+    }
+
+    /// The run's log, made at `now` when this is its first stream. Call under the task's lock.
+    fn log(&self, now: EventId) -> std::sync::MutexGuard<'_, EventLog> {
+        self.log
+            .get_or_init(|| Mutex::new(EventLog::new(now)))
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the next position of the run and, once a stream has made the log, records the event
+    /// `make` builds there and sends it to the streams (none listening is fine: the task file has
+    /// everything). Call under the lock, with its file.
+    fn send_event(&self, file: &mut TaskFile, make: impl FnOnce() -> StreamResponse) {
+        let id = file.events.advance();
+        self.record(id, make);
+    }
+
+    /// Records the event `make` builds at position `id`, taken before the file that names it
+    /// was written, once a stream has made the log. Call under the lock.
+    fn record(&self, id: EventId, make: impl FnOnce() -> StreamResponse) {
+        if let Some(log) = self.log.get() {
+            let event = Arc::new(StreamEvent { id, response: make() });
+            log.lock().unwrap_or_else(PoisonError::into_inner).record(event);
+        }
+    }
+
+    /// The position of the task's latest event.
+    pub async fn position(&self) -> EventId {
+        self.state.lock().await.events.position()
     }
 
     /// The current task.
@@ -225,6 +263,8 @@ impl LiveTask {
         }
         let changed = file.task.status.state != status.state;
         file.task.status = status.clone();
+        // The file records the status's position (and so the run's number) from the start.
+        let id = file.events.advance();
         if create {
             self.store.create(&self.workspace, &file).await?;
         } else {
@@ -233,7 +273,7 @@ impl LiveTask {
         if changed {
             self.push.notify(&file.task, &file.push_configs);
         }
-        self.broadcast_status(status);
+        self.broadcast_status(id, status);
         Ok(())
     }
 
@@ -255,7 +295,13 @@ impl LiveTask {
         let changed = file.task.status.state != status.state;
         let durable = crate::task::state::ends_stream(&status.state);
         file.task.status = status.clone();
+        let id = file.events.advance();
         if durable {
+            // The run's last events go into the file with its last state, for resumes after the
+            // run (the status itself is the task's).
+            if let Some(log) = self.log.get() {
+                file.events.tail = log.lock().unwrap_or_else(PoisonError::into_inner).tail();
+            }
             self.persist(&file).await;
         } else {
             self.persist_interim(&file).await;
@@ -264,12 +310,13 @@ impl LiveTask {
             // Webhooks hear about state changes (not every "using <tool>"); never blocks.
             self.push.notify(&file.task, &file.push_configs);
         }
-        self.broadcast_status(status);
+        self.broadcast_status(id, status);
     }
 
-    /// Sends a status to the task's streams and subscribers (none listening is fine).
-    fn broadcast_status(&self, status: TaskStatus) {
-        self.send_event(|| {
+    /// Records a status at its position `id` (taken before the file was written, so the file
+    /// names it) and sends it to the task's streams (none listening is fine).
+    fn broadcast_status(&self, id: EventId, status: TaskStatus) {
+        self.record(id, || {
             StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
                 task_id: self.task_id.clone(),
                 context_id: self.context_id.clone(),
@@ -344,7 +391,7 @@ impl LiveTask {
             Some(artifact) => artifact.parts = vec![Part::text(text.clone())],
             None => artifacts.push(self.response_artifact(text.clone())),
         }
-        self.send_event(|| {
+        self.send_event(&mut file, || {
             self.artifact_update(self.response_artifact(text), Some(append), last_chunk)
         });
     }
@@ -372,7 +419,7 @@ impl LiveTask {
             file.task.artifacts = None;
         }
         if !text.is_empty() && streamed.is_some_and(|streamed| streamed != text) {
-            self.send_event(|| {
+            self.send_event(&mut file, || {
                 self.artifact_update(self.response_artifact(text.to_string()), Some(false), true)
             });
         }
@@ -396,8 +443,9 @@ impl LiveTask {
         };
         let mut file = self.state.lock().await;
         file.task.artifacts.get_or_insert_with(Vec::new).push(artifact.clone());
+        let id = file.events.advance();
         self.persist_interim(&file).await;
-        self.send_event(|| self.artifact_update(artifact, None, true));
+        self.record(id, || self.artifact_update(artifact, None, true));
     }
 
     /// Marks the run as over: every waiter gets the final task.
@@ -476,49 +524,6 @@ impl LiveTask {
                 tracing::error!(task_id = %self.task_id, error = %err, "cannot write the task file");
             }
         }
-    }
-}
-
-/// Appends streamed text to the last text part, so the in-memory artifact stays one part.
-fn append_text(artifact: &mut Artifact, text: &str) {
-    if let Some(a2a::PartContent::Text(existing)) =
-        artifact.parts.last_mut().map(|p| &mut p.content)
-    {
-        existing.push_str(text);
-    } else {
-        artifact.parts.push(Part::text(text));
-    }
-}
-
-/// Redacts a part's text, or its bytes when they are UTF-8 text, in place.
-fn redact_part(redactor: &Redactor, part: &mut Part) {
-    match &mut part.content {
-        a2a::PartContent::Text(text) => {
-            if let std::borrow::Cow::Owned(redacted) = redactor.redact(text) {
-                *text = redacted;
-            }
-        }
-        a2a::PartContent::Raw(bytes) => {
-            if let Ok(text) = std::str::from_utf8(bytes)
-                && let std::borrow::Cow::Owned(redacted) = redactor.redact(text)
-            {
-                *bytes = redacted.into_bytes();
-            }
-        }
-        a2a::PartContent::Data(value) => redactor.redact_json_values(value),
-        a2a::PartContent::Url(url) => {
-            if let std::borrow::Cow::Owned(redacted) = redactor.redact(url) {
-                *url = redacted;
-            }
-        }
-    }
-}
-
-/// A part's text ("" for other parts).
-fn text_of(part: &Part) -> &str {
-    match &part.content {
-        a2a::PartContent::Text(text) => text,
-        _ => "",
     }
 }
 

@@ -508,6 +508,12 @@ impl SessionPool {
         }
     }
 
+    /// Waits until every run of the pool's factory has ended (see
+    /// [`SessionFactory::close_runs`]); shutdown bounds it.
+    pub async fn close_runs(&self) {
+        self.factory.close_runs().await;
+    }
+
     /// Closes every session that is not running (shutdown).
     pub async fn close_all(&self) {
         let closing = {

@@ -12,9 +12,11 @@
 //!   `If-Modified-Since` at or after `Last-Modified`, gets `304 Not Modified` without a body
 //!   (RFC 9110 §13.1.2–§13.1.3, §15.4.5).
 //!
-//! The bodies are built once per (base URL, shape) and kept: clients fetch the card often.
+//! The bodies are built once per (base URL, shape) and kept: clients fetch the card often. With
+//! card signing on, the strict card is signed when it is built (so once per base URL, not per
+//! request), the blended card never (`signing`), and `/.well-known/jwks.json` serves the key.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use axum::body::{Body, Bytes};
@@ -26,6 +28,7 @@ use crate::binding;
 use crate::card;
 use crate::config::A2aOptions;
 use crate::request::Version;
+use crate::signing::CardSigner;
 
 /// How long clients and caches may reuse the card without asking again.
 const CACHE_CONTROL: &str = "public, max-age=300";
@@ -63,15 +66,41 @@ pub(crate) struct PublicCards {
     /// When the bodies count as changed, at HTTP-date (whole second) precision.
     since: SystemTime,
     built: Mutex<[Option<Built>; 2]>,
-}
-
-impl Default for PublicCards {
-    fn default() -> Self {
-        Self::new(SystemTime::now())
-    }
+    /// Signs the 1.0 cards; none when card signing is off.
+    signer: Option<Arc<CardSigner>>,
+    /// The JWK Set's body, built once.
+    jwks: Option<Bytes>,
 }
 
 impl PublicCards {
+    /// Cards signed by `signer` (none: unsigned), changed when this server started.
+    pub(crate) fn signed_by(signer: Option<Arc<CardSigner>>) -> Self {
+        let mut cards = Self::new(SystemTime::now());
+        cards.jwks = signer.as_ref().map(|signer| Bytes::from(signer.jwks().to_string()));
+        cards.signer = signer;
+        cards
+    }
+
+    /// The signer of the 1.0 cards, when card signing is on.
+    pub(crate) fn signer(&self) -> Option<&CardSigner> {
+        self.signer.as_deref()
+    }
+
+    /// The answer to `GET /.well-known/jwks.json`: the signing key's JWK Set, or 404 when card
+    /// signing is off. The key set changes only with a restart, so it may be cached like the card.
+    pub(crate) fn jwks_answer(&self) -> Response {
+        let Some(jwks) = self.jwks.clone() else {
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = StatusCode::NOT_FOUND;
+            return response;
+        };
+        let mut response = Response::new(Body::from(jwks));
+        let out = response.headers_mut();
+        out.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/jwk-set+json"));
+        out.insert(header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL));
+        response
+    }
+
     /// Cards that count as changed at `since`.
     pub(crate) fn new(since: SystemTime) -> Self {
         let text = httpdate::fmt_http_date(since);
@@ -79,7 +108,13 @@ impl PublicCards {
         // back our own Last-Modified compares equal.
         let since = httpdate::parse_http_date(&text).unwrap_or(since);
         let last_modified = HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static(""));
-        PublicCards { last_modified, since, built: Mutex::new([None, None]) }
+        PublicCards {
+            last_modified,
+            since,
+            built: Mutex::new([None, None]),
+            signer: None,
+            jwks: None,
+        }
     }
 
     /// The answer to `GET /.well-known/agent-card.json` with `headers`, for `base` (the base URL
@@ -127,9 +162,11 @@ impl PublicCards {
             }
         }
         let card = card::public_card(options, &base);
-        let json = match shape {
-            Shape::Strict => binding::strict_card(&card),
-            Shape::Blended => binding::blended_card(&card),
+        let json = match (shape, self.signer.as_deref()) {
+            (Shape::Strict, Some(signer)) => binding::strict_card(&signer.sign(card, &base)),
+            (Shape::Strict, None) => binding::strict_card(&card),
+            // Never signed: a 1.0 verifier drops the 0.3 fields before canonicalizing.
+            (Shape::Blended, _) => binding::blended_card(&card),
         };
         let body = Bytes::from(json.to_string());
         let digest = sha2::Sha256::digest(&body);

@@ -3,6 +3,7 @@
 //! never sees which binding or version a call came through.
 
 use crate::push::PushFormat;
+use crate::task::events::EventId;
 
 /// The protocol version of a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +41,12 @@ pub enum Request {
     GetTask(a2a::GetTaskRequest),
     ListTasks(a2a::ListTasksRequest),
     CancelTask(a2a::CancelTaskRequest),
-    SubscribeToTask(a2a::SubscribeToTaskRequest),
+    /// `after`: the position of the last event the client got (`Last-Event-ID`), to resume
+    /// after it.
+    SubscribeToTask {
+        request: a2a::SubscribeToTaskRequest,
+        after: Option<EventId>,
+    },
     /// `format` is the version the config came through: its webhook gets that version's payload.
     CreatePushConfig {
         config: a2a::TaskPushNotificationConfig,
@@ -56,7 +62,7 @@ pub enum Request {
 impl Request {
     /// Whether the answer is an SSE stream.
     pub fn is_streaming(&self) -> bool {
-        matches!(self, Request::SendStreamingMessage(_) | Request::SubscribeToTask(_))
+        matches!(self, Request::SendStreamingMessage(_) | Request::SubscribeToTask { .. })
     }
 
     /// The operation's 1.0 method name, whatever binding or version named it (for logs).
@@ -67,7 +73,7 @@ impl Request {
             Request::GetTask(_) => "GetTask",
             Request::ListTasks(_) => "ListTasks",
             Request::CancelTask(_) => "CancelTask",
-            Request::SubscribeToTask(_) => "SubscribeToTask",
+            Request::SubscribeToTask { .. } => "SubscribeToTask",
             Request::CreatePushConfig { .. } => "CreateTaskPushNotificationConfig",
             Request::GetPushConfig(_) => "GetTaskPushNotificationConfig",
             Request::ListPushConfigs(_) => "ListTaskPushNotificationConfigs",
@@ -84,7 +90,7 @@ impl Request {
             }
             Request::GetTask(req) => Some(req.id.as_str()),
             Request::CancelTask(req) => Some(req.id.as_str()),
-            Request::SubscribeToTask(req) => Some(req.id.as_str()),
+            Request::SubscribeToTask { request, .. } => Some(request.id.as_str()),
             Request::CreatePushConfig { config, .. } => Some(config.task_id.as_str()),
             Request::GetPushConfig(req) => Some(req.task_id.as_str()),
             Request::ListPushConfigs(req) => Some(req.task_id.as_str()),
@@ -103,7 +109,7 @@ impl Request {
             Request::ListTasks(req) => req.context_id.as_deref(),
             Request::GetTask(_)
             | Request::CancelTask(_)
-            | Request::SubscribeToTask(_)
+            | Request::SubscribeToTask { .. }
             | Request::CreatePushConfig { .. }
             | Request::GetPushConfig(_)
             | Request::ListPushConfigs(_)

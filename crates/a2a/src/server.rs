@@ -41,6 +41,8 @@ use crate::push::guard::GuardError;
 use crate::push::{self, PushSender};
 use crate::request::{Request, Version};
 use crate::service::{Outcome, Service};
+use crate::signing::{self, CardSigner};
+use crate::task::AcceptedMessages;
 use crate::task::store::TaskStore;
 use crate::tasks::Tasks;
 
@@ -86,14 +88,27 @@ pub enum BuildError {
     /// The extra certificate authorities cannot be used.
     #[error("A2A__ExtraCaCertificates {}: {source}", path.display())]
     ExtraCa { path: PathBuf, source: GuardError },
+    /// The push outbox in the state folder cannot be created or read.
+    #[error("push outbox {}: {source}", path.display())]
+    Outbox { path: PathBuf, source: std::io::Error },
+    /// The card-signing key cannot be read, created or used.
+    #[error("A2A__CardSigning__KeyFile {0}")]
+    CardKey(signing::KeyError),
 }
 
 /// For hosts that carry build failures as I/O errors; the kind of a failed read is kept.
 impl From<BuildError> for std::io::Error {
     fn from(err: BuildError) -> Self {
         let kind = match &err {
-            BuildError::ExtraCaRead { source, .. } => source.kind(),
-            BuildError::Client(_) | BuildError::ExtraCa { .. } => std::io::ErrorKind::Other,
+            BuildError::ExtraCaRead { source, .. } | BuildError::Outbox { source, .. } => {
+                source.kind()
+            }
+            BuildError::CardKey(signing::KeyError::Io { source, .. }) => source.kind(),
+            BuildError::Client(_)
+            | BuildError::ExtraCa { .. }
+            | BuildError::CardKey(
+                signing::KeyError::Invalid { .. } | signing::KeyError::Random { .. },
+            ) => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, err.to_string())
     }
@@ -138,8 +153,27 @@ impl A2aServerBuilder {
     /// # Errors
     /// [`BuildError::Client`] when the outbound HTTP client cannot be built (no TLS backend);
     /// [`BuildError::ExtraCaRead`] or [`BuildError::ExtraCa`] when the extra certificate
-    /// authorities cannot be read or used.
+    /// authorities cannot be read or used; [`BuildError::Outbox`] when the push outbox
+    /// (`<state dir>/a2a/push-outbox`) cannot be created or listed; [`BuildError::CardKey`] when
+    /// card signing is on and its key cannot be read, created or used.
     pub fn build(self) -> Result<A2aServer, BuildError> {
+        // The key lives in the sessions' state folder (hidden from every session) unless
+        // `A2A__CardSigning__KeyFile` names one.
+        let key_file = match &self.options.card_signing_key_file {
+            _ if !self.options.card_signing => None,
+            Some(file) => Some((file.clone(), false)),
+            None => Some((self.factory.state_dir().join(signing::STATE_KEY_FILE), true)),
+        };
+        let signer = match key_file {
+            Some((file, false)) => Some(CardSigner::load(&file).map_err(BuildError::CardKey)?),
+            Some((file, true)) => {
+                Some(CardSigner::load_or_create(&file).map_err(BuildError::CardKey)?)
+            }
+            None => None,
+        };
+        if let Some(signer) = &signer {
+            tracing::info!(kid = signer.kid(), "agent cards are signed");
+        }
         let allow_private = self.options.allow_private_push_urls;
         let cache_bytes = self.options.task_cache_bytes;
         let file_cap = self.options.max_task_file_bytes();
@@ -156,11 +190,17 @@ impl A2aServerBuilder {
         };
         // Pushes go through the same guarded client as downloads: one outbound path.
         let push_url_check = push::url_check(allow_private);
+        // Pending deliveries live in the state folder, out of every session's reach: they hold
+        // webhook tokens and credentials.
+        let policy = push::sender::Policy::new(&self.options);
+        let outbox_dir = self.factory.state_dir().join("a2a").join("push-outbox");
+        let outbox = push::outbox::Outbox::open(outbox_dir.clone(), policy.max_bytes)
+            .map_err(|source| BuildError::Outbox { path: outbox_dir, source })?;
         let push = Arc::new(PushSender::new(
             guard.client().clone(),
             push_url_check.clone(),
-            push::sender::DEFAULT_WAITS.to_vec(),
-            push::sender::DEFAULT_TIMEOUT,
+            policy,
+            Some(outbox),
         ));
         self.containment.log();
         let tracker = TaskTracker::new();
@@ -193,6 +233,11 @@ impl A2aServerBuilder {
             streams: self.options.max_streams_per_caller,
             connections: self.options.max_connections_per_caller,
         });
+        let accepted = Arc::new(AcceptedMessages::new(
+            self.options.retry_window,
+            self.options.retry_records_per_caller,
+            file_cap,
+        ));
         Ok(A2aServer {
             inner: Arc::new(ServerInner {
                 service: Arc::new(Service {
@@ -200,6 +245,7 @@ impl A2aServerBuilder {
                     directory: self.directory,
                     tasks: Tasks::new(store, pool.clone()),
                     pool,
+                    accepted,
                     notifier: self.notifier,
                     guard,
                     tracker,
@@ -208,7 +254,7 @@ impl A2aServerBuilder {
                 }),
                 shares,
                 on_push: self.on_push,
-                public_cards: PublicCards::default(),
+                public_cards: PublicCards::signed_by(signer.map(Arc::new)),
             }),
         })
     }
@@ -243,6 +289,7 @@ impl A2aServer {
         let limit = self.inner.service.options.max_body_bytes();
         let routes = Router::new()
             .route("/.well-known/agent-card.json", get(public_card))
+            .route(signing::JWKS_PATH, get(jwks))
             .route("/a2a", post(jsonrpc_endpoint))
             .route("/a2a/", post(jsonrpc_endpoint))
             .route("/a2a/v1/{*path}", any(rest_endpoint))
@@ -261,6 +308,8 @@ impl A2aServer {
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
         let service = &self.inner.service;
+        // What the outbox held at start-up goes before any notification of this run.
+        service.push.start();
         let eviction = service.tracker.spawn(service.pool.clone().run_eviction(shutdown.clone()));
         let options = &service.options;
         let limits = crate::connection::Limits {
@@ -289,6 +338,10 @@ impl A2aServer {
         if tokio::time::timeout(SHUTDOWN_GRACE, service.tracker.wait()).await.is_err() {
             tracing::warn!(runs = service.tasks.running(), "runs still settling at shutdown");
         }
+        // The drivers above end at a run's `Settled`, a moment before the run's own task does.
+        if tokio::time::timeout(SHUTDOWN_GRACE, service.pool.close_runs()).await.is_err() {
+            tracing::warn!("session runs still ending at shutdown");
+        }
         // After the runs: their last state changes are queued by now.
         service.push.close().await;
         eviction.abort();
@@ -311,6 +364,10 @@ fn edge_layers<S: Clone + Send + Sync + 'static>(
 async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) -> Response {
     let base = base_url(&inner, &headers);
     inner.public_cards.answer(&inner.service.options, base, &headers)
+}
+
+async fn jwks(State(inner): State<Arc<ServerInner>>) -> Response {
+    inner.public_cards.jwks_answer()
 }
 
 fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {
@@ -379,9 +436,14 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     }
     let requested =
         binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query());
+    let last_event_id = header_text(&parts.headers, "last-event-id");
     let decoded = requested
         .map_err(|err| (jsonrpc::request_id(&body), err))
-        .and_then(|requested| jsonrpc::decode(&body, requested));
+        .and_then(|requested| jsonrpc::decode(&body, requested))
+        .and_then(|mut decoded| match binding::resume_after(&mut decoded.request, last_event_id) {
+            Ok(()) => Ok(decoded),
+            Err(err) => Err((decoded.id, err)),
+        });
     let decoded = match decoded {
         Ok(decoded) => decoded,
         // A streaming method's errors go out as one SSE event (PROTOCOL.md §5.3).
@@ -392,7 +454,7 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
         Err((id, err)) => return json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
     };
     let streaming = decoded.request.is_streaming();
-    let subscribe = matches!(decoded.request, Request::SubscribeToTask(_));
+    let subscribe = matches!(decoded.request, Request::SubscribeToTask { .. });
     let (id, version) = (decoded.id, decoded.version);
     // Before the run starts, so a refused stream starts nothing.
     if streaming && let Err(err) = inner.shares.admit_stream(&mut admission) {
@@ -402,14 +464,13 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
     match inner.service.handle(&caller, decoded.request, &base).instrument(span).await {
         Ok(Outcome::Reply(reply)) => {
+            let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
             json_bytes(StatusCode::OK, jsonrpc::encode_reply_bytes(&id, version, &reply))
         }
         Ok(Outcome::Stream(stream)) => {
             let events = Held::new(stream, admission).map(move |item| {
-                Ok::<_, Infallible>(
-                    Event::default()
-                        .data(jsonrpc::encode_stream_item(&id, version, &item).to_string()),
-                )
+                let data = jsonrpc::encode_stream_item(&id, version, &item.response).to_string();
+                Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
             });
             sse(events)
         }
@@ -467,8 +528,12 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     }
     let path = parts.uri.path().strip_prefix("/a2a/v1").unwrap_or("");
     let version = rest::version(requested, path, &body);
-    let request = match rest::decode(version, parts.method.as_str(), path, parts.uri.query(), &body)
-    {
+    let request = rest::decode(version, parts.method.as_str(), path, parts.uri.query(), &body)
+        .and_then(|mut request| {
+            let last_event_id = header_text(&parts.headers, "last-event-id");
+            binding::resume_after(&mut request, last_event_id).map(|()| request)
+        });
+    let request = match request {
         Ok(request) => request,
         Err(err) => return rest_error(version, &err),
     };
@@ -482,12 +547,13 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
     match inner.service.handle(&caller, request, &base).instrument(span).await {
         Ok(Outcome::Reply(reply)) => {
+            let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
             let (status, body) = rest::encode_reply_bytes(version, &reply);
             json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }
         Ok(Outcome::Stream(stream)) => sse(Held::new(stream, admission).map(move |item| {
-            let data = rest::encode_stream_item(version, &item).to_string();
-            Ok::<_, Infallible>(Event::default().data(data))
+            let data = rest::encode_stream_item(version, &item.response).to_string();
+            Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
         })),
         Err(err) => rest_error(version, &err),
     }

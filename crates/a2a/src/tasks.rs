@@ -96,7 +96,13 @@ impl Tasks {
     pub(crate) async fn view(&self, caller: &Caller, task_id: &str) -> Result<Loaded, Error> {
         if let Some(live) = self.live(caller, task_id) {
             let task = live.snapshot().await;
-            let file = TaskFile { task, caller: caller.name.clone(), push_configs: Vec::new() };
+            let file = TaskFile {
+                task,
+                caller: caller.name.clone(),
+                push_configs: Vec::new(),
+                events: Default::default(),
+                accepted: Vec::new(),
+            };
             return Ok(Loaded::File(Box::new(file)));
         }
         self.store.load_view(caller, task_id, &self.liveness()).await

@@ -171,8 +171,29 @@ pub struct A2aSettings {
     pub max_inbox_bytes: Option<u64>,
     pub max_tasks: Option<usize>,
     pub task_cache_bytes: Option<usize>,
+    pub push_max_attempts: Option<u32>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub push_max_age: Option<Duration>,
+    pub push_max_pending_per_webhook: Option<usize>,
+    pub push_max_pending_bytes: Option<u64>,
+    /// How long an accepted `messageId` is remembered for safe retries; zero remembers none.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub retry_window: Option<Duration>,
+    pub retry_records_per_caller: Option<usize>,
     pub card: CardSettings,
+    pub card_signing: CardSigningSettings,
     pub sandbox: SandboxSettings,
+}
+
+/// `[a2a.card_signing]`, `A2A__CardSigning__*`: the signed 1.0 cards (docs/a2a.md, "Signed card").
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CardSigningSettings {
+    /// Whether the 1.0 cards are signed; default true.
+    pub enabled: Option<bool>,
+    /// An Ed25519 private key (PKCS#8 PEM) to sign with; default `<state dir>/a2a/card-signing-key.pem`,
+    /// created on first start.
+    pub key_file: Option<PathBuf>,
 }
 
 /// `[a2a.sandbox]`, `A2A__Sandbox__*`: how callers' tools are contained (docs/security.md).
@@ -261,6 +282,12 @@ impl A2aSettings {
         if let Some(v) = &self.extra_ca_certificates {
             options.extra_ca_certificates = Some(v.clone());
         }
+        if let Some(v) = self.card_signing.enabled {
+            options.card_signing = v;
+        }
+        if let Some(v) = &self.card_signing.key_file {
+            options.card_signing_key_file = Some(v.clone());
+        }
         let timeouts = [
             ("header_read_timeout", self.header_read_timeout, &mut options.header_read_timeout),
             ("body_read_timeout", self.body_read_timeout, &mut options.body_read_timeout),
@@ -303,6 +330,16 @@ impl A2aSettings {
             ),
             ("max_header_bytes", self.max_header_bytes, &mut options.max_header_bytes),
             ("max_tasks", self.max_tasks, &mut options.max_tasks),
+            (
+                "push_max_pending_per_webhook",
+                self.push_max_pending_per_webhook,
+                &mut options.push_max_pending_per_webhook,
+            ),
+            (
+                "retry_records_per_caller",
+                self.retry_records_per_caller,
+                &mut options.retry_records_per_caller,
+            ),
         ];
         for (key, value, slot) in counts {
             if let Some(v) = value {
@@ -317,6 +354,24 @@ impl A2aSettings {
         }
         if let Some(v) = self.task_cache_bytes {
             options.task_cache_bytes = v;
+        }
+        if let Some(v) = self.push_max_attempts {
+            if v == 0 {
+                return Err(ConfigError("a2a.push_max_attempts: must be at least 1".into()));
+            }
+            options.push_max_attempts = v;
+        }
+        if let Some(v) = self.push_max_age {
+            if v.is_zero() {
+                return Err(ConfigError("a2a.push_max_age: must be longer than zero".into()));
+            }
+            options.push_max_age = v;
+        }
+        if let Some(v) = self.push_max_pending_bytes {
+            options.push_max_pending_bytes = v;
+        }
+        if let Some(v) = self.retry_window {
+            options.retry_window = v;
         }
         if let Some(v) = &self.card.name {
             options.card_name = v.clone();
@@ -671,6 +726,26 @@ mod tests {
     }
 
     #[test]
+    fn a2a_card_signing_env_names_fill_the_server_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let default = load(None, dir.path(), &[]).unwrap().a2a.to_options().unwrap();
+        assert!(default.card_signing);
+        assert_eq!(default.card_signing_key_file, None);
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("A2A__CardSigning__Enabled", "false"),
+                ("A2A__CardSigning__KeyFile", "/etc/volcanic/card-key.pem"),
+            ]),
+        )
+        .unwrap();
+        let options = settings.a2a.to_options().unwrap();
+        assert!(!options.card_signing);
+        assert_eq!(options.card_signing_key_file, Some("/etc/volcanic/card-key.pem".into()));
+    }
+
+    #[test]
     fn a2a_env_names_fill_the_server_options() {
         let dir = tempfile::tempdir().unwrap();
         let settings = load(
@@ -692,6 +767,41 @@ mod tests {
         assert_eq!((options.max_open_sessions, options.max_sessions_per_caller), (64, 8));
         assert_eq!(options.card_name, "Ada");
         assert!(settings.a2a.enabled);
+    }
+
+    #[test]
+    fn a2a_push_delivery_limits_come_from_env_and_zero_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("A2A__PushMaxAttempts", "4"),
+                ("A2A__PushMaxAge", "2h"),
+                ("A2A__PushMaxPendingPerWebhook", "16"),
+                ("A2A__PushMaxPendingBytes", "1048576"),
+            ]),
+        )
+        .unwrap();
+        let options = settings.a2a.to_options().unwrap();
+        assert_eq!(
+            (
+                options.push_max_attempts,
+                options.push_max_age,
+                options.push_max_pending_per_webhook,
+                options.push_max_pending_bytes
+            ),
+            (4, Duration::from_secs(7200), 16, 1_048_576)
+        );
+        for (key, value, named) in [
+            ("A2A__PushMaxAttempts", "0", "a2a.push_max_attempts"),
+            ("A2A__PushMaxAge", "0s", "a2a.push_max_age"),
+            ("A2A__PushMaxPendingPerWebhook", "0", "a2a.push_max_pending_per_webhook"),
+        ] {
+            let settings = load(None, dir.path(), &env(&[(key, value)])).unwrap();
+            let err = settings.a2a.to_options().unwrap_err();
+            assert!(err.to_string().contains(named), "{key}: {err}");
+        }
     }
 
     #[test]
@@ -763,6 +873,27 @@ mod tests {
         let zero = load(None, dir.path(), &env(&[("A2A__HeaderReadTimeout", "0s")])).unwrap();
         let err = zero.a2a.to_options().unwrap_err();
         assert_eq!(err.0, "a2a.header_read_timeout: must be longer than zero");
+    }
+
+    #[test]
+    fn a2a_retry_settings_come_from_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let defaults = load(None, dir.path(), &[]).unwrap().a2a.to_options().unwrap();
+        assert_eq!(
+            (defaults.retry_window, defaults.retry_records_per_caller),
+            (Duration::from_secs(24 * 3600), 10_000)
+        );
+        let vars = [("A2A__RetryWindow", "2h"), ("A2A__RetryRecordsPerCaller", "50")];
+        let options = load(None, dir.path(), &env(&vars)).unwrap().a2a.to_options().unwrap();
+        assert_eq!(
+            (options.retry_window, options.retry_records_per_caller),
+            (Duration::from_secs(7200), 50)
+        );
+        let off = load(None, dir.path(), &env(&[("A2A__RetryWindow", "0s")])).unwrap();
+        assert_eq!(off.a2a.to_options().unwrap().retry_window, Duration::ZERO);
+        let zero = load(None, dir.path(), &env(&[("A2A__RetryRecordsPerCaller", "0")])).unwrap();
+        let err = zero.a2a.to_options().unwrap_err();
+        assert_eq!(err.0, "a2a.retry_records_per_caller: must be at least 1");
     }
 
     #[test]

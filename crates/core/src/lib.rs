@@ -44,7 +44,7 @@ pub use error::{Error, Result};
 pub use extension::{EventBus, Extension, Registrar};
 pub use provider::Provider;
 pub use session::{
-    EventKind, EventStream, RunHandle, RunOutcome, RunSettled, Session, SessionEvent,
+    EventKind, EventStream, RunFailure, RunHandle, RunOutcome, RunSettled, Session, SessionEvent,
     SessionFactory, SessionOptions,
 };
 pub use tool::Tool;

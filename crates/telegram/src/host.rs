@@ -216,6 +216,9 @@ impl TelegramHost {
         if tokio::time::timeout(SHUTDOWN_GRACE * 2, tracker.wait()).await.is_err() {
             tracing::warn!("chats still busy after the shutdown grace; exiting anyway");
         }
+        if tokio::time::timeout(SHUTDOWN_GRACE, self.factory.close_runs()).await.is_err() {
+            tracing::warn!("session runs still ending after the shutdown grace; exiting anyway");
+        }
         started?;
         if let Some(server) = server
             && let Some(Ok(Err(err))) = server.now_or_never()

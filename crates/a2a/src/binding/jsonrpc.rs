@@ -256,7 +256,9 @@ fn decode_params(
         Operation::GetTask => Request::GetTask(params::typed(params)?),
         Operation::ListTasks => Request::ListTasks(params::typed(params)?),
         Operation::CancelTask => Request::CancelTask(params::typed(params)?),
-        Operation::SubscribeToTask => Request::SubscribeToTask(params::typed(params)?),
+        Operation::SubscribeToTask => {
+            Request::SubscribeToTask { request: params::typed(params)?, after: None }
+        }
         Operation::CreatePushConfig => Request::CreatePushConfig {
             config: params::push_config(params)?,
             format: version.into(),

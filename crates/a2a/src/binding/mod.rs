@@ -25,7 +25,8 @@ use serde_json::Value;
 
 use crate::error::A2aError;
 use crate::push::PushFormat;
-use crate::request::Version;
+use crate::request::{Request, Version};
+use crate::task::events::EventId;
 
 /// Reads the `A2A-Version` a caller asked for (PROTOCOL.md §8.1).
 ///
@@ -53,6 +54,27 @@ pub fn requested_version(
         }),
     };
     raw.map(|raw| parse_version(&raw)).transpose()
+}
+
+/// Gives a SubscribeToTask the position to resume after, from its `Last-Event-ID` header (the
+/// SSE `id:` of the last event the client got); other requests ignore the header, as does an
+/// empty one.
+///
+/// # Errors
+///
+/// [`A2aError::InvalidParams`] when the header is not an id this server writes (`<run>.<seq>`).
+pub fn resume_after(request: &mut Request, last_event_id: Option<&str>) -> Result<(), A2aError> {
+    let Request::SubscribeToTask { after, .. } = request else { return Ok(()) };
+    let Some(text) = last_event_id.map(str::trim).filter(|text| !text.is_empty()) else {
+        return Ok(());
+    };
+    *after = Some(EventId::parse(text).ok_or_else(|| {
+        A2aError::InvalidParams(
+            "Last-Event-ID must be the id of an event of this task's streams, <run>.<seq> (e.g. 2.17)"
+                .into(),
+        )
+    })?);
+    Ok(())
 }
 
 /// The 1.0 card exactly as the 1.0 schema has it: what a request asking for 1.x gets, and what

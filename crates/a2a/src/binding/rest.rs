@@ -126,7 +126,10 @@ pub fn decode(
         }
         Route::Subscribe(id) => {
             allow(&["POST", "GET"])?;
-            Request::SubscribeToTask(a2a::SubscribeToTaskRequest { id, tenant: None })
+            Request::SubscribeToTask {
+                request: a2a::SubscribeToTaskRequest { id, tenant: None },
+                after: None,
+            }
         }
         Route::PushConfigs(task_id) => {
             if method.eq_ignore_ascii_case("GET") {

@@ -1,12 +1,15 @@
 //! Push notifications (PROTOCOL.md §4.7, §11) and all outbound HTTP: the configs callers register
 //! on their tasks (`config`: storage in the task file and the CRUD operations), the
-//! [`PushSender`] that POSTs task updates to those webhooks, and the SSRF [`guard`] every
-//! outbound request (pushes, file-part downloads) goes through.
+//! [`PushSender`] that POSTs task updates to those webhooks (`deliver`: one POST and its answer;
+//! `outbox`: pending deliveries as files in the state folder, so they survive a restart), and
+//! the SSRF [`guard`] every outbound request (pushes, file-part downloads) goes through.
 
 use std::sync::Arc;
 
 pub(crate) mod config;
+pub(crate) mod deliver;
 pub mod guard;
+pub(crate) mod outbox;
 pub(crate) mod secrets;
 pub(crate) mod sender;
 

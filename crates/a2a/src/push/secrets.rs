@@ -120,28 +120,16 @@ impl PushSecrets {
         }
         let dir = crate::task::path::tasks_dir(workspace);
         let mut found: Vec<(String, Vec<String>)> = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                let path = entry.path();
-                let Some(id) = path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| n.strip_suffix(".json"))
-                    .filter(|id| crate::task::id::is_valid_id(id))
-                else {
-                    continue;
-                };
-                let is_small_file = entry
-                    .metadata()
-                    .is_ok_and(|m| m.is_file() && m.len() <= MAX_SCANNED_FILE_BYTES);
-                if !is_small_file {
+        if let Ok(files) = crate::task::path::task_files(&dir) {
+            for listed in files {
+                if listed.meta.len() > MAX_SCANNED_FILE_BYTES {
                     continue;
                 }
-                let Ok(bytes) = std::fs::read(&path) else { continue };
+                let Ok(bytes) = std::fs::read(listed.entry.path()) else { continue };
                 let Ok(file) = serde_json::from_slice::<PushOnly>(&bytes) else { continue };
                 let values = values_of(&file.push_configs);
                 if !values.is_empty() {
-                    found.push((id.to_string(), values));
+                    found.push((listed.id().to_string(), values));
                 }
             }
         }

@@ -1,90 +1,185 @@
 //! The push sender (PROTOCOL.md §11, design "Push sending"): POSTs a task to each of its
-//! webhooks without ever blocking or slowing the run that changed it.
+//! webhooks without ever blocking or slowing the run that changed it, and without losing what
+//! is pending to a restart.
 //!
-//! Each webhook (config url and id) has its own bounded, ordered queue, drained by one task the
-//! sender owns (a [`TaskTracker`]): deliveries of a task to a webhook keep their order, and a
-//! slow or failing webhook delays only its own queue. A drained queue's task ends; the next
-//! notification starts a new one. A delivery is tried `waits.len() + 1` times, each bounded by
-//! the timeout, then dropped with a warning that names the task and the webhook's host, never
-//! the token or credentials.
+//! [`PushSender::notify`] only builds the deliveries, numbers them and hands them to the writer;
+//! it does no I/O. The writer (one task at a time, spawned on demand) records each batch in the
+//! [`Outbox`] with one durability barrier, then queues the deliveries on their webhooks (URL and
+//! config id). Each webhook's queue is drained in order by one task, so deliveries to a webhook
+//! keep the order of the state changes, and a slow or failing webhook delays only its own queue.
+//! A delivery leaves the outbox when it is acknowledged (2xx), refused by the URL check, out of
+//! attempts or too old. At start-up the deliveries a previous run left are queued first, so they
+//! go before any newer one. Every task here is owned by the sender's [`TaskTracker`].
+//!
+//! Invariants:
+//! - A delivery is in the outbox, durably, before its first attempt (unless the write failed:
+//!   then it is delivered from memory, with an error logged).
+//! - Logs name a webhook by its host only, never its path, query, token or credentials.
+//! - What is pending is bounded per webhook (a count) and in all (bytes); a notification over a
+//!   bound is dropped with a warning, and what is queued keeps its order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::body::Bytes;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
+use tracing::{debug, error, info, warn};
 
+use super::deliver::{Deliver, Failure, HttpDeliver, Outgoing, host};
+use super::outbox::{Outbox, Record};
 use super::{PushFormat, StoredPushConfig, UrlCheck};
 use crate::binding;
+use crate::config::A2aOptions;
 
-/// The waits between attempts (design: 1 s, then 5 s; three attempts in all).
-pub const DEFAULT_WAITS: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(5)];
+/// The waits between attempts: 1 s, 5 s, 30 s, 2 min, 10 min, 30 min, then 1 h for every
+/// further one (the design's 1 s and 5 s first, then longer, since a delivery now survives
+/// restarts).
+pub const DEFAULT_WAITS: [Duration; 7] = [
+    Duration::from_secs(1),
+    Duration::from_secs(5),
+    Duration::from_secs(30),
+    Duration::from_secs(2 * 60),
+    Duration::from_secs(10 * 60),
+    Duration::from_secs(30 * 60),
+    Duration::from_secs(60 * 60),
+];
 
 /// How long one attempt may take (PROTOCOL.md §11: 10–30 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The header that carries the config's token (PROTOCOL.md §11; de facto, not normative).
-pub const TOKEN_HEADER: &str = "X-A2A-Notification-Token";
+/// The longest wait a webhook's `Retry-After` can ask for; a longer one is cut to this.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
 
-/// Notifications one webhook may have waiting; beyond that new ones are dropped (with a
-/// warning) rather than let a dead webhook grow memory without bound.
-const QUEUE_CAPACITY: usize = 1024;
-
-/// How long [`PushSender::close`] waits for queued deliveries.
+/// How long [`PushSender::close`] waits for deliveries in flight.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
+
+/// Most deliveries the writer records with one barrier.
+const WRITE_BATCH: usize = 256;
+
+/// When to retry and when to give up, and the outbox's bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Policy {
+    /// The wait after the n-th failed attempt is `waits[n - 1]`; the last one repeats.
+    pub waits: Vec<Duration>,
+    /// Attempts of one delivery in this process (a restart starts counting again).
+    pub max_attempts: u32,
+    /// A delivery older than this (since its state change, across restarts) is given up.
+    pub max_age: Duration,
+    /// One attempt's limit.
+    pub timeout: Duration,
+    /// Most deliveries pending per webhook.
+    pub max_per_webhook: usize,
+    /// Most bytes of deliveries pending in all.
+    pub max_bytes: u64,
+}
+
+impl Policy {
+    /// The policy the options set, with [`DEFAULT_WAITS`] and [`DEFAULT_TIMEOUT`].
+    pub fn new(options: &A2aOptions) -> Self {
+        Policy {
+            waits: DEFAULT_WAITS.to_vec(),
+            max_attempts: options.push_max_attempts.max(1),
+            max_age: options.push_max_age,
+            timeout: DEFAULT_TIMEOUT,
+            max_per_webhook: options.push_max_pending_per_webhook.max(1),
+            max_bytes: options.push_max_pending_bytes,
+        }
+    }
+
+    /// The wait after `failed` failed attempts, unless the webhook said otherwise.
+    fn wait_after(&self, failed: u32) -> Duration {
+        let index = usize::try_from(failed.saturating_sub(1)).unwrap_or(usize::MAX);
+        self.waits.get(index).or(self.waits.last()).copied().unwrap_or(Duration::ZERO)
+    }
+}
 
 /// Sends task updates to webhooks.
 pub struct PushSender {
     shared: Arc<Shared>,
-    tracker: TaskTracker,
 }
 
 impl PushSender {
     /// A sender that POSTs through `client` (the caller's guarded client: no redirects, no
     /// proxy, connect-time address checks), checks each webhook URL with `url_check` before every
-    /// attempt, waits `waits` between attempts ([`DEFAULT_WAITS`]) and gives each attempt
-    /// `timeout` ([`DEFAULT_TIMEOUT`]).
+    /// attempt, retries by `policy`, and keeps what is pending in `outbox` (with what a previous
+    /// run left there; `None`: in memory only, lost on restart).
     pub(crate) fn new(
         client: reqwest::Client,
         url_check: UrlCheck,
-        waits: Vec<Duration>,
-        timeout: Duration,
+        policy: Policy,
+        outbox: Option<(Outbox, Vec<Record>)>,
     ) -> Self {
-        Self::with_deliver(Arc::new(HttpDeliver(client)), url_check, waits, timeout)
+        Self::with_deliver(Arc::new(HttpDeliver(client)), url_check, policy, outbox)
     }
 
     /// A sender over any way of delivering (tests fake the webhook with it).
     pub(crate) fn with_deliver(
         deliver: Arc<dyn Deliver>,
         url_check: UrlCheck,
-        waits: Vec<Duration>,
-        timeout: Duration,
+        policy: Policy,
+        outbox: Option<(Outbox, Vec<Record>)>,
     ) -> Self {
+        let (outbox, left) = match outbox {
+            Some((outbox, left)) => (Some(outbox), left),
+            None => (None, Vec::new()),
+        };
+        // Numbers rise across restarts: past the last one left, and past the clock's microseconds.
+        let since_epoch =
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        let clock = u64::try_from(since_epoch.as_micros()).unwrap_or(u64::MAX);
+        let last = left.iter().map(|record| record.seq.saturating_add(1)).max().unwrap_or(0);
+        let mut state = State { next_seq: clock.max(last), ..State::default() };
+        if !left.is_empty() {
+            info!(
+                deliveries = left.len(),
+                "push outbox: retrying deliveries left by the previous run"
+            );
+        }
+        for record in left {
+            let key = (record.outgoing.url.clone(), record.config_id.clone());
+            let size = record.size();
+            let queue = state.webhooks.entry(key).or_default();
+            queue.count += 1;
+            queue.ready.push_back(Entry { record: Arc::new(record), on_disk: true });
+            state.total_bytes = state.total_bytes.saturating_add(size);
+        }
         PushSender {
             shared: Arc::new(Shared {
                 deliver,
                 url_check,
-                waits,
-                timeout,
-                queues: Mutex::new(HashMap::new()),
+                policy,
+                outbox,
+                state: Mutex::new(state),
+                tracker: TaskTracker::new(),
+                closing: CancellationToken::new(),
                 stop: CancellationToken::new(),
             }),
-            tracker: TaskTracker::new(),
         }
     }
 
-    /// Queues `task` for each of `configs` and returns at once: the 1.0 StreamResponse
-    /// `{"task": …}`, or the 0.3 task for configs registered through 0.3. Call it after every
-    /// state change, in the order of the changes; after [`PushSender::close`] it does nothing.
+    /// Starts delivering what the outbox held at start-up. Call it once the runtime runs (the
+    /// server's `serve`); notifications start their own queues.
+    pub fn start(&self) {
+        let mut state = self.shared.lock();
+        for (key, queue) in &mut state.webhooks {
+            if !queue.draining && !queue.ready.is_empty() {
+                queue.draining = true;
+                self.shared.tracker.spawn(drain(self.shared.clone(), key.clone()));
+            }
+        }
+    }
+
+    /// Queues `task` for each of `configs` and returns at once, without I/O: the 1.0
+    /// StreamResponse `{"task": …}`, or the 0.3 task for configs registered through 0.3. Call it
+    /// after every state change, in the order of the changes; after [`PushSender::close`] it
+    /// does nothing.
     pub fn notify(&self, task: &a2a::Task, configs: &[StoredPushConfig]) {
-        if self.shared.stop.is_cancelled() {
+        if self.shared.closing.is_cancelled() {
             return;
         }
+        let created_ms = now_ms();
         let mut bodies: HashMap<PushFormat, Bytes> = HashMap::new();
         for stored in configs {
             let body = bodies
@@ -99,8 +194,11 @@ impl PushSender {
                     Some(credentials) => format!("{} {credentials}", auth.scheme),
                     None => auth.scheme.clone(),
                 });
-            let delivery = Delivery {
+            let record = Record {
+                seq: 0,
                 task_id: task.id.clone(),
+                config_id: stored.id().to_string(),
+                created_ms,
                 outgoing: Outgoing {
                     url: config.url.clone(),
                     token: config.token.clone(),
@@ -108,202 +206,314 @@ impl PushSender {
                     body,
                 },
             };
-            self.enqueue((config.url.clone(), stored.id().to_string()), delivery);
+            self.enqueue(record);
         }
     }
 
-    /// Stops taking notifications and waits for the queued ones, at most 10 s; whatever is
-    /// still queued or being retried then is dropped with a warning.
+    /// Hands `record` to the writer, numbered, unless a bound is reached.
+    fn enqueue(&self, mut record: Record) {
+        let key = (record.outgoing.url.clone(), record.config_id.clone());
+        let size = record.size();
+        let policy = &self.shared.policy;
+        let mut state = self.shared.lock();
+        let state = &mut *state;
+        let queue = state.webhooks.entry(key.clone()).or_default();
+        let full = queue.count >= policy.max_per_webhook;
+        if full || state.total_bytes.saturating_add(size) > policy.max_bytes {
+            // An empty queue nobody drains is forgotten; one with a drain task is the task's to
+            // retire (removing it here could leave that task draining a newer queue of the key
+            // beside the one the writer starts).
+            if queue.count == 0 && !queue.draining {
+                state.webhooks.remove(&key);
+            }
+            warn!(
+                task_id = %record.task_id,
+                host = %host(&record.outgoing.url),
+                pending = if full { "webhook" } else { "all webhooks" },
+                "push outbox is full; notification dropped"
+            );
+            return;
+        }
+        queue.count += 1;
+        state.total_bytes += size;
+        record.seq = state.next_seq;
+        state.next_seq += 1;
+        state.unwritten.push_back((key, Arc::new(record)));
+        if !state.writing {
+            state.writing = true;
+            self.shared.tracker.spawn(write(self.shared.clone()));
+        }
+    }
+
+    /// Stops taking notifications and gives the deliveries in flight up to 10 s. A delivery
+    /// waiting for its next attempt stays in the outbox for the next start; one still being
+    /// tried after the grace is abandoned and stays there too. Without an outbox, whatever is
+    /// still queued then is dropped with a warning.
     ///
     /// # Cancel safety
     /// Dropping the future leaves the queues running; call it again to wait.
     pub async fn close(&self) {
-        self.tracker.close();
-        if tokio::time::timeout(CLOSE_GRACE, self.tracker.wait()).await.is_err() {
-            warn!(
-                webhooks = self.shared.lock().len(),
-                "push notifications still queued at shutdown; dropping them"
-            );
+        self.shared.closing.cancel();
+        self.shared.tracker.close();
+        if tokio::time::timeout(CLOSE_GRACE, self.shared.tracker.wait()).await.is_err() {
+            let pending: usize = self.shared.lock().webhooks.values().map(|q| q.count).sum();
+            if self.shared.outbox.is_some() {
+                info!(pending, "push deliveries still pending at shutdown stay in the outbox");
+            } else {
+                warn!(pending, "push notifications still queued at shutdown; dropping them");
+            }
         }
         self.shared.stop.cancel();
-        self.tracker.wait().await;
-    }
-
-    fn enqueue(&self, key: QueueKey, delivery: Delivery) {
-        let mut queues = self.shared.lock();
-        let sent = match queues.get(&key) {
-            Some(queue) => queue.try_send(delivery),
-            None => Err(mpsc::error::TrySendError::Closed(delivery)),
-        };
-        let delivery = match sent {
-            Ok(()) => return,
-            Err(mpsc::error::TrySendError::Full(dropped)) => {
-                warn!(
-                    task_id = %dropped.task_id,
-                    host = %host(&dropped.outgoing.url),
-                    "push webhook queue is full; notification dropped"
-                );
-                return;
-            }
-            // No queue yet, or its drain task has gone: start one.
-            Err(mpsc::error::TrySendError::Closed(delivery)) => delivery,
-        };
-        let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
-        // A new channel has room for one.
-        if queue.try_send(delivery).is_ok() {
-            queues.insert(key.clone(), queue);
-            self.tracker.spawn(drain(self.shared.clone(), key, receiver));
-        }
+        self.shared.tracker.wait().await;
     }
 }
 
 /// A webhook's queue key: its URL and config id.
 type QueueKey = (String, String);
 
-/// What the sender shares with its drain tasks.
+/// What the sender shares with its writer and drain tasks.
 struct Shared {
     deliver: Arc<dyn Deliver>,
     url_check: UrlCheck,
-    waits: Vec<Duration>,
-    timeout: Duration,
-    /// The live queues. `notify` sends and a drain task retires its queue under this lock, so no
-    /// notification lands in a queue nobody drains.
-    queues: Mutex<HashMap<QueueKey, mpsc::Sender<Delivery>>>,
-    /// Fired at the end of `close`: drain tasks stop, notify does nothing.
+    policy: Policy,
+    outbox: Option<Outbox>,
+    /// The queues. A std mutex: held for a few map operations, never across `.await`.
+    state: Mutex<State>,
+    tracker: TaskTracker,
+    /// Fired first by `close`: no new notifications, and durable deliveries stop waiting.
+    closing: CancellationToken,
+    /// Fired at the end of `close`: every task stops where it is.
     stop: CancellationToken,
 }
 
+#[derive(Default)]
+struct State {
+    next_seq: u64,
+    /// Notified deliveries the writer has not recorded yet, in order.
+    unwritten: VecDeque<(QueueKey, Arc<Record>)>,
+    /// Whether a writer task runs (it retires, under this lock, when `unwritten` is empty).
+    writing: bool,
+    webhooks: HashMap<QueueKey, Queue>,
+    /// Bytes of every pending delivery, recorded or not.
+    total_bytes: u64,
+}
+
+/// One webhook's deliveries.
+#[derive(Default)]
+struct Queue {
+    /// Recorded deliveries in order; the front one is being tried.
+    ready: VecDeque<Entry>,
+    /// Pending deliveries of this webhook, recorded or still with the writer.
+    count: usize,
+    /// Whether a drain task runs (it retires, under the lock, when `ready` is empty).
+    draining: bool,
+}
+
+#[derive(Clone)]
+struct Entry {
+    record: Arc<Record>,
+    /// Whether its file exists in the outbox.
+    on_disk: bool,
+}
+
+/// How a delivery ended.
+enum Ended {
+    /// Delivered, refused or given up: it leaves the outbox.
+    Finished,
+    /// Shutdown came while it waited: it stays in the outbox.
+    Kept,
+}
+
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, HashMap<QueueKey, mpsc::Sender<Delivery>>> {
-        self.queues.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The queue's next delivery; `None` retires the drained queue.
-    fn next(&self, key: &QueueKey, receiver: &mut mpsc::Receiver<Delivery>) -> Option<Delivery> {
-        let mut queues = self.lock();
-        match receiver.try_recv() {
-            Ok(delivery) => Some(delivery),
-            Err(mpsc::error::TryRecvError::Empty | mpsc::error::TryRecvError::Disconnected) => {
-                queues.remove(key);
-                None
+    /// Tries one delivery until it is acknowledged, refused by the URL check, out of attempts or
+    /// too old, or shutdown comes while it waits.
+    async fn attempt(&self, entry: &Entry) -> Ended {
+        let record = &entry.record;
+        let outgoing = &record.outgoing;
+        let mut failed = 0;
+        loop {
+            let age = age(record.created_ms);
+            if age > self.policy.max_age {
+                warn!(task_id = %record.task_id, host = %host(&outgoing.url), age_secs = age.as_secs(), attempts = failed, "push notification dropped: too old to retry");
+                return Ended::Finished;
             }
-        }
-    }
-
-    /// Tries one delivery until it is acknowledged (2xx), refused by the URL check or out of
-    /// attempts.
-    async fn deliver(&self, delivery: &Delivery) {
-        let outgoing = &delivery.outgoing;
-        let attempts = self.waits.len() + 1;
-        let mut last_error = String::new();
-        let waits = std::iter::once(None).chain(self.waits.iter().map(Some));
-        for (attempt, wait) in waits.enumerate() {
-            if let Some(wait) = wait {
-                tokio::time::sleep(*wait).await;
-            }
-            // Checked on every attempt: the check may look at what the name resolves to now.
+            // Checked on every attempt, after a restart too: the check may look at what the name
+            // resolves to now, and the options may have changed.
             if let Err(reason) = (self.url_check)(&outgoing.url) {
                 warn!(
-                    task_id = %delivery.task_id,
+                    task_id = %record.task_id,
                     host = %host(&outgoing.url),
                     reason = %reason,
                     "push webhook refused by the URL check; notification dropped"
                 );
+                return Ended::Finished;
+            }
+            failed += 1;
+            let failure = match tokio::time::timeout(
+                self.policy.timeout,
+                self.deliver.post(outgoing),
+            )
+            .await
+            {
+                Ok(Ok(())) => {
+                    debug!(task_id = %record.task_id, host = %host(&outgoing.url), attempt = failed, "push notification delivered");
+                    return Ended::Finished;
+                }
+                Ok(Err(failure)) => failure,
+                Err(_) => Failure::from(format!(
+                    "no answer within {} s",
+                    self.policy.timeout.as_secs_f64()
+                )),
+            };
+            debug!(task_id = %record.task_id, host = %host(&outgoing.url), attempt = failed, error = %failure.reason, "push notification attempt failed");
+            if failed >= self.policy.max_attempts {
+                warn!(
+                    task_id = %record.task_id,
+                    host = %host(&outgoing.url),
+                    attempts = failed,
+                    error = %failure.reason,
+                    "push notification dropped: every attempt failed"
+                );
+                return Ended::Finished;
+            }
+            let wait = match failure.retry_after {
+                Some(asked) => asked.min(MAX_RETRY_AFTER),
+                None => self.policy.wait_after(failed),
+            };
+            if age.saturating_add(wait) > self.policy.max_age {
+                warn!(task_id = %record.task_id, host = %host(&outgoing.url), attempts = failed, error = %failure.reason, "push notification dropped: too old to retry");
+                return Ended::Finished;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = self.closing.cancelled(), if entry.on_disk => return Ended::Kept,
+            }
+        }
+    }
+
+    /// Removes a finished delivery from the outbox and its queue.
+    async fn finish(self: &Arc<Self>, key: &QueueKey, entry: &Entry) {
+        if entry.on_disk && self.outbox.is_some() {
+            let shared = self.clone();
+            let seq = entry.record.seq;
+            let removed = tokio::task::spawn_blocking(move || match &shared.outbox {
+                Some(outbox) => outbox.remove(seq),
+                None => Ok(()),
+            })
+            .await;
+            // Left behind, it is delivered again after a restart (at-least-once).
+            match removed {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    warn!(error = %err, "cannot remove a finished push delivery from the outbox")
+                }
+                Err(err) => {
+                    warn!(error = %err, "cannot remove a finished push delivery from the outbox")
+                }
+            }
+        }
+        let mut state = self.lock();
+        let state = &mut *state;
+        state.total_bytes = state.total_bytes.saturating_sub(entry.record.size());
+        if let Some(queue) = state.webhooks.get_mut(key) {
+            queue.ready.pop_front();
+            queue.count = queue.count.saturating_sub(1);
+        }
+    }
+
+    /// The next delivery of `key`'s queue; `None` retires the drained queue (and forgets it
+    /// when nothing of it is pending with the writer either).
+    fn next(&self, key: &QueueKey) -> Option<Entry> {
+        let mut state = self.lock();
+        let queue = state.webhooks.get_mut(key)?;
+        if let Some(entry) = queue.ready.front() {
+            return Some(entry.clone());
+        }
+        queue.draining = false;
+        if queue.count == 0 {
+            state.webhooks.remove(key);
+        }
+        None
+    }
+}
+
+/// Records batches of notified deliveries in the outbox, in order, and queues them on their
+/// webhooks; retires when nothing is left to record.
+async fn write(shared: Arc<Shared>) {
+    loop {
+        let batch: Vec<(QueueKey, Arc<Record>)> = {
+            let mut state = shared.lock();
+            if state.unwritten.is_empty() {
+                state.writing = false;
                 return;
             }
-            match tokio::time::timeout(self.timeout, self.deliver.post(outgoing)).await {
-                Ok(Ok(())) => {
-                    debug!(task_id = %delivery.task_id, host = %host(&outgoing.url), attempt = attempt + 1, "push notification delivered");
-                    return;
-                }
-                Ok(Err(error)) => last_error = error,
-                Err(_) => last_error = format!("no answer within {} s", self.timeout.as_secs_f64()),
-            }
-            debug!(task_id = %delivery.task_id, host = %host(&outgoing.url), attempt = attempt + 1, error = %last_error, "push notification attempt failed");
-        }
-        warn!(
-            task_id = %delivery.task_id,
-            host = %host(&outgoing.url),
-            attempts,
-            error = %last_error,
-            "push notification dropped: every attempt failed"
-        );
-    }
-}
-
-/// Drains one webhook's queue in order, then retires it.
-async fn drain(shared: Arc<Shared>, key: QueueKey, mut receiver: mpsc::Receiver<Delivery>) {
-    while let Some(delivery) = shared.next(&key, &mut receiver) {
-        tokio::select! {
-            () = shared.deliver(&delivery) => {}
-            () = shared.stop.cancelled() => return,
-        }
-    }
-}
-
-/// The host of a webhook URL, for logs.
-fn host(url: &str) -> String {
-    reqwest::Url::parse(url)
-        .ok()
-        .and_then(|url| url.host_str().map(str::to_string))
-        .unwrap_or_else(|| "(unparsable url)".to_string())
-}
-
-/// One notification for one webhook. No `Debug`: it holds the token and credentials.
-struct Delivery {
-    task_id: String,
-    outgoing: Outgoing,
-}
-
-/// One POST to a webhook.
-pub(crate) struct Outgoing {
-    pub url: String,
-    /// For `X-A2A-Notification-Token`.
-    pub token: Option<String>,
-    /// The whole `Authorization` value: `<scheme> <credentials>`.
-    pub authorization: Option<String>,
-    /// JSON.
-    pub body: Bytes,
-}
-
-/// How a POST reaches a webhook: HTTP in production, a fake in tests.
-#[async_trait::async_trait]
-pub(crate) trait Deliver: Send + Sync {
-    /// Sends `outgoing`.
-    ///
-    /// # Errors
-    /// What went wrong, without the URL, token or credentials: a non-2xx status, or a
-    /// connection failure.
-    async fn post(&self, outgoing: &Outgoing) -> Result<(), String>;
-}
-
-/// Delivery over HTTP through the sender's client.
-struct HttpDeliver(reqwest::Client);
-
-#[async_trait::async_trait]
-impl Deliver for HttpDeliver {
-    async fn post(&self, outgoing: &Outgoing) -> Result<(), String> {
-        let sensitive = |name: &str, value: &str| {
-            let mut value = HeaderValue::from_str(value)
-                .map_err(|_| format!("the {name} is not a valid header value"))?;
-            value.set_sensitive(true);
-            Ok::<_, String>(value)
+            let take = state.unwritten.len().min(WRITE_BATCH);
+            state.unwritten.drain(..take).collect()
         };
-        let mut request = self
-            .0
-            .post(&outgoing.url)
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .body(outgoing.body.clone());
-        if let Some(token) = &outgoing.token {
-            request = request.header(TOKEN_HEADER, sensitive("token", token)?);
+        let created = match &shared.outbox {
+            None => vec![false; batch.len()],
+            Some(_) => {
+                let records: Vec<Arc<Record>> = batch.iter().map(|(_, r)| r.clone()).collect();
+                let writer = shared.clone();
+                let written = tokio::task::spawn_blocking(move || {
+                    writer.outbox.as_ref().map(|outbox| outbox.write(&records))
+                })
+                .await;
+                match written {
+                    Ok(Some(written)) => {
+                        if let Some(err) = written.error {
+                            error!(error = %err, "cannot record push deliveries in the outbox; delivering them from memory (a restart loses them)");
+                        }
+                        written.created
+                    }
+                    Ok(None) => vec![false; batch.len()],
+                    Err(err) => {
+                        // Some files may exist: they are delivered again after a restart.
+                        error!(error = %err, "cannot record push deliveries in the outbox; delivering them from memory (a restart loses them)");
+                        vec![false; batch.len()]
+                    }
+                }
+            }
+        };
+        let mut state = shared.lock();
+        for ((key, record), on_disk) in batch.into_iter().zip(created) {
+            let queue = state.webhooks.entry(key.clone()).or_default();
+            queue.ready.push_back(Entry { record, on_disk });
+            if !queue.draining {
+                queue.draining = true;
+                shared.tracker.spawn(drain(shared.clone(), key));
+            }
         }
-        if let Some(authorization) = &outgoing.authorization {
-            request = request.header(AUTHORIZATION, sensitive("authentication", authorization)?);
-        }
-        let response = request.send().await.map_err(|error| error.without_url().to_string())?;
-        let status = response.status();
-        if status.is_success() { Ok(()) } else { Err(format!("webhook answered {status}")) }
     }
+}
+
+/// Delivers one webhook's queue in order, then retires.
+async fn drain(shared: Arc<Shared>, key: QueueKey) {
+    while let Some(entry) = shared.next(&key) {
+        let ended = tokio::select! {
+            ended = shared.attempt(&entry) => ended,
+            () = shared.stop.cancelled() => return,
+        };
+        match ended {
+            Ended::Finished => shared.finish(&key, &entry).await,
+            Ended::Kept => return,
+        }
+    }
+}
+
+/// The wall clock in Unix milliseconds: a delivery's age must count across restarts.
+fn now_ms() -> u64 {
+    let since_epoch = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// How old a delivery made at `created_ms` is (none when the clock went back).
+fn age(created_ms: u64) -> Duration {
+    Duration::from_millis(now_ms().saturating_sub(created_ms))
 }
 
 #[cfg(test)]

@@ -54,6 +54,7 @@ pub(super) async fn cancel(
         }
         file.task.status =
             TaskStatus { state: TaskState::Canceled, message: None, timestamp: Some(now()) };
+        file.events.record_status_change();
         true
     };
     // A task that is not running is changed under a hold of its context, so a continuation

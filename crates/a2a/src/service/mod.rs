@@ -6,8 +6,9 @@
 //! SendStreamingMessage up to the start of the run), `run` (the run driver, the one place session
 //! events become task changes and A2A events), `cancel`, `subscribe`, `get` (GetTask,
 //! ListTasks), `push_config` (the four push config operations), `card` (the extended card);
-//! `stream` follows a live task's events for the streaming operations. Every operation reaches
-//! tasks, on file or live, through the state's [`Tasks`].
+//! `stream` follows a live task's events for the streaming operations; `retry` recognises a
+//! repeated send and answers it with the first send's task. Every operation reaches tasks, on
+//! file or live, through the state's [`Tasks`].
 //!
 //! Invariant: this module knows nothing of HTTP, bindings or versions; the HTTP layer (`server`,
 //! `connection`, `binding`) calls it and nothing here calls back up. Only this file writes
@@ -17,6 +18,7 @@ mod cancel;
 mod card;
 mod get;
 mod push_config;
+mod retry;
 mod run;
 mod send;
 mod stream;
@@ -25,7 +27,6 @@ mod subscribe;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use a2a::StreamResponse;
 use futures_util::Stream;
 use tokio_util::task::TaskTracker;
 
@@ -36,6 +37,8 @@ use crate::extension::OwnerNotifier;
 use crate::pool::SessionPool;
 use crate::push::{PushSender, UrlCheck};
 use crate::request::{Reply, Request};
+use crate::task::AcceptedMessages;
+use crate::task::events::StreamEvent;
 use crate::tasks::Tasks;
 
 /// The server's state: what every operation shares.
@@ -45,6 +48,8 @@ pub(crate) struct Service {
     /// Every task, on file or live: the one way the operations reach them.
     pub(crate) tasks: Tasks,
     pub(crate) pool: Arc<SessionPool>,
+    /// Each caller's accepted messages, for safe retries (`retry`).
+    pub(crate) accepted: Arc<AcceptedMessages>,
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
     /// The one outbound client (file downloads, pushes), behind the SSRF guard.
     pub(crate) guard: crate::push::guard::GuardedClient,
@@ -56,8 +61,8 @@ pub(crate) struct Service {
     pub(crate) push: Arc<PushSender>,
 }
 
-/// A stream of A2A events for SSE.
-pub type EventStream = Pin<Box<dyn Stream<Item = StreamResponse> + Send>>;
+/// A stream of A2A events for SSE, each with its position (the SSE `id:`).
+pub type EventStream = Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
 
 /// What an operation answers.
 pub enum Outcome {
@@ -101,7 +106,9 @@ impl Service {
             Request::CancelTask(req) => cancel::cancel(self, caller, &req.id)
                 .await
                 .map(|t| Outcome::Reply(Box::new(Reply::Task(t)))),
-            Request::SubscribeToTask(req) => subscribe::subscribe(self, caller, &req.id).await,
+            Request::SubscribeToTask { request, after } => {
+                subscribe::subscribe(self, caller, &request.id, after).await
+            }
             Request::CreatePushConfig { config, format } => {
                 let config = push_config::create_push_config(self, caller, config, format).await?;
                 Ok(Outcome::Reply(Box::new(Reply::PushConfig(config))))

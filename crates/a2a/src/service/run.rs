@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use a2a::TaskState;
 use serde_json::{Value, json};
-use volcanic_core::{EventKind, RunHandle, RunOutcome, session::Role};
+use volcanic_core::{EventKind, RunFailure, RunHandle, RunOutcome, session::Role};
 
 use crate::auth::Caller;
 use crate::extension::{A2aSessionExtension, REQUEST_INPUT, WorkspaceSecrets};
@@ -174,13 +174,11 @@ async fn drive(service: Arc<Service>, live: Arc<LiveTask>, mut handle: RunHandle
                 }
                 RunOutcome::StoppedByTool { .. } => (TaskState::Completed, None),
                 RunOutcome::Aborted => (TaskState::Canceled, None),
-                RunOutcome::Failed { error } => {
-                    let text = if error == volcanic_core::session::UNEXPECTED_FAILURE {
-                        UNEXPECTED_FAILURE.to_string()
-                    } else {
-                        error
-                    };
-                    (TaskState::Failed, Some(text))
+                RunOutcome::Failed { error: RunFailure::Provider { message } } => {
+                    (TaskState::Failed, Some(message))
+                }
+                RunOutcome::Failed { error: RunFailure::Unexpected } => {
+                    (TaskState::Failed, Some(UNEXPECTED_FAILURE.to_string()))
                 }
             };
             (state, message, settled.final_text)

@@ -14,17 +14,20 @@ use tracing::Instrument;
 
 use crate::auth::Caller;
 use crate::error::{A2aError, Error};
+use crate::event_log::{Event, Subscription};
 use crate::files;
 use crate::live::LiveTask;
 use crate::pool::Reservation;
 use crate::push::StoredPushConfig;
 use crate::request::Reply;
-use crate::task::TaskFile;
+use crate::task::events::EventId;
 use crate::task::id::is_valid_id;
 use crate::task::query::{apply_history_length, history_length};
 use crate::task::state::state_name;
 use crate::task::status::{agent_message, now};
+use crate::task::{AcceptedMessage, TaskFile};
 
+use super::retry;
 use super::run::{self, UNEXPECTED_FAILURE};
 use super::stream::{closing_stream, task_stream, wait_finished};
 use super::{EventStream, Outcome, Service, push_config};
@@ -80,6 +83,19 @@ pub(super) async fn send(
         None => None,
     };
 
+    // A repeat of an accepted message gets that message's task and starts nothing.
+    let claim = match retry::admit(service, caller, &message).await? {
+        retry::Admission::New(claim) => claim,
+        retry::Admission::Repeat { task_id } => {
+            let answer = retry::Answer {
+                streaming,
+                return_immediately: configuration.return_immediately,
+                history_length: configuration.history_length,
+            };
+            return retry::repeat(service, caller, &task_id, &answer).await;
+        }
+    };
+
     // From here on the work runs on its own task: a client that disconnects must not leave a
     // context claimed or a task half-created.
     let inner = service.clone();
@@ -87,20 +103,28 @@ pub(super) async fn send(
     let started = service
         .tracker
         .spawn(
-            async move { start(&inner, &owner, message, hops, push, streaming).await }
-                .instrument(tracing::Span::current()),
+            async move {
+                let accepted = claim.message().clone();
+                let started = start(&inner, &owner, message, hops, push, streaming, accepted).await;
+                // Repeats find the task from now on; a send that failed gives its id back.
+                if let Ok(started) = &started {
+                    claim.accept(started.task_id());
+                }
+                started
+            }
+            .instrument(tracing::Span::current()),
         )
         .await
         .map_err(|err| {
             tracing::error!(error = %err, "starting a task failed unexpectedly");
             A2aError::Internal
         })??;
-    let (snapshot, events, finished, live, acknowledged) = match started {
-        Started::Finished(task) => {
-            return Ok(finished_outcome(*task, streaming, configuration.history_length));
+    let (snapshot, position, events, finished, live, acknowledged) = match started {
+        Started::Finished(task, position) => {
+            return Ok(finished_outcome(*task, position, streaming, configuration.history_length));
         }
-        Started::Running { snapshot, events, finished, live, acknowledged } => {
-            (*snapshot, events, finished, live, acknowledged)
+        Started::Running { snapshot, position, events, finished, live, acknowledged } => {
+            (*snapshot, position, events, finished, live, acknowledged)
         }
     };
     // Durability of what the caller is told (docs/reliability.md): the task file exists, whole,
@@ -124,7 +148,7 @@ pub(super) async fn send(
             // Logged by the store; the final state's durable write reports it again.
             let _ = store.make_durable(&run.workspace, &run.task_id).await;
         });
-        let stream = task_stream(snapshot, events, finished, Some(live));
+        let stream = task_stream(Subscription { snapshot, position, events, finished }, live);
         return Ok(Outcome::Stream(acknowledging(stream, acknowledged)));
     }
     drop(acknowledged);
@@ -146,7 +170,9 @@ async fn start(
     hops: u32,
     push: Option<StoredPushConfig>,
     streaming: bool,
+    accepted: AcceptedMessage,
 ) -> Result<Started, Error> {
+    let window = service.options.retry_window;
     let register = |file: &mut TaskFile| {
         if let Some(mut stored) = push.clone() {
             stored.config.task_id = file.task.id.clone();
@@ -189,10 +215,13 @@ async fn start(
             timestamp: Some(now()),
         };
         register(&mut file);
+        file.events.record_status_change();
+        retry::remember(&mut file, accepted, window);
         service.tasks.save(&caller.workspace, &file).await?;
         service.push.notify(&file.task, &file.push_configs);
         tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = service.options.max_hops, "a2a task refused: hop limit reached");
-        return Ok(Started::Finished(Box::new(file.task)));
+        let position = file.events.status_position();
+        return Ok(Started::Finished(Box::new(file.task), position));
     }
 
     let reservation = service.pool.reserve(caller, &context_id).await?;
@@ -220,6 +249,7 @@ async fn start(
     };
     files::strip_bytes(&mut file.task);
     register(&mut file);
+    retry::remember(&mut file, accepted, window);
 
     // Live before the file exists, so a concurrent read never takes it for a leftover of a
     // restart.
@@ -249,11 +279,11 @@ async fn start(
     // journal), fetching file parts and starting the run follow on the run's own task, so a
     // failure there fails the task rather than the request.
     // A stream subscribes to the task's events; a blocking answer only waits for its end.
-    let (snapshot, events, finished) = if streaming {
-        let (snapshot, events, finished) = live.subscribe().await;
-        (snapshot, Some(events), finished)
+    let (snapshot, position, events, finished) = if streaming {
+        let Subscription { snapshot, position, events, finished } = live.subscribe().await;
+        (snapshot, position, Some(events), finished)
     } else {
-        (live.snapshot().await, None, live.finished())
+        (live.snapshot().await, EventId::default(), None, live.finished())
     };
     // The run waits until the task has been acknowledged (a stream's first event is on its
     // way, a blocking answer is being awaited): on a busy core, opening the session first
@@ -296,7 +326,14 @@ async fn start(
         }
     };
     service.tracker.spawn(run_task.instrument(run_span));
-    Ok(Started::Running { snapshot: Box::new(snapshot), events, finished, live, acknowledged })
+    Ok(Started::Running {
+        snapshot: Box::new(snapshot),
+        position,
+        events,
+        finished,
+        live,
+        acknowledged,
+    })
 }
 
 /// Refuses a new task when the workspace already holds `A2A__MaxTasks` task files, as the
@@ -345,18 +382,29 @@ async fn continuable(
 
 /// What `start` produced.
 enum Started {
-    /// The task ended before any run (hop limit).
-    Finished(Box<a2a::Task>),
+    /// The task ended before any run (hop limit), its status at this position.
+    Finished(Box<a2a::Task>, EventId),
     /// A run is under way.
     Running {
         snapshot: Box<a2a::Task>,
+        /// The position `snapshot` shows (for a stream).
+        position: EventId,
         /// The task's events after `snapshot`, for a stream; `None` for a blocking answer.
-        events: Option<broadcast::Receiver<crate::live::Event>>,
+        events: Option<broadcast::Receiver<Event>>,
         finished: watch::Receiver<Option<a2a::Task>>,
         live: Arc<LiveTask>,
         /// Sent or dropped once the task is acknowledged; the run starts then.
         acknowledged: tokio::sync::oneshot::Sender<()>,
     },
+}
+
+impl Started {
+    fn task_id(&self) -> &str {
+        match self {
+            Started::Finished(task, _) => &task.id,
+            Started::Running { live, .. } => &live.task_id,
+        }
+    }
 }
 
 /// Gives a claimed context back if the code holding it stops early (a panic); disarmed once the
@@ -403,6 +451,8 @@ fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
         },
         caller: caller.name.clone(),
         push_configs: Vec::new(),
+        events: Default::default(),
+        accepted: Vec::new(),
     }
 }
 
@@ -450,9 +500,14 @@ fn hops(value: &Value) -> Result<u32, A2aError> {
 }
 
 /// A task that ended before any run: the reply or a one-event stream.
-fn finished_outcome(mut task: a2a::Task, streaming: bool, history_length: Option<i32>) -> Outcome {
+fn finished_outcome(
+    mut task: a2a::Task,
+    position: EventId,
+    streaming: bool,
+    history_length: Option<i32>,
+) -> Outcome {
     if streaming {
-        return Outcome::Stream(closing_stream(task));
+        return Outcome::Stream(closing_stream(task, position));
     }
     // A negative length was refused with the request; ignore the error here.
     let _ = apply_history_length(&mut task, history_length);
@@ -495,7 +550,7 @@ mod tests {
             history: None,
             metadata: None,
         };
-        closing_stream(task)
+        closing_stream(task, EventId { run: 1, seq: 1 })
     }
 
     #[tokio::test]
@@ -503,9 +558,10 @@ mod tests {
         let (sender, mut receiver) = tokio::sync::oneshot::channel();
         let mut stream = acknowledging(two_events(), sender);
         assert!(receiver.try_recv().is_err(), "nothing taken yet");
-        assert!(matches!(stream.next().await, Some(StreamResponse::Task(_))));
+        assert!(matches!(stream.next().await.map(|e| e.response), Some(StreamResponse::Task(_))));
         assert_eq!(receiver.try_recv(), Ok(()));
-        assert!(matches!(stream.next().await, Some(StreamResponse::StatusUpdate(_))));
+        let next = stream.next().await.map(|e| e.response);
+        assert!(matches!(next, Some(StreamResponse::StatusUpdate(_))));
     }
 
     #[tokio::test]

@@ -36,6 +36,7 @@ use tracing::warn;
 use super::TaskFile;
 use super::id::is_valid_id;
 use super::key::TaskKey;
+use super::path::task_files;
 use super::stamp::Stamp;
 
 /// How old the folder's mtime must be before an equal mtime proves that nothing was added,
@@ -349,8 +350,8 @@ impl WorkspaceIndex {
         self.folder.mtime = mtime;
         self.folder.settled =
             mtime.is_some_and(|mtime| started.duration_since(mtime).is_ok_and(|age| age >= SETTLE));
-        let dir = match fs::read_dir(&self.dir) {
-            Ok(dir) => dir,
+        let files = match task_files(&self.dir) {
+            Ok(files) => files,
             Err(err) => {
                 if err.kind() != std::io::ErrorKind::NotFound {
                     warn!(dir = %self.dir.display(), error = %err, "cannot list the task folder");
@@ -360,20 +361,9 @@ impl WorkspaceIndex {
                 return;
             }
         };
-        for dirent in dir.flatten() {
-            let name = dirent.file_name();
-            let Some(id) = name.to_str().and_then(|name| name.strip_suffix(".json")) else {
-                continue;
-            };
-            // Also skips `.tmp*` files: a dot is not allowed in task ids.
-            if !is_valid_id(id) {
-                continue;
-            }
-            let Ok(meta) = dirent.metadata() else { continue };
-            if !meta.is_file() {
-                continue;
-            }
-            let stamp = Stamp::of(&meta);
+        for file in files {
+            let (id, meta) = (file.id(), &file.meta);
+            let stamp = Stamp::of(meta);
             if let Some(entry) = self.entries.get_mut(id)
                 && entry.stamp.is_some()
                 && entry.stamp == stamp
@@ -382,7 +372,7 @@ impl WorkspaceIndex {
                 continue;
             }
             // Stat before read: a change after the stat shows up as a new stamp next time.
-            let summary = read_summary(&dirent.path(), id, self.file_cap);
+            let summary = read_summary(&file.entry.path(), id, self.file_cap);
             self.upsert(id, summary, stamp, generation);
         }
         let gone: Vec<TaskKey> = self

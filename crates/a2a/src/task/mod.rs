@@ -4,8 +4,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::push::StoredPushConfig;
+use events::EventRecord;
 
+pub(crate) mod accepted;
 pub(crate) mod cache;
+pub(crate) mod events;
 pub(crate) mod id;
 mod index;
 pub(crate) mod json;
@@ -20,6 +23,8 @@ pub mod store;
 pub mod view;
 mod watch;
 
+pub use accepted::AcceptedMessage;
+pub(crate) use accepted::{AcceptedMessages, Claim, Lookup, digest};
 pub use query::apply_history_length;
 pub use state::state_name;
 pub use store::{TaskStore, TaskSummary};
@@ -35,6 +40,13 @@ pub struct TaskFile {
     /// Push configs registered for the task, each with its id set (PROTOCOL.md §4.7).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub push_configs: Vec<StoredPushConfig>,
+    /// Where the task's event stream stands, and its last run's last events (`events.rs`).
+    #[serde(default, rename = "streamEvents", skip_serializing_if = "EventRecord::is_unset")]
+    pub events: EventRecord,
+    /// The messages that created or continued the task within the retry window, so that a
+    /// repeated send finds its task after a restart (docs/a2a.md, "Safe retries").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted: Vec<AcceptedMessage>,
 }
 
 #[cfg(test)]

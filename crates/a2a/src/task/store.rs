@@ -461,6 +461,8 @@ impl TaskStore {
     ) -> Result<(), Error> {
         if is_active(&file.task.status.state) && !is_live(&file.task.id) {
             mark_restarted(&mut file.task);
+            // A new run's position: the lost run's last events may have gone out unrecorded.
+            file.events.record_status_change();
             self.save(workspace, file).await?;
             if let Some(hook) = &self.on_recovered {
                 hook(file);

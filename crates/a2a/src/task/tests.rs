@@ -72,6 +72,8 @@ fn task_file(id: &str, context: &str, caller: &str, state: TaskState, secs: i64)
         },
         caller: caller.into(),
         push_configs: vec![],
+        events: Default::default(),
+        accepted: vec![],
     }
 }
 
@@ -286,6 +288,8 @@ async fn store_load_working_without_live_run_is_failed_and_persisted() {
         }),
         timestamp: Some(timestamp),
     };
+    // The failure is a run of its own in the task's event positions (issue 21).
+    expected.events.record_status_change();
     assert_eq!(loaded, expected);
     assert_eq!(read_file(dir.path(), "t1"), expected);
     assert_eq!(

@@ -3,13 +3,13 @@
 //! and its connection closed, while the public card and other callers keep being served; and one
 //! client with 64 connections is never refused by the defaults.
 
-use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use volcanic_a2a::A2aOptions;
+use volcanic_test_support::sse::json_events;
 
 use crate::support::*;
 
@@ -40,11 +40,7 @@ impl OpenStream {
 async fn open_stream(request: reqwest::RequestBuilder) -> OpenStream {
     let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
     assert_eq!(response.status(), 200);
-    let mut events: Events = response
-        .bytes_stream()
-        .eventsource()
-        .map(|event| serde_json::from_str(&event.unwrap().data).unwrap())
-        .boxed();
+    let mut events: Events = json_events(response);
     let first = tokio::time::timeout(DEADLINE, events.next()).await.unwrap().unwrap();
     // The task comes as `result.task` (JSON-RPC 1.0), `task` (REST) or `result` (0.3).
     let task = [&first["result"]["task"], &first["task"], &first["result"]]
@@ -213,7 +209,7 @@ async fn caller_at_its_stream_cap_gets_429_on_every_binding_and_version_while_ot
         (429, Some("1".to_string()), rest_refusal("TOO_MANY_STREAMS", message, 4))
     );
     // The refused client does not keep its connection: the server closes it after the answer.
-    let mut refused = connect(&server).await;
+    let mut refused = server.connect().await;
     assert_eq!(
         exchange(&mut refused, &raw_rpc(KEY, "SubscribeToTask", json!({"id": task}))).await,
         (
@@ -252,7 +248,7 @@ async fn held_request(server: &TestServer) -> (TcpStream, Vec<u8>) {
     let body = json!({"jsonrpc": "2.0", "id": 3, "method": "ListTasks", "params": {}})
         .to_string()
         .into_bytes();
-    let mut stream = connect(server).await;
+    let mut stream = server.connect().await;
     let head = format!(
         "POST /a2a HTTP/1.1\r\nHost: localhost\r\nX-API-Key: {KEY}\r\nA2A-Version: 1.0\r\n\
 Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
@@ -262,14 +258,6 @@ Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n
     let (status, _) = read_response_head(&mut stream).await;
     assert_eq!(status, "HTTP/1.1 100 Continue");
     (stream, body)
-}
-
-fn addr(server: &TestServer) -> String {
-    server.base.trim_start_matches("http://").to_string()
-}
-
-async fn connect(server: &TestServer) -> TcpStream {
-    tokio::time::timeout(DEADLINE, TcpStream::connect(addr(server))).await.unwrap().unwrap()
 }
 
 /// Reads one response head; returns its status line and its other lines, lower-cased.
@@ -387,7 +375,7 @@ async fn caller_at_its_request_cap_gets_429_on_every_binding_while_others_are_se
         (429, Some("1".to_string()), rest_refusal("TOO_MANY_REQUESTS", message, 4))
     );
     // The refused client does not keep its connection: the server closes it after the answer.
-    let mut refused = connect(&server).await;
+    let mut refused = server.connect().await;
     assert_eq!(
         exchange(&mut refused, &raw_rpc(KEY, "ListTasks", json!({}))).await,
         (
@@ -419,7 +407,7 @@ async fn caller_at_its_connection_cap_gets_429_and_a_closed_connection_while_oth
     // Three connections that each carried one cheap request and now sit idle, kept alive.
     let mut idle = Vec::new();
     for _ in 0..3 {
-        let mut connection = connect(&server).await;
+        let mut connection = server.connect().await;
         let (status, headers, listed) = exchange(&mut connection, &raw_rest_list(KEY, "")).await;
         assert_eq!(
             (status.as_str(), headers, &listed["tasks"]),
@@ -432,7 +420,7 @@ or close idle ones";
     let refused_status = "HTTP/1.1 429 Too Many Requests".to_string();
     // A fourth connection's first request is refused on both bindings, before its body is read
     // (so the JSON-RPC id is null), and the connection is closed after the answer.
-    let mut fourth = connect(&server).await;
+    let mut fourth = server.connect().await;
     assert_eq!(
         exchange(&mut fourth, &raw_rpc(KEY, "ListTasks", json!({}))).await,
         (
@@ -442,7 +430,7 @@ or close idle ones";
         )
     );
     assert_eq!(rest_until_closed(&mut fourth).await, b"");
-    let mut fifth = connect(&server).await;
+    let mut fifth = server.connect().await;
     assert_eq!(
         exchange(&mut fifth, &raw_rest_list(KEY, "")).await,
         (
@@ -454,7 +442,7 @@ or close idle ones";
     assert_eq!(rest_until_closed(&mut fifth).await, b"");
     assert_others_are_served(&server).await;
     // A request that closes its own connection holds no connection after it: it is served.
-    let mut last = connect(&server).await;
+    let mut last = server.connect().await;
     let (status, headers, listed) =
         exchange(&mut last, &raw_rest_list(KEY, "Connection: close\r\n")).await;
     assert_eq!(
@@ -474,7 +462,7 @@ or close idle ones";
     assert_eq!(rest_until_closed(&mut closed).await, b"");
     let served = tokio::time::timeout(DEADLINE, async {
         loop {
-            let mut connection = connect(&server).await;
+            let mut connection = server.connect().await;
             let (status, _, listed) = exchange(&mut connection, &raw_rest_list(KEY, "")).await;
             if status != refused_status {
                 break (status, listed);
@@ -500,7 +488,7 @@ async fn peer_at_its_unauthenticated_connection_cap_is_refused_at_accept_while_c
     assert!(listed["result"]["tasks"].is_array(), "{listed}");
     let mut idle = Vec::new();
     for _ in 0..3 {
-        idle.push(connect(&server).await);
+        idle.push(server.connect().await);
     }
     let refused_text = refused_connection_text(&server).await;
     let (head, body) = refused_text.split_once("\r\n\r\n").unwrap();
@@ -546,7 +534,7 @@ A2A-Version: 1.0\r\n\r\n"
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(listed["tasks"].is_array(), "{listed}");
     // A card-only client is served, and counts while it stays connected.
-    let mut card_reader = connect(&server).await;
+    let mut card_reader = server.connect().await;
     card_reader
         .write_all(b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
@@ -560,7 +548,7 @@ A2A-Version: 1.0\r\n\r\n"
 /// Opens a connection, sends a request as a client would, and reads what comes back until the
 /// server closes it.
 async fn refused_connection_text(server: &TestServer) -> String {
-    let mut stream = connect(server).await;
+    let mut stream = server.connect().await;
     // The request may or may not be written before the refusal arrives; either way the answer
     // must reach us intact. (`Connection: close`, so a connection that is served ends too.)
     let _written = stream

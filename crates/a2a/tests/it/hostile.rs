@@ -7,20 +7,13 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use volcanic_a2a::A2aOptions;
+use volcanic_test_support::sse::data_of;
 
 use crate::support::*;
 
 /// A server whose connection limits are short enough to hit in a test.
 async fn server_with(options: A2aOptions) -> TestServer {
     TestServer::with(Setup { options, ..Setup::default() }).await
-}
-
-fn addr(server: &TestServer) -> String {
-    server.base.trim_start_matches("http://").to_string()
-}
-
-async fn connect(server: &TestServer) -> TcpStream {
-    tokio::time::timeout(DEADLINE, TcpStream::connect(addr(server))).await.unwrap().unwrap()
 }
 
 /// Reads until the server closes the connection (or resets it); returns what arrived.
@@ -78,10 +71,10 @@ async fn slow_request_head_is_disconnected_and_others_are_served() {
         ..A2aOptions::default()
     })
     .await;
-    let mut slow = connect(&server).await;
+    let mut slow = server.connect().await;
     // Half a head, then nothing more: the classic slowloris.
     slow.write_all(b"POST /a2a HTTP/1.1\r\nHost: localhost\r\nX-Api").await.unwrap();
-    let mut trickle = connect(&server).await;
+    let mut trickle = server.connect().await;
     let trickling = async {
         // One byte of head every 100 ms never completes it in time either.
         for byte in b"POST /a2a HTTP/1.1\r\nHost: localhost\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaa"
@@ -111,7 +104,7 @@ async fn trickled_body_is_answered_408_on_both_bindings() {
     for (path, code_pointer) in
         [("/a2a", "/error/code"), ("/a2a/v1/message:send", "/error/details/0/reason")]
     {
-        let mut stream = connect(&server).await;
+        let mut stream = server.connect().await;
         stream.write_all(request_head(path, 1000).as_bytes()).await.unwrap();
         stream.write_all(b"{\"jsonrpc\":").await.unwrap();
         // The rest never comes: the server answers when the body deadline passes.
@@ -139,14 +132,14 @@ async fn idle_connections_are_closed_fresh_or_kept_alive() {
     // Many clients that never send a byte: the server keeps serving, then lets them all go.
     let mut fresh = Vec::new();
     for _ in 0..200 {
-        fresh.push(connect(&server).await);
+        fresh.push(server.connect().await);
     }
     assert_healthy(&server).await;
     for stream in &mut fresh {
         assert_eq!(read_to_close(stream).await, b"");
     }
     // One request, then silence on a kept-alive connection.
-    let mut kept = connect(&server).await;
+    let mut kept = server.connect().await;
     kept.write_all(b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
@@ -166,7 +159,7 @@ async fn connections_over_the_cap_wait_and_are_served_when_slots_free() {
     })
     .await;
     // Two silent clients take both slots; the kernel backlog holds everyone else meanwhile.
-    let mut squatters = vec![connect(&server).await, connect(&server).await];
+    let mut squatters = vec![server.connect().await, server.connect().await];
     assert_healthy(&server).await;
     for squatter in &mut squatters {
         assert_eq!(read_to_close(squatter).await, b"", "the squatter was let go by the deadline");
@@ -240,7 +233,7 @@ async fn sse_client_that_never_reads_does_not_stall_the_run_or_others() {
     .to_string();
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
-    let mut stuck = tokio::time::timeout(DEADLINE, socket.connect(addr(&server).parse().unwrap()))
+    let mut stuck = tokio::time::timeout(DEADLINE, socket.connect(server.addr().parse().unwrap()))
         .await
         .unwrap()
         .unwrap();
@@ -272,8 +265,7 @@ fn streamed_answer(body: &str) -> (String, Value) {
     let mut answer = String::new();
     let mut last = Value::Null;
     for block in body.split("\n\n").filter(|block| !block.trim().is_empty()) {
-        let data: String = block.lines().filter_map(|line| line.strip_prefix("data: ")).collect();
-        let event: Value = serde_json::from_str(&data).unwrap();
+        let event: Value = serde_json::from_str(&data_of(block)).unwrap();
         let update = &event["result"]["artifactUpdate"];
         if update.is_object() && update["artifact"]["name"] == "response" {
             let text = update["artifact"]["parts"][0]["text"].as_str().unwrap();
@@ -352,7 +344,7 @@ async fn stream_of_a_run_whose_chunks_outpace_the_server_gets_the_answer_once() 
 #[tokio::test]
 async fn shutdown_closes_idle_and_streaming_connections_in_bounded_time() {
     let server = TestServer::start().await;
-    let mut idle = connect(&server).await;
+    let mut idle = server.connect().await;
     let stream = {
         let text = directive(json!([{"text": "never finishes", "chunk": 1, "delay_ms": 60_000}]));
         let request = server
@@ -376,7 +368,7 @@ async fn shutdown_drops_connections_still_busy_after_the_grace() {
     let server = TestServer::start().await;
     // A request whose body never completes: graceful shutdown would wait for it for the whole
     // body timeout (2 minutes); the 10-second grace cuts it short.
-    let mut busy = connect(&server).await;
+    let mut busy = server.connect().await;
     busy.write_all(request_head("/a2a", 1000).as_bytes()).await.unwrap();
     busy.write_all(b"{\"jsonrpc\":").await.unwrap();
     // The head has been read once the server answers another request on a new connection.

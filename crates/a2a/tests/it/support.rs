@@ -4,8 +4,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use volcanic_a2a::auth::{A2aWorkspace, Caller, WorkspaceCallerDirectory};
@@ -13,6 +11,7 @@ use volcanic_a2a::{A2aOptions, A2aServer, OwnerNotifier};
 use volcanic_core::config::{AgentConfig, RetryConfig};
 use volcanic_core::provider::faux::FauxProvider;
 use volcanic_core::{Extension, Registrar, SessionFactory};
+use volcanic_test_support::sse::collect_json;
 
 /// Every wait in these tests is bounded by this.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -200,6 +199,19 @@ impl TestServer {
         (workspace, extra, state)
     }
 
+    /// The server's `host:port`, for raw connections.
+    pub fn addr(&self) -> String {
+        self.base.trim_start_matches("http://").to_string()
+    }
+
+    /// A raw TCP connection to the server, opened within [`DEADLINE`].
+    pub async fn connect(&self) -> tokio::net::TcpStream {
+        tokio::time::timeout(DEADLINE, tokio::net::TcpStream::connect(self.addr()))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
     pub fn ws(&self) -> &Path {
         self.workspace.path()
     }
@@ -269,7 +281,7 @@ impl TestServer {
         }
         let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
         assert_eq!(response.headers()["content-type"], "text/event-stream");
-        collect_sse(response).await
+        collect_json(response, DEADLINE).await
     }
 
     /// SubscribeToTask over JSON-RPC 1.0: the stream's events, or, for a task that settled
@@ -283,7 +295,7 @@ impl TestServer {
             .json(&json!({"jsonrpc": "2.0", "id": "s1", "method": "SubscribeToTask", "params": {"id": task_id}}));
         let response = tokio::time::timeout(DEADLINE, response.send()).await.unwrap().unwrap();
         if response.headers()["content-type"] == "text/event-stream" {
-            return collect_sse(response).await;
+            return collect_json(response, DEADLINE).await;
         }
         let refusal: Value = response.json().await.unwrap();
         assert_eq!(refusal["error"]["code"], -32004, "{refusal}");
@@ -351,7 +363,7 @@ impl TestServer {
         }
         let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
         assert_eq!(response.status(), 200);
-        collect_sse(response).await
+        collect_json(response, DEADLINE).await
     }
 
     /// Sends a message (blocking) and returns the JSON-RPC result.
@@ -405,27 +417,11 @@ pub fn directive(steps: Value) -> String {
     format!("faux> {}", json!({ "steps": steps }))
 }
 
+/// Writes callers.json (see [`volcanic_test_support::callers::write_callers`]) and registers each
+/// key as a secret the log check looks for.
 pub fn write_callers(workspace: &Path, callers: &[(&str, &str)]) {
-    let dir = workspace.join(".volcanic/a2a");
-    std::fs::create_dir_all(&dir).unwrap();
     for (_, key) in callers {
         crate::test_logs::register_secret(key);
     }
-    let list: Vec<Value> =
-        callers.iter().map(|(name, key)| json!({"name": name, "key": key})).collect();
-    std::fs::write(dir.join("callers.json"), serde_json::to_string_pretty(&list).unwrap()).unwrap();
-}
-
-async fn collect_sse(response: reqwest::Response) -> Vec<Value> {
-    let mut events = Vec::new();
-    let mut stream = response.bytes_stream().eventsource();
-    tokio::time::timeout(DEADLINE, async {
-        while let Some(event) = stream.next().await {
-            let event = event.unwrap();
-            events.push(serde_json::from_str(&event.data).unwrap());
-        }
-    })
-    .await
-    .expect("stream did not end in time");
-    events
+    volcanic_test_support::callers::write_callers(workspace, callers);
 }

@@ -7,23 +7,9 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use volcanic_test_support::rng::{Rng, seed_from_env};
 
 use crate::support::{Setup, TestServer, directive, send_params, write_callers};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 const CALLERS: [(&str, &str); 3] = [
     ("tenant-a", "k_tenant_a_key_0001"),
@@ -174,18 +160,10 @@ fn settled(task: &Value) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_task_ids_behave_like_missing_ones() {
-    let seed: u64 = std::env::var("VOLCANIC_TENANCY_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64 | 1)
-                .unwrap_or(11)
-        });
+    let seed = seed_from_env("VOLCANIC_TENANCY_SEED", 11);
     let steps: usize =
         std::env::var("VOLCANIC_TENANCY_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(150);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let server = TestServer::with(Setup { extra_workspaces: 1, ..Setup::default() }).await;
     write_callers(server.ws(), &[CALLERS[0], CALLERS[1]]);
     write_callers(server.extra[0].path(), &[CALLERS[2]]);
@@ -193,7 +171,7 @@ async fn foreign_task_ids_behave_like_missing_ones() {
     let mut compared = 0;
 
     for step in 0..steps {
-        let caller = rng.below(CALLERS.len());
+        let caller = rng.index(CALLERS.len());
         let foreign: Vec<usize> = (0..tasks.len()).filter(|&i| tasks[i].owner != caller).collect();
         if tasks.len() < 3 || foreign.is_empty() || rng.below(4) == 0 {
             // Make a task: answered, waiting for input, or left working.
@@ -216,8 +194,8 @@ async fn foreign_task_ids_behave_like_missing_ones() {
             });
             continue;
         }
-        let target = &tasks[foreign[rng.below(foreign.len())]];
-        let which = PROBES[rng.below(PROBES.len())];
+        let target = &tasks[foreign[rng.index(foreign.len())]];
+        let which = PROBES[rng.index(PROBES.len())];
         let before = snapshot(&server, target).await;
         let missing = uuid::Uuid::new_v4().to_string();
         let on_foreign = probe(&server, caller, which, &target.id).await;

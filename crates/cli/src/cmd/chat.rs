@@ -69,7 +69,7 @@ pub async fn run(args: ChatArgs) -> Result<u8, Failure> {
         None => interactive(&session, &mut signals).await?,
     };
     // A run may still be settling after a quit (second Ctrl-C, SIGTERM); give it a moment.
-    if tokio::time::timeout(QUIT_GRACE, session.wait_idle()).await.is_err() {
+    if tokio::time::timeout(QUIT_GRACE, factory.close_runs()).await.is_err() {
         note("volcanic: the run did not stop in time; exiting anyway");
     }
     if let Err(err) = session.close() {
@@ -270,7 +270,10 @@ async fn print_run(
                         Ended::Aborted
                     }
                     RunOutcome::Failed { error } => {
-                        note(&format!("volcanic: the run failed: {}", printable(error)));
+                        note(&format!(
+                            "volcanic: the run failed: {}",
+                            printable(&error.to_string())
+                        ));
                         Ended::Failed
                     }
                 });

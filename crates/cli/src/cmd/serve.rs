@@ -82,7 +82,11 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
         .notifier(Arc::new(LogNotifier))
         .containment(containment)
         .build()
-        .map_err(|e| Failure { code: 1, message: format!("cannot build the A2A server: {e}") })?;
+        .map_err(|e| {
+            // An unusable card-signing key is a configuration problem: exit 2, naming the setting.
+            let code = if matches!(e, volcanic_a2a::BuildError::CardKey(_)) { 2 } else { 1 };
+            Failure { code, message: format!("cannot build the A2A server: {e}") }
+        })?;
 
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
@@ -102,18 +106,25 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
         .map_err(|e| Failure { code: 1, message: format!("signals: {e}") })?;
     let mut sigint = signal(SignalKind::interrupt())
         .map_err(|e| Failure { code: 1, message: format!("signals: {e}") })?;
+    // The signal watch runs beside the server in this task, not on a task of its own, so
+    // nothing outlives the command; it ends with the shutdown, whoever started it.
     let stop = shutdown.clone();
-    tokio::spawn(async move {
+    let on_signal = async move {
         tokio::select! {
             _ = sigterm.recv() => {}
             _ = sigint.recv() => {}
+            () = stop.cancelled() => return,
         }
         tracing::info!("shutting down");
         stop.cancel();
-    });
-    server
-        .serve(listener, shutdown)
-        .await
-        .map_err(|e| Failure { code: 1, message: format!("server: {e}") })?;
+    };
+    let serving = async {
+        let served = server.serve(listener, shutdown.clone()).await;
+        // The server also stops when its listener fails: the signal watch ends with it.
+        shutdown.cancel();
+        served
+    };
+    let (served, ()) = tokio::join!(serving, on_signal);
+    served.map_err(|e| Failure { code: 1, message: format!("server: {e}") })?;
     Ok(0)
 }

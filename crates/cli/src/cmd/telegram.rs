@@ -98,8 +98,10 @@ pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
         .map_err(|e| Failure { code: 1, message: format!("signals: {e}") })?;
     let mut sigint = signal(SignalKind::interrupt())
         .map_err(|e| Failure { code: 1, message: format!("signals: {e}") })?;
+    // The signal watch runs beside the host in this task, not on a task of its own, so nothing
+    // outlives the command; it ends with the shutdown, whoever started it.
     let stop = shutdown.clone();
-    tokio::spawn(async move {
+    let on_signal = async move {
         tokio::select! {
             _ = sigterm.recv() => {}
             _ = sigint.recv() => {}
@@ -107,8 +109,15 @@ pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
         }
         tracing::info!("shutting down");
         stop.cancel();
-    });
-    match host.run().await {
+    };
+    let running = async {
+        let ran = host.run().await;
+        // The host cancels the token when it stops; this covers an early return too.
+        shutdown.cancel();
+        ran
+    };
+    let (ran, ()) = tokio::join!(running, on_signal);
+    match ran {
         Ok(()) => Ok(0),
         Err(err @ volcanic_telegram::Error::TokenRejected(_)) => {
             Err(Failure::usage(err.to_string()))

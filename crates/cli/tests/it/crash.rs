@@ -8,7 +8,6 @@
 //! run (the seed is printed on failure).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -18,28 +17,15 @@ use assert_cmd::cargo::CommandCargoExt;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+use volcanic_test_support::callers::write_callers;
+use volcanic_test_support::rng::{Rng, seed_from_env};
+
+use crate::support::{Rest, listening_base};
 
 const KEYS: [(&str, &str); 2] =
     [("crash-alpha", "k_crash_alpha_key_0101"), ("crash-beta", "k_crash_beta_key_0202")];
 /// Bounds every single request of the test.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// A small deterministic generator (xorshift64*), so a failing run can be replayed from its seed.
-#[derive(Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// What a caller was told about a task, and so what must hold after any crash.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,18 +106,7 @@ fn start(workspace: &Path, state: &Path, log: &Path) -> Server {
         .stderr(stderr)
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        // Keep draining so the server never blocks on a full pipe.
-        for _ in lines {}
-    });
-    let line = rx.recv_timeout(Duration::from_secs(30)).expect("listening line");
-    let base = line.strip_prefix("volcanic: listening on ").expect("the contract line").to_string();
+    let base = listening_base(&mut child, Duration::from_secs(30), Rest::Drain);
     Server { child, base }
 }
 
@@ -222,7 +197,7 @@ fn ask_question() -> String {
 /// One client's burst: random operations until the server dies (or the burst is over).
 async fn burst(client: Client, ledger: Arc<Mutex<Ledger>>, mut rng: Rng, hook: String) {
     for _ in 0..400 {
-        let caller = rng.below(2) as usize;
+        let caller = rng.index(2);
         let known: Vec<(String, Ack)> = {
             let ledger = ledger.lock().unwrap();
             ledger
@@ -233,7 +208,7 @@ async fn burst(client: Client, ledger: Arc<Mutex<Ledger>>, mut rng: Rng, hook: S
                 .collect()
         };
         let pick = |rng: &mut Rng| -> Option<(String, Ack)> {
-            (!known.is_empty()).then(|| known[rng.below(known.len() as u64) as usize].clone())
+            (!known.is_empty()).then(|| known[rng.index(known.len())].clone())
         };
         let outcome = match rng.below(8) {
             0 | 1 => {
@@ -255,7 +230,7 @@ async fn burst(client: Client, ledger: Arc<Mutex<Ledger>>, mut rng: Rng, hook: S
                 if working.is_empty() {
                     continue;
                 }
-                let id = working[rng.below(working.len() as u64) as usize];
+                let id = working[rng.index(working.len())];
                 client.rpc(caller, "CancelTask", json!({"id": id})).await
             }
             5 => match pick(&mut rng) {
@@ -472,27 +447,13 @@ async fn check_continuations(client: &Client, ledger: &Mutex<Ledger>, seed: u64)
 async fn sigkill_during_bursts_loses_nothing_acknowledged() {
     let kills: usize =
         std::env::var("VOLCANIC_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    let seed: u64 = std::env::var("VOLCANIC_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64 | 1)
-                .unwrap_or(7)
-        });
-    let mut rng = Rng(seed);
+    let seed = seed_from_env("VOLCANIC_CRASH_SEED", 7);
+    let mut rng = Rng::new(seed);
     let workspace = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("server.log");
-    std::fs::create_dir_all(workspace.path().join(".volcanic/a2a")).unwrap();
-    let callers: Vec<Value> = KEYS.iter().map(|(n, k)| json!({"name": n, "key": k})).collect();
-    std::fs::write(
-        workspace.path().join(".volcanic/a2a/callers.json"),
-        serde_json::to_string(&callers).unwrap(),
-    )
-    .unwrap();
+    write_callers(workspace.path(), &KEYS);
     let hook = webhook().await;
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
@@ -502,7 +463,7 @@ async fn sigkill_during_bursts_loses_nothing_acknowledged() {
         let client = Client { http: http.clone(), base: server.base.clone() };
         let bursts: Vec<_> = (0..6)
             .map(|i| {
-                let burst_rng = Rng(rng.next() | 1 | (i + 1));
+                let burst_rng = Rng::new(rng.next_u64() | 1 | (i + 1));
                 tokio::spawn(burst(client.clone(), ledger.clone(), burst_rng, hook.clone()))
             })
             .collect();

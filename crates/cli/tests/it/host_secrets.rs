@@ -13,15 +13,16 @@
 //! the tests run as root), and with both sandboxes turned off, where the secrets must leak: that
 //! pass proves the test can see what it guards against.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
+use volcanic_test_support::raw_http::post_a2a;
 use volcanic_test_support::telegram::FakeBotApi;
 
 use crate::containment::{Mode, chown_tree, directive, rot13, volcanic_as};
+use crate::support::{Rest, listening_base, wait_for_file};
 
 const CHAT: i64 = 4343;
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -108,17 +109,7 @@ fn start(
         cmd.env(name, value);
     }
     let mut child = cmd.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        for _ in lines {}
-    });
-    let line = rx.recv_timeout(DEADLINE).expect("the listening line");
-    let base = line.strip_prefix("volcanic: listening on ").unwrap().to_string();
+    let base = listening_base(&mut child, DEADLINE, Rest::Drain);
     Host { child, base }
 }
 
@@ -193,17 +184,10 @@ look() {{
 
 /// Waits for the thief's file and returns it decoded.
 fn loot(path: &Path) -> String {
-    let start = Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            let text = rot13(&text);
-            if text.contains("LOOT-END") {
-                return text;
-            }
-        }
-        assert!(start.elapsed() < DEADLINE, "{} was not written in time", path.display());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_file(path, DEADLINE, |text| {
+        let text = rot13(text);
+        text.contains("LOOT-END").then_some(text)
+    })
 }
 
 fn leaks(text: &str, secrets: &HostSecrets) -> Vec<&'static str> {
@@ -216,16 +200,7 @@ fn send_as_caller(base: &str, key: &str, text: &str) {
         "params": {"message": {"messageId": "m-thief", "role": "ROLE_USER", "parts": [{"text": text}]}},
     })
     .to_string();
-    let address = base.strip_prefix("http://").unwrap();
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(DEADLINE)).unwrap();
-    let request = format!(
-        "POST /a2a HTTP/1.1\r\nHost: {address}\r\nX-API-Key: {key}\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
+    let (_, response) = post_a2a(base, key, &body, DEADLINE);
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
 }
 

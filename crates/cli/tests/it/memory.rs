@@ -2,7 +2,6 @@
 //! a stuck socket are bounded, so the server's peak RSS stays under a bound computed from their
 //! documented sizes, even though the streams' output is many times that bound.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -10,6 +9,10 @@ use std::time::Duration;
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
+use volcanic_test_support::callers::write_callers;
+use volcanic_test_support::sse::data_of;
+
+use crate::support::{Rest, listening_base};
 
 const KEY: &str = "k_memory_test_key_4242";
 const MIB: u64 = 1024 * 1024;
@@ -76,17 +79,7 @@ fn start(workspace: &Path, state: &Path, script: &Path) -> Server {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        for _ in lines {}
-    });
-    let line = rx.recv_timeout(Duration::from_secs(30)).expect("listening line");
-    let base = line.strip_prefix("volcanic: listening on ").expect("the contract line").to_string();
+    let base = listening_base(&mut child, Duration::from_secs(30), Rest::Drain);
     Server { child, base }
 }
 
@@ -122,12 +115,7 @@ async fn rpc(client: &reqwest::Client, base: &str, method: &str, params: Value) 
 async fn sse_clients_that_never_read_keep_the_servers_memory_bounded() {
     let workspace = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(workspace.path().join(".volcanic/a2a")).unwrap();
-    std::fs::write(
-        workspace.path().join(".volcanic/a2a/callers.json"),
-        format!(r#"[{{"name":"memory","key":"{KEY}"}}]"#),
-    )
-    .unwrap();
+    write_callers(workspace.path(), &[("memory", KEY)]);
     let answer: String =
         "0123456789abcdefghijklmnopqrstuv".repeat(ANSWER_BYTES / 32).chars().collect();
     let script = state.path().join("flood.json");
@@ -165,9 +153,7 @@ async fn sse_clients_that_never_read_keep_the_servers_memory_bounded() {
     let chunk_event = sse
         .split_inclusive("\n\n")
         .find(|event| {
-            let data: String =
-                event.lines().filter_map(|line| line.strip_prefix("data: ")).collect();
-            serde_json::from_str::<Value>(&data).is_ok_and(|event| {
+            serde_json::from_str::<Value>(&data_of(event)).is_ok_and(|event| {
                 let update = &event["result"]["artifactUpdate"];
                 update["append"] == true
                     && update["artifact"]["parts"][0]["text"].as_str().map(str::len) == Some(CHUNK)

@@ -1,14 +1,20 @@
 //! `volcanic serve` as a real child process: the listening line, a real request, SIGTERM, and no
 //! key in the logs.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
+use volcanic_test_support::callers::write_callers;
+use volcanic_test_support::raw_http::{exchange, post_a2a, status_of};
 
-const KEY: &str = "k_serve_test_key_77";
+use crate::support::{Rest, listening_base};
+
+pub(crate) const KEY: &str = "k_serve_test_key_77";
+/// Bounds every raw request of these tests.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// A blocking SendMessage of one text part (JSON-RPC, A2A 1.0).
 pub(crate) const SEND: &str = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
 
@@ -42,44 +48,19 @@ fn spawn_serve(
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-    });
-    let line = rx.recv_timeout(Duration::from_secs(30)).expect("listening line");
-    let base = line.strip_prefix("volcanic: listening on ").expect("the contract line").to_string();
+    let base = listening_base(&mut child, Duration::from_secs(30), Rest::Close);
     Served { child, base }
 }
 
-fn workspace_with_caller() -> tempfile::TempDir {
+pub(crate) fn workspace_with_caller() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(ws.path().join(".volcanic/a2a")).unwrap();
-    std::fs::write(
-        ws.path().join(".volcanic/a2a/callers.json"),
-        format!(r#"[{{"name":"tester","key":"{KEY}"}}]"#),
-    )
-    .unwrap();
+    write_callers(ws.path(), &[("tester", KEY)]);
     ws
 }
 
+/// A JSON-RPC request over std (see [`post_a2a`]), so these tests need no async runtime.
 pub(crate) fn post(base: &str, key: &str, body: &str) -> (u16, String) {
-    // A tiny HTTP/1.1 client over std, so this test needs no async runtime.
-    let address = base.strip_prefix("http://").unwrap();
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let request = format!(
-        "POST /a2a HTTP/1.1\r\nHost: {address}\r\nX-API-Key: {key}\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, response)
+    post_a2a(base, key, body, REQUEST_TIMEOUT)
 }
 
 pub(crate) fn stop(mut served: Served) -> (i32, String) {
@@ -182,14 +163,9 @@ fn serve_keeps_a_scheduling_policy_it_was_started_with() {
 /// `GET path` over std: the status and the whole response.
 fn get(base: &str, path: &str) -> (u16, String) {
     let address = base.strip_prefix("http://").unwrap();
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
-    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, response)
+    let response = exchange(address, &request, REQUEST_TIMEOUT).unwrap();
+    (status_of(&response).unwrap(), response)
 }
 
 /// [`stop`], failing the test when the server has not exited within `deadline` (it is then

@@ -2,13 +2,17 @@
 //! round trip, the A2A server when enabled (and no listener when not), SIGTERM, and the token
 //! nowhere in the output even at RUST_LOG=debug.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
+use volcanic_test_support::callers::write_callers;
+use volcanic_test_support::raw_http::post_a2a;
 use volcanic_test_support::telegram::FakeBotApi;
+
+use crate::support::{Rest, listening_base, wait_for_file};
 
 const TOKEN: &str = "777000:AAH-cli-test-token-sekrit";
 const CHAT: i64 = 4242;
@@ -46,19 +50,6 @@ fn spawn(api: &FakeBotApi, root: &Path, state: &Path, env: &[(&str, &str)], list
     Bot { child: cmd.spawn().unwrap(), base: None }
 }
 
-/// Reads stdout's first line (the listening line) within the deadline.
-fn listening_line(bot: &mut Bot) -> String {
-    let stdout = bot.child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-    });
-    rx.recv_timeout(DEADLINE).expect("listening line")
-}
-
 /// SIGTERM; returns (exit code, stdout, stderr).
 fn stop(mut bot: Bot) -> (i32, String, String) {
     let status =
@@ -74,21 +65,6 @@ fn stop(mut bot: Bot) -> (i32, String, String) {
     (code, stdout, stderr)
 }
 
-fn post(base: &str, key: &str, body: &str) -> (u16, String) {
-    let address = base.strip_prefix("http://").unwrap();
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(DEADLINE)).unwrap();
-    let request = format!(
-        "POST /a2a HTTP/1.1\r\nHost: {address}\r\nX-API-Key: {key}\r\nA2A-Version: 1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, response)
-}
-
 #[test]
 fn telegram_chats_serves_a2a_and_never_logs_the_token() {
     let rt = runtime();
@@ -96,16 +72,10 @@ fn telegram_chats_serves_a2a_and_never_logs_the_token() {
     let root = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let ws = root.path().join(CHAT.to_string());
-    std::fs::create_dir_all(ws.join(".volcanic/a2a")).unwrap();
-    std::fs::write(
-        ws.join(".volcanic/a2a/callers.json"),
-        format!(r#"[{{"name":"tester","key":"{KEY}"}}]"#),
-    )
-    .unwrap();
+    write_callers(&ws, &[("tester", KEY)]);
     let mut bot =
         spawn(&api, root.path(), state.path(), &[("A2A__Enabled", "true")], "127.0.0.1:0");
-    let line = listening_line(&mut bot);
-    let base = line.strip_prefix("volcanic: listening on ").expect("the contract line").to_string();
+    let base = listening_base(&mut bot.child, DEADLINE, Rest::Close);
     bot.base = Some(base.clone());
 
     api.push_text(CHAT, "hello from the CLI");
@@ -118,10 +88,10 @@ fn telegram_chats_serves_a2a_and_never_logs_the_token() {
     );
 
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}}"#;
-    let (status, response) = post(&base, KEY, body);
+    let (status, response) = post_a2a(&base, KEY, body, DEADLINE);
     assert_eq!(status, 200, "{response}");
     assert!(response.contains("TASK_STATE_COMPLETED"), "{response}");
-    let (status, _) = post(&base, "wrong-key", body);
+    let (status, _) = post_a2a(&base, "wrong-key", body, DEADLINE);
     assert_eq!(status, 401);
 
     let (code, stdout, stderr) = stop(bot);
@@ -208,17 +178,8 @@ fn telegram_group_id_among_users_exits_2_naming_allowed_group_ids() {
 }
 
 /// Waits for `path` to hold a line `END`; returns its text.
-fn wait_for_file(path: &Path) -> String {
-    let start = std::time::Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && text.lines().any(|l| l == "END")
-        {
-            return text;
-        }
-        assert!(start.elapsed() < DEADLINE, "{} was not written in time", path.display());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+fn wait_for_end(path: &Path) -> String {
+    wait_for_file(path, DEADLINE, |text| text.lines().any(|l| l == "END").then(|| text.to_string()))
 }
 
 #[test]
@@ -245,12 +206,12 @@ fn telegram_group_is_served_logged_and_hidden_from_the_owners_chat() {
     };
     // The group's own session sees its note (so the path is right)...
     api.push_group_text(GROUP, CHAT, &peek());
-    let seen = wait_for_file(&group_ws.join("seen.txt"));
+    let seen = wait_for_end(&group_ws.join("seen.txt"));
     assert!(seen.contains("for the group's eyes only"), "{seen}");
     // ...and the owner's private chat does not.
     std::fs::create_dir_all(&chat_ws).unwrap();
     api.push_text(CHAT, &peek());
-    let seen = wait_for_file(&chat_ws.join("seen.txt"));
+    let seen = wait_for_end(&chat_ws.join("seen.txt"));
     assert!(!seen.contains("eyes only"), "the owner's chat read the group's workspace: {seen}");
 
     let (code, _, stderr) = stop(bot);

@@ -20,6 +20,7 @@ use base64::Engine;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::protocol::{MAX_LINE_BYTES, Reply, Request, to_line};
 use crate::exec::ExecEnv;
@@ -50,14 +51,20 @@ struct Setup {
     tools: Vec<Arc<dyn Tool>>,
 }
 
-/// Serves requests from `input` until it closes; replies go to `output`.
+/// The running calls, each with the token that stops it.
+type Calls = Arc<Mutex<HashMap<u64, CancellationToken>>>;
+
+/// Serves requests from `input` until it closes; replies go to `output`. Returns once the
+/// writer and every call have ended (calls still running when `input` ends or breaks are
+/// stopped first): they all run on one tracker, so none outlives the host.
 pub(crate) async fn serve<R, W>(input: R, output: W) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Reply>();
-    let writer = tokio::spawn(async move {
+    let tasks = TaskTracker::new();
+    tasks.spawn(async move {
         let mut output = output;
         while let Some(reply) = rx.recv().await {
             if output.write_all(&to_line(&reply)).await.is_err() || output.flush().await.is_err() {
@@ -65,9 +72,29 @@ where
             }
         }
     });
+    let calls = Calls::default();
+    let served = read_requests(input, &tx, &calls, &tasks).await;
+    // Stdin closed (the session is gone) or broke: running calls are stopped (bash kills its
+    // group).
+    for cancel in lock(&calls).values() {
+        cancel.cancel();
+    }
+    drop(tx);
+    // The writer ends when every call has sent its reply (or the pipe broke).
+    tasks.close();
+    tasks.wait().await;
+    served
+}
+
+/// Reads requests until `input` ends, starting each call on `tasks`.
+async fn read_requests<R: AsyncRead + Unpin>(
+    input: R,
+    tx: &mpsc::UnboundedSender<Reply>,
+    calls: &Calls,
+    tasks: &TaskTracker,
+) -> io::Result<()> {
     let mut lines = BufReader::new(input);
     let mut setup: Option<Arc<Setup>> = None;
-    let calls: Arc<Mutex<HashMap<u64, CancellationToken>>> = Arc::default();
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -98,9 +125,9 @@ where
                     continue;
                 };
                 let cancel = CancellationToken::new();
-                lock(&calls).insert(id, cancel.clone());
+                lock(calls).insert(id, cancel.clone());
                 let (tx, calls) = (tx.clone(), calls.clone());
-                tokio::spawn(async move {
+                tasks.spawn(async move {
                     let reply = run_call(&setup, id, &tool, call_id, args, cancel, &tx).await;
                     lock(&calls).remove(&id);
                     let _ = tx.send(reply);
@@ -112,7 +139,7 @@ where
                     continue;
                 };
                 let tx = tx.clone();
-                tokio::spawn(async move {
+                tasks.spawn(async move {
                     let reply = match read_for_send(&setup.cwd, &path, max_bytes).await {
                         Ok((name, shown, bytes)) => Reply::File {
                             id,
@@ -126,19 +153,12 @@ where
                 });
             }
             Request::Cancel { id } => {
-                if let Some(cancel) = lock(&calls).get(&id) {
+                if let Some(cancel) = lock(calls).get(&id) {
                     cancel.cancel();
                 }
             }
         }
     }
-    // Stdin closed: the session is gone. Running calls are stopped (bash kills its group).
-    for cancel in lock(&calls).values() {
-        cancel.cancel();
-    }
-    drop(tx);
-    // The writer ends when every call has sent its reply (or the pipe broke).
-    let _ = writer.await;
     Ok(())
 }
 
@@ -343,6 +363,42 @@ mod tests {
             }
             other => panic!("unexpected reply: {other:?}"),
         }
+    }
+
+    /// A host whose input breaks stops its running calls and returns only once they have
+    /// answered and its writer is done: nothing it started outlives it (it used to return at
+    /// once and leave the call running).
+    #[tokio::test]
+    async fn host_with_a_broken_input_stops_its_calls_before_returning() {
+        let dir = tempfile::tempdir().unwrap();
+        let (input, host_in) = tokio::io::duplex(1 << 20);
+        let (host_out, output) = tokio::io::duplex(1 << 20);
+        let served = tokio::spawn(serve(host_in, host_out));
+        let mut host = Pipes { input, output: BufReader::new(output).lines() };
+        host.init(dir.path()).await;
+        let args = json!({"command": "echo started; sleep 600"});
+        host.send(&Request::Call { id: 7, tool: "bash".into(), call_id: "c".into(), args }).await;
+        assert!(matches!(host.reply().await, Reply::Update { id: 7, .. }));
+
+        host.input.write_all(b"not a request\n").await.unwrap();
+        let result = tokio::time::timeout(std::time::Duration::from_secs(20), served)
+            .await
+            .expect("the host returns within 20 s")
+            .unwrap();
+        assert_eq!(result.unwrap_err().kind(), io::ErrorKind::InvalidData);
+
+        match host.reply().await {
+            Reply::Done { id, content, is_error, .. } => {
+                assert_eq!((id, content.as_str(), is_error), (7, "started\n\naborted", true));
+            }
+            other => panic!("unexpected reply: {other:?}"),
+        }
+        let rest =
+            tokio::time::timeout(std::time::Duration::from_secs(20), host.output.next_line())
+                .await
+                .expect("the output ends within 20 s")
+                .unwrap();
+        assert_eq!(rest, None, "the writer ended with the host");
     }
 
     #[tokio::test]

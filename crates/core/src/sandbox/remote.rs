@@ -18,6 +18,7 @@ use base64::Engine;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
+use tokio_util::task::TaskTracker;
 
 use super::Confinement;
 use super::bwrap;
@@ -30,6 +31,8 @@ use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// Bytes of bwrap's own error output kept for the message when a start fails.
 const MAX_STDERR_BYTES: usize = 4096;
+/// Longest wait for the pipe tasks of a stopped host to end (aborted, they end at once).
+const STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// A contained session's tool host (started on first use).
 pub(crate) struct ToolHost {
@@ -41,12 +44,17 @@ pub(crate) struct ToolHost {
     next_id: AtomicU64,
 }
 
-/// A started host: its process, the writer and reader tasks, the calls waiting for replies.
+/// A started host: its process, the pipe tasks, the calls waiting for replies.
+///
+/// Invariant: its pipe tasks (writer, reader, and bwrap's error output) run on its own
+/// tracker and go with it: aborted when it is dropped, and stopped and awaited before a host
+/// that died is replaced, so none outlives its sandbox.
 struct Running {
     /// Killed when dropped (`kill_on_drop`); bwrap's `--die-with-parent` takes the sandbox along.
     _child: tokio::process::Child,
     requests: mpsc::UnboundedSender<Vec<u8>>,
     pending: Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Reply>>>>,
+    tracker: TaskTracker,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -55,10 +63,22 @@ impl Drop for Running {
         for task in &self.tasks {
             task.abort();
         }
+        self.tracker.close();
     }
 }
 
 impl Running {
+    /// Aborts the pipe tasks and waits until they have ended.
+    async fn stop(&self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.tracker.close();
+        if tokio::time::timeout(STOP_GRACE, self.tracker.wait()).await.is_err() {
+            tracing::warn!("a stopped sandbox's pipe tasks did not end");
+        }
+    }
+
     fn is_alive(&self) -> bool {
         !self.requests.is_closed() && self.tasks.iter().all(|t| !t.is_finished())
     }
@@ -103,7 +123,9 @@ impl ToolHost {
         if let Some(running) = slot.as_ref().filter(|r| r.is_alive()) {
             return Ok(running.clone());
         }
-        *slot = None;
+        if let Some(dead) = slot.take() {
+            dead.stop().await;
+        }
         let running = Arc::new(self.start().await?);
         *slot = Some(running.clone());
         Ok(running)
@@ -140,9 +162,10 @@ impl ToolHost {
             return Err("bwrap started without its pipes".into());
         };
 
+        let tracker = TaskTracker::new();
         let stderr_text = Arc::new(Mutex::new(Vec::new()));
         let errors = stderr_text.clone();
-        let stderr_task = tokio::spawn(async move {
+        let stderr_task = tracker.spawn(async move {
             let mut chunk = [0u8; 1024];
             while let Ok(n) = stderr.read(&mut chunk).await {
                 if n == 0 {
@@ -155,7 +178,7 @@ impl ToolHost {
         });
 
         let (requests, mut queue) = mpsc::unbounded_channel::<Vec<u8>>();
-        let writer = tokio::spawn(async move {
+        let writer = tracker.spawn(async move {
             while let Some(line) = queue.recv().await {
                 if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
                     break;
@@ -165,10 +188,11 @@ impl ToolHost {
 
         let pending: Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Reply>>>> = Arc::default();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let reader = tokio::spawn(read_replies(stdout, pending.clone(), ready_tx));
+        let reader = tracker.spawn(read_replies(stdout, pending.clone(), ready_tx));
 
         let mut stderr_task = stderr_task;
-        let mut running = Running { _child: child, requests, pending, tasks: vec![reader, writer] };
+        let mut running =
+            Running { _child: child, requests, pending, tracker, tasks: vec![reader, writer] };
         running
             .send(&Request::Init {
                 cwd: self.confinement.view.workspace.display().to_string(),
@@ -376,5 +400,43 @@ impl Tool for RemoteTool {
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         self.host.call(&self.spec.name, args, &ctx).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::{Sandbox, SandboxView};
+
+    /// A tool host in a real sandbox whose "host" is a shell that says it is ready and then
+    /// reads its input until the session goes.
+    fn tool_host(workspace: &std::path::Path) -> ToolHost {
+        let script = r#"echo '{"t":"ready"}'; exec /bin/cat > /dev/null"#;
+        let sandbox = Sandbox::new("bwrap", "/bin/sh", vec!["-c".into(), script.into()]);
+        let confinement =
+            Confinement { sandbox: Arc::new(sandbox), view: SandboxView::new(workspace) };
+        ToolHost::new(
+            Arc::new(confinement),
+            workspace.join(".spill"),
+            Arc::new(ToolLimits::default()),
+            Vec::new(),
+        )
+    }
+
+    /// Dropping the tool host (the session went) ends the pipe tasks of its sandbox: they are
+    /// on the started host's tracker, which they leave only by ending.
+    #[tokio::test]
+    async fn dropped_tool_host_leaves_no_pipe_task_behind() {
+        let workspace = tempfile::tempdir().unwrap();
+        let host = tool_host(workspace.path());
+        host.ensure_started().await.unwrap();
+        let tasks = host.running.lock().await.as_ref().map(|r| r.tracker.clone()).unwrap();
+        assert_eq!(tasks.len(), 3, "reader, writer and stderr are tracked");
+
+        drop(host);
+        tokio::time::timeout(Duration::from_secs(20), tasks.wait())
+            .await
+            .expect("the pipe tasks end within 20 s");
+        assert!(tasks.is_empty());
     }
 }

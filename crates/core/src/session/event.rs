@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::message::{Message, ToolResult, Usage};
@@ -98,8 +97,7 @@ pub struct RunSettled {
 }
 
 /// Why a run ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum RunOutcome {
     /// The model answered without calling tools.
     Completed,
@@ -107,8 +105,28 @@ pub enum RunOutcome {
     StoppedByTool { tool: String, call_id: String, data: Value },
     /// `abort` was called.
     Aborted,
-    /// The provider failed (after retries) or the run broke; `error` is redacted.
-    Failed { error: String },
+    /// The provider failed (after retries) or the run broke.
+    Failed { error: RunFailure },
     /// The run hit the configured number of model calls.
     MaxTurns,
+}
+
+/// Why a run failed. Its `Display` is the text to show the person or agent on the other side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunFailure {
+    /// The provider failed (after retries, or at once for an error not worth retrying);
+    /// `message` is its error, redacted, and safe to show.
+    Provider { message: String },
+    /// Something that is not the provider's fault broke the run (the journal could not be
+    /// written, the run panicked): the detail is only in the log, the text is fixed.
+    Unexpected,
+}
+
+impl std::fmt::Display for RunFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunFailure::Provider { message } => f.write_str(message),
+            RunFailure::Unexpected => f.write_str("the run failed unexpectedly"),
+        }
+    }
 }

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::message::{Message, ToolResult};
 use crate::redact::Redactor;
+use crate::session::RunFailure;
 use crate::{Error, Result};
 
 /// Journal format version written in the header.
@@ -76,12 +77,68 @@ pub(crate) enum RunEnd {
         tool: String,
     },
     Aborted,
-    Failed {
-        error: String,
-    },
+    /// Written as `{"kind":"failed","error":TEXT,"cause":"provider"|"unexpected"}`, `TEXT` being
+    /// the failure's `Display`; see [`failure_line`] for lines written before `cause` existed.
+    Failed(#[serde(with = "failure_line")] RunFailure),
     MaxTurns,
     /// Closed on load: the process stopped during the run.
     Interrupted,
+}
+
+/// How a failed run's end is written and read.
+///
+/// The line keeps the `error` text that every version wrote, with the same words for the same
+/// failure, and adds `cause`; versions that do not know `cause` ignore it (serde skips unknown
+/// fields), so the format stays at version 1 (`FORMAT_VERSION`) in both directions. A line without
+/// `cause` was written before it existed, when the only failure that was not the provider's
+/// carried `LEGACY_UNEXPECTED`: that text reads back as [`RunFailure::Unexpected`], any other as
+/// the provider's message. (A provider error of exactly that text, which those versions could
+/// not tell apart either, reads back as unexpected; both show the same words.)
+mod failure_line {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::session::RunFailure;
+
+    /// What versions before `cause` wrote for a failure that was not the provider's. Never
+    /// change it: old journals hold it.
+    pub(super) const LEGACY_UNEXPECTED: &str = "the run failed unexpectedly";
+
+    #[derive(Serialize, Deserialize)]
+    struct Line {
+        error: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<Cause>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Cause {
+        Provider,
+        Unexpected,
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        failure: &RunFailure,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let cause = match failure {
+            RunFailure::Provider { .. } => Cause::Provider,
+            RunFailure::Unexpected => Cause::Unexpected,
+        };
+        Line { error: failure.to_string(), cause: Some(cause) }.serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<RunFailure, D::Error> {
+        let Line { error, cause } = Line::deserialize(deserializer)?;
+        Ok(match cause {
+            Some(Cause::Provider) => RunFailure::Provider { message: error },
+            Some(Cause::Unexpected) => RunFailure::Unexpected,
+            None if error == LEGACY_UNEXPECTED => RunFailure::Unexpected,
+            None => RunFailure::Provider { message: error },
+        })
+    }
 }
 
 /// What loading found.

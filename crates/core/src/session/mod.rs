@@ -4,6 +4,9 @@
 //! environment, host extensions, the shutdown token). [`SessionFactory::open`] loads or creates the
 //! scope's journal and returns a [`Session`]; [`Session::prompt`] starts one run on its own task
 //! and returns a [`RunHandle`]. A prompt while a run is active is refused with [`Error::Busy`].
+//!
+//! Invariant: every run's task is spawned on the factory's tracker, and nothing in here spawns
+//! outside it; [`SessionFactory::close_runs`] awaits them all.
 
 mod event;
 mod fanout;
@@ -17,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::channel::ChatChannel;
 use crate::config::AgentConfig;
@@ -29,12 +33,11 @@ use crate::sandbox::{Confinement, RemoteTool, ToolHost, ToolSet, ViewBase};
 use crate::tool::{ContainedSendTool, SendTool, Tool, builtin_tools};
 use crate::{Error, Result};
 
-pub use event::{EventKind, Role, RunOutcome, RunSettled, SessionEvent};
+pub use event::{EventKind, Role, RunFailure, RunOutcome, RunSettled, SessionEvent};
 pub use fanout::{EventStream, SUBSCRIBER_CAPACITY};
 pub use journal::{
     ABORTED_NOTE, DANGLING_TOOL_RESULT, DurableMark, INTERRUPTED_NOTE, JournalFile, LoadReport,
 };
-pub use run::UNEXPECTED_FAILURE;
 
 use journal::Journal;
 
@@ -64,6 +67,8 @@ pub(crate) struct Shared {
     pub secrets: Vec<Secret>,
     pub extensions: Vec<Arc<dyn Extension>>,
     pub shutdown: CancellationToken,
+    /// Every run's task (see [`SessionFactory::close_runs`]).
+    pub runs: TaskTracker,
     /// The last session's redactor: the next one with the same secrets shares it (building the
     /// automaton is a good part of opening a session).
     pub redactors: Arc<RedactorCache>,
@@ -144,6 +149,7 @@ impl SessionFactoryBuilder {
                 secrets,
                 extensions: self.extensions,
                 shutdown: self.shutdown,
+                runs: TaskTracker::new(),
                 redactors: Arc::new(RedactorCache::default()),
                 last_specs: Mutex::new(None),
             }),
@@ -290,6 +296,26 @@ impl SessionFactory {
             self.shared.limits.clone(),
             env,
         )))
+    }
+
+    /// Waits until every run this factory started has ended: journaled its end, emitted
+    /// `Settled` and let go of its session. Hosts call it last on shutdown, after cancelling the
+    /// shutdown token (so runs abort rather than finish) and before closing sessions, so that no
+    /// run outlives the host. A run started after this call is still tracked: the next call
+    /// waits for it too.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future stops the waiting, not the runs (bound it with a
+    /// timeout).
+    pub async fn close_runs(&self) {
+        self.shared.runs.close();
+        self.shared.runs.wait().await;
+    }
+
+    /// The host's state folder (journals under `sessions/`; hosts keep their own records there
+    /// too, out of every session's reach).
+    pub fn state_dir(&self) -> &Path {
+        &self.shared.state_dir
     }
 
     /// The folder holding a scope's journal.
@@ -684,7 +710,7 @@ impl RunHandle {
 /// What a run that vanished without settling reports (its task panicked past every guard).
 fn lost_run() -> RunSettled {
     RunSettled {
-        outcome: RunOutcome::Failed { error: UNEXPECTED_FAILURE.into() },
+        outcome: RunOutcome::Failed { error: RunFailure::Unexpected },
         final_text: String::new(),
         usage: Default::default(),
         turns: 0,

@@ -5,7 +5,9 @@
 //! caught and settles as failed); every message is appended to the journal before its
 //! `MessageEnd` / `ToolEnd` is emitted; the session is marked idle before `Settled` is emitted, so
 //! a listener may prompt again right away. Tool calls of one answer run one after the other, in
-//! the order the model made them.
+//! the order the model made them. Every run's task is on the factory's run tracker, so
+//! [`SessionFactory::close_runs`](super::SessionFactory::close_runs) returns only once each run
+//! has journaled its end and emitted `Settled`.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,7 +19,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::journal::{self, ABORTED_NOTE, Entry, RunEnd};
-use super::{EventKind, Inner, Role, RunHandle, RunOutcome, RunSettled, Running};
+use super::{EventKind, Inner, Role, RunFailure, RunHandle, RunOutcome, RunSettled, Running};
 use crate::message::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResult, Usage,
 };
@@ -27,9 +29,6 @@ use crate::{Error, Result};
 
 /// How long a tool may take to wind down after an abort before it is dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
-
-/// The error of a run that failed for a reason that is not the provider's (its detail is logged).
-pub const UNEXPECTED_FAILURE: &str = "the run failed unexpectedly";
 
 pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
     let run_id: Arc<str> = format!("run_{}", uuid::Uuid::now_v7().simple()).into();
@@ -52,13 +51,13 @@ pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
     let events = inner.hub.subscribe().for_run(run_id.clone());
     let task_inner = inner.clone();
     let task_run_id = run_id.clone();
-    tokio::spawn(async move {
+    inner.shared.runs.spawn(async move {
         let mut run = Run::new(&task_inner, task_run_id.clone(), cancel);
         let settled = match AssertUnwindSafe(run.execute(text)).catch_unwind().await {
             Ok(settled) => settled,
             Err(_) => {
                 tracing::error!(scope = %task_inner.scope, run_id = %task_run_id, "run panicked");
-                run.settle(RunOutcome::Failed { error: UNEXPECTED_FAILURE.into() })
+                run.settle(RunOutcome::Failed { error: RunFailure::Unexpected })
             }
         };
         task_inner.state().running = None;
@@ -104,7 +103,7 @@ impl<'a> Run<'a> {
             Ok(outcome) => outcome,
             Err(err) => {
                 tracing::error!(scope = %self.inner.scope, error = %self.inner.redactor.current().redact(&err.to_string()), "run failed on the session journal");
-                RunOutcome::Failed { error: UNEXPECTED_FAILURE.into() }
+                RunOutcome::Failed { error: RunFailure::Unexpected }
             }
         };
         if outcome == RunOutcome::Aborted
@@ -121,7 +120,7 @@ impl<'a> Run<'a> {
             RunOutcome::Completed => RunEnd::Completed,
             RunOutcome::StoppedByTool { tool, .. } => RunEnd::StoppedByTool { tool: tool.clone() },
             RunOutcome::Aborted => RunEnd::Aborted,
-            RunOutcome::Failed { error } => RunEnd::Failed { error: error.clone() },
+            RunOutcome::Failed { error } => RunEnd::Failed(error.clone()),
             RunOutcome::MaxTurns => RunEnd::MaxTurns,
         };
         let entry =
@@ -192,7 +191,9 @@ impl<'a> Run<'a> {
             let answer = match self.call_model(&request).await? {
                 Answer::Ok(answer) => answer,
                 Answer::Aborted => return Ok(RunOutcome::Aborted),
-                Answer::Failed(error) => return Ok(RunOutcome::Failed { error }),
+                Answer::Failed(message) => {
+                    return Ok(RunOutcome::Failed { error: RunFailure::Provider { message } });
+                }
             };
             let calls: Vec<ToolCall> = answer.tool_calls().cloned().collect();
             if calls.is_empty() {

@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 use volcanic_core::exec::ExecEnv;
 use volcanic_core::message::Message;
 use volcanic_core::session::{DANGLING_TOOL_RESULT, INTERRUPTED_NOTE};
-use volcanic_core::{EventKind, Extension, Registrar, RunOutcome, SessionFactory, SessionOptions};
+use volcanic_core::{
+    EventKind, Extension, Registrar, RunFailure, RunOutcome, SessionFactory, SessionOptions,
+};
 
 use crate::support::*;
 
@@ -178,7 +180,9 @@ async fn planted_secret_is_redacted_in_tool_output_errors_and_journal() {
     assert!(!results[1].contains(PLANTED), "{}", results[1]);
     assert_eq!(
         settled.outcome,
-        RunOutcome::Failed { error: "provider said [REDACTED:MY_API_TOKEN]".into() }
+        RunOutcome::Failed {
+            error: RunFailure::Provider { message: "provider said [REDACTED:MY_API_TOKEN]".into() }
+        }
     );
     let journal = std::fs::read_to_string(journal_path(&dirs, "secrets")).unwrap();
     assert!(!journal.contains(PLANTED));
@@ -229,13 +233,7 @@ async fn large_output_is_capped_with_spill_file() {
     let session = open(&factory, &dirs, "spill").await;
     let prompt = directive(json!([{"tool": "bash", "args": {"command": "seq 1 100000"}}]));
     let (events, _) = collect(session.prompt(prompt).unwrap()).await;
-    let result = events
-        .iter()
-        .find_map(|e| match e {
-            EventKind::ToolEnd { result, .. } => Some(result.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let result = tool_results(&events).remove(0);
     assert!(result.content.len() <= 52 * 1024, "{} bytes", result.content.len());
     assert!(result.content.starts_with("1\n2\n"));
     assert!(result.content.contains("100000"), "tail kept");

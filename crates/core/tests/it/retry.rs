@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use volcanic_core::provider::anthropic::{AnthropicConfig, AnthropicProvider};
-use volcanic_core::{EventKind, RunOutcome};
+use volcanic_core::{EventKind, RunFailure, RunOutcome};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -119,7 +119,10 @@ async fn unauthorized_fails_at_once_without_the_key() {
     let factory = factory(&dirs, anthropic(&server));
     let session = open(&factory, &dirs, "unauthorized").await;
     let (events, settled) = collect(session.prompt("hi").unwrap()).await;
-    let RunOutcome::Failed { error } = settled.outcome else { panic!("{:?}", settled.outcome) };
+    let RunOutcome::Failed { error: RunFailure::Provider { message: error } } = settled.outcome
+    else {
+        panic!("{:?}", settled.outcome)
+    };
     assert!(!error.contains(KEY), "{error}");
     assert!(error.contains("401"), "{error}");
     assert!(!events.iter().any(|e| matches!(e, EventKind::Retry { .. })));

@@ -4,10 +4,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 use volcanic_core::message::{Message, StopReason};
 use volcanic_core::provider::faux::{FauxProvider, FauxScript};
 use volcanic_core::session::Role;
-use volcanic_core::{Error, EventKind, RunOutcome, SessionFactory, SessionOptions};
+use volcanic_core::{Error, EventKind, RunFailure, RunOutcome, SessionFactory, SessionOptions};
 
 use crate::support::*;
 
@@ -104,13 +105,7 @@ async fn bash_tool_round_trip_emits_start_and_end() {
         _ => None,
     });
     assert_eq!(start, Some(("bash".to_string(), json!({"command": "echo hi"}))));
-    let result = events
-        .iter()
-        .find_map(|e| match e {
-            EventKind::ToolEnd { result, .. } => Some(result.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let result = tool_results(&events).remove(0);
     assert!(!result.is_error);
     assert!(result.content.starts_with("hi\n"), "{}", result.content);
     // The second model call saw the tool result.
@@ -137,13 +132,7 @@ async fn tool_errors_go_back_to_the_model() {
     ]));
     let (events, settled) = collect(session.prompt(prompt).unwrap()).await;
     assert_eq!(settled.final_text, "recovered");
-    let results: Vec<_> = events
-        .iter()
-        .filter_map(|e| match e {
-            EventKind::ToolEnd { result, .. } => Some(result.clone()),
-            _ => None,
-        })
-        .collect();
+    let results: Vec<_> = tool_results(&events);
     assert_eq!(results.len(), 3);
     assert!(results.iter().all(|r| r.is_error));
     assert!(results[0].content.starts_with("unknown tool \"nope\""), "{}", results[0].content);
@@ -228,13 +217,7 @@ async fn abort_during_sleep_kills_process_group_and_settles_quickly() {
     let elapsed = started.elapsed();
     assert_eq!(settled.outcome, RunOutcome::Aborted);
     assert!(elapsed < Duration::from_secs(2), "settled after {elapsed:?}");
-    let result = events
-        .iter()
-        .find_map(|e| match e {
-            EventKind::ToolEnd { result, .. } => Some(result.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let result = tool_results(&events).remove(0);
     assert!(result.is_error);
     // The grandchild is gone (or a zombie waiting for init), within a bounded wait.
     let gone = tokio::time::timeout(Duration::from_secs(5), async {
@@ -288,7 +271,10 @@ async fn faux_error_step_fails_the_run() {
     let session = open(&factory, &dirs, "fail").await;
     let (events, settled) =
         collect(session.prompt(directive(json!([{"error": "model exploded"}]))).unwrap()).await;
-    assert_eq!(settled.outcome, RunOutcome::Failed { error: "model exploded".into() });
+    assert_eq!(
+        settled.outcome,
+        RunOutcome::Failed { error: RunFailure::Provider { message: "model exploded".into() } }
+    );
     assert!(!names(&events).contains(&"retry"), "scripted errors are not retried");
 }
 
@@ -332,8 +318,8 @@ async fn faux_invalid_directive_fails_with_reason() {
     let session = open(&factory, &dirs, "bad-directive").await;
     let (_, settled) = collect(session.prompt("faux> {not json").unwrap()).await;
     match settled.outcome {
-        RunOutcome::Failed { error } => {
-            assert!(error.starts_with("faux: invalid directive"), "{error}")
+        RunOutcome::Failed { error: RunFailure::Provider { message } } => {
+            assert!(message.starts_with("faux: invalid directive"), "{message}")
         }
         other => panic!("{other:?}"),
     }
@@ -677,4 +663,39 @@ async fn close_if_durable_closes_only_a_session_with_nothing_left_to_flush() {
     let messages = reopened.messages();
     assert!(messages.contains(&Message::user("first")), "{messages:?}");
     assert!(messages.contains(&Message::user("second")), "{messages:?}");
+}
+
+/// Shutdown waits for the runs: once `close_runs` returns after the token fired, a run that was
+/// in a model call has journaled its end and let go of its session (a run task nobody tracks
+/// would still be on its way).
+#[tokio::test]
+async fn close_runs_returns_after_aborted_runs_have_journaled_their_end() {
+    let dirs = Dirs::new();
+    let shutdown = CancellationToken::new();
+    let factory = SessionFactory::builder(faux(), dirs.state.path())
+        .config(fast_config())
+        .shutdown(shutdown.clone())
+        .build();
+    let session = open(&factory, &dirs, "shutdown").await;
+    let mut handle = session.prompt(directive(json!([{"sleep_ms": 60_000}]))).unwrap();
+    tokio::time::timeout(DEADLINE, async {
+        while let Some(event) = handle.events().recv().await {
+            if matches!(event.kind, EventKind::TurnStart { .. }) {
+                return;
+            }
+        }
+        panic!("the run ended before its model call");
+    })
+    .await
+    .expect("the model call starts in time");
+
+    shutdown.cancel();
+    tokio::time::timeout(DEADLINE, factory.close_runs()).await.expect("the run ends in time");
+
+    assert!(!session.is_running());
+    let journal =
+        std::fs::read_to_string(dirs.state.path().join("sessions/shutdown/session.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "run_end");
+    assert_eq!(last["outcome"], json!({"kind": "aborted"}));
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use volcanic_core::config::{AgentConfig, RetryConfig};
+use volcanic_core::message::ToolResult;
 use volcanic_core::provider::faux::FauxProvider;
 use volcanic_core::provider::{Provider, ToolSpec};
 use volcanic_core::tool::{Tool, ToolContext, ToolControl, ToolError, ToolOutput};
@@ -76,6 +77,17 @@ pub fn directive(steps: Value) -> String {
 }
 
 /// The names of events, for order assertions.
+/// The results of a run's tool calls, in the order they ended.
+pub fn tool_results(events: &[EventKind]) -> Vec<ToolResult> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::ToolEnd { result, .. } => Some(result.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn names(events: &[EventKind]) -> Vec<&'static str> {
     events
         .iter()

@@ -2,6 +2,7 @@
 //! workspaces, notify_owner into the owner's chat, and `/a2a`.
 
 use serde_json::json;
+use volcanic_test_support::callers::write_callers;
 
 use crate::support::*;
 

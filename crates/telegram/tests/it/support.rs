@@ -1,6 +1,6 @@
 //! A running host over a fake Bot API, temp workspaces and the Faux provider.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -154,14 +154,6 @@ impl Bot {
 /// A `faux>` directive line.
 pub fn directive(steps: Value) -> String {
     format!("faux> {}", json!({ "steps": steps }))
-}
-
-pub fn write_callers(workspace: &Path, callers: &[(&str, &str)]) {
-    let dir = workspace.join(".volcanic/a2a");
-    std::fs::create_dir_all(&dir).unwrap();
-    let list: Vec<Value> =
-        callers.iter().map(|(name, key)| json!({"name": name, "key": key})).collect();
-    std::fs::write(dir.join("callers.json"), serde_json::to_string_pretty(&list).unwrap()).unwrap();
 }
 
 /// A JSON-RPC SendMessage with one text part; returns (HTTP status, body).

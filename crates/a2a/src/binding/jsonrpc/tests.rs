@@ -70,7 +70,7 @@ fn decode_every_method_yields_its_request() {
             "SubscribeToTask",
             json!({"id": "t1"}),
             Version::V1_0,
-            Request::SubscribeToTask(from(json!({"id": "t1"}))),
+            Request::SubscribeToTask { request: from(json!({"id": "t1"})), after: None },
         ),
         (
             "CreateTaskPushNotificationConfig",
@@ -137,7 +137,7 @@ fn decode_every_method_yields_its_request() {
             "tasks/resubscribe",
             json!({"id": "t1"}),
             Version::V0_3,
-            Request::SubscribeToTask(from(json!({"id": "t1"}))),
+            Request::SubscribeToTask { request: from(json!({"id": "t1"})), after: None },
         ),
         (
             "tasks/pushNotificationConfig/set",

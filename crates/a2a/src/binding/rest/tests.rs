@@ -77,14 +77,14 @@ fn decode_route_table() {
             "/tasks/t1:subscribe",
             None,
             "",
-            Ok(Request::SubscribeToTask(from(json!({"id": "t1"})))),
+            Ok(Request::SubscribeToTask { request: from(json!({"id": "t1"})), after: None }),
         ),
         (
             "GET",
             "/tasks/t1:subscribe",
             None,
             "",
-            Ok(Request::SubscribeToTask(from(json!({"id": "t1"})))),
+            Ok(Request::SubscribeToTask { request: from(json!({"id": "t1"})), after: None }),
         ),
         (
             "POST",

@@ -9,6 +9,18 @@ use tokio::time::Instant;
 use super::*;
 use crate::push::url_check as scheme_check;
 
+/// The design's three attempts, 1 s then 5 s apart, as the timing tests expect.
+fn test_policy() -> Policy {
+    Policy {
+        waits: DEFAULT_WAITS.to_vec(),
+        max_attempts: 3,
+        max_age: Duration::from_secs(24 * 60 * 60),
+        timeout: DEFAULT_TIMEOUT,
+        max_per_webhook: 1024,
+        max_bytes: 64 * 1024 * 1024,
+    }
+}
+
 /// What the fake webhook saw of one attempt.
 #[derive(Debug, Clone, PartialEq)]
 struct Call {
@@ -25,6 +37,8 @@ struct Fake {
     failures: AtomicUsize,
     fail_every_first: Option<usize>,
     release: tokio::sync::Notify,
+    /// Answers every attempt with this `Retry-After` (a 503) until `failures` runs out.
+    retry_after: Option<Duration>,
 }
 
 impl Fake {
@@ -39,7 +53,7 @@ impl Fake {
 
 #[async_trait::async_trait]
 impl Deliver for Fake {
-    async fn post(&self, outgoing: &Outgoing) -> Result<(), String> {
+    async fn post(&self, outgoing: &Outgoing) -> Result<(), Failure> {
         let body: Value = serde_json::from_slice(&outgoing.body).unwrap();
         let call = Call { at: Instant::now(), url: outgoing.url.clone(), body };
         let attempt = self.calls.lock().unwrap().iter().filter(|c| c.body == call.body).count();
@@ -60,9 +74,13 @@ impl Deliver for Fake {
         }
         let failed =
             self.failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        match failed {
-            Ok(_) => Err("webhook answered 500 Internal Server Error".into()),
-            Err(_) => Ok(()),
+        match (failed, self.retry_after) {
+            (Ok(_), Some(wait)) => Err(Failure {
+                reason: "webhook answered 503 Service Unavailable".into(),
+                retry_after: Some(wait),
+            }),
+            (Ok(_), None) => Err("webhook answered 500 Internal Server Error".into()),
+            (Err(_), _) => Ok(()),
         }
     }
 }
@@ -107,19 +125,14 @@ fn config(url: &str, id: &str, format: PushFormat, secrets: bool) -> StoredPushC
 }
 
 fn fake_sender(fake: &Arc<Fake>) -> PushSender {
-    PushSender::with_deliver(
-        fake.clone(),
-        scheme_check(false),
-        DEFAULT_WAITS.to_vec(),
-        DEFAULT_TIMEOUT,
-    )
+    PushSender::with_deliver(fake.clone(), scheme_check(false), test_policy(), None)
 }
 
 /// Waits for every queue to drain, however long the retries take (`close` gives up after its
 /// grace).
 async fn settle(sender: &PushSender) {
-    sender.tracker.close();
-    sender.tracker.wait().await;
+    sender.shared.tracker.close();
+    sender.shared.tracker.wait().await;
 }
 
 fn gaps(calls: &[Call]) -> Vec<Duration> {
@@ -179,8 +192,7 @@ fn sender_always_failing_drops_after_three_attempts_and_warns_without_secrets() 
 async fn sender_refused_url_is_never_posted() {
     let fake = Fake::failing(0);
     let refuse: UrlCheck = Arc::new(|_: &str| Err("private address".to_string()));
-    let sender =
-        PushSender::with_deliver(fake.clone(), refuse, DEFAULT_WAITS.to_vec(), DEFAULT_TIMEOUT);
+    let sender = PushSender::with_deliver(fake.clone(), refuse, test_policy(), None);
     sender.notify(&task("a"), &[config("https://10.0.0.1/", "c1", PushFormat::V1_0, false)]);
     sender.close().await;
     assert_eq!(fake.calls(), []);
@@ -250,7 +262,7 @@ async fn sender_close_gives_up_after_10s() {
     let started = Instant::now();
     sender.close().await;
     assert_eq!((started.elapsed(), fake.calls().len()), (Duration::from_secs(10), 1));
-    assert!(sender.tracker.is_empty());
+    assert!(sender.shared.tracker.is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -275,12 +287,7 @@ async fn webhook() -> wiremock::MockServer {
 }
 
 fn http_sender() -> PushSender {
-    PushSender::new(
-        reqwest::Client::new(),
-        scheme_check(true),
-        DEFAULT_WAITS.to_vec(),
-        DEFAULT_TIMEOUT,
-    )
+    PushSender::new(reqwest::Client::new(), scheme_check(true), test_policy(), None)
 }
 
 async fn received(server: &wiremock::MockServer) -> Vec<wiremock::Request> {
@@ -356,4 +363,177 @@ async fn sender_100_notifications_arrive_in_order_over_http() {
         .collect();
     let expected: Vec<String> = (0..100).map(|n: usize| n.to_string()).collect();
     assert_eq!(texts, expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sender_retry_after_sets_the_next_wait_capped_at_an_hour() {
+    for (asked, waited) in [
+        (Duration::from_secs(7), Duration::from_secs(7)),
+        (Duration::ZERO, Duration::ZERO),
+        (Duration::from_secs(10 * 60 * 60), MAX_RETRY_AFTER),
+    ] {
+        let fake = Arc::new(Fake {
+            failures: AtomicUsize::new(1),
+            retry_after: Some(asked),
+            ..Fake::default()
+        });
+        let sender = fake_sender(&fake);
+        sender.notify(
+            &task("a"),
+            &[config("https://hook.example.com/", "c1", PushFormat::V1_0, false)],
+        );
+        settle(&sender).await;
+        assert_eq!(gaps(&fake.calls()), [waited], "Retry-After {asked:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn sender_gives_up_when_the_next_wait_would_pass_the_max_age() {
+    let fake = Fake::failing(usize::MAX);
+    let policy = Policy { max_attempts: 100, max_age: Duration::from_secs(60), ..test_policy() };
+    let sender = PushSender::with_deliver(fake.clone(), scheme_check(false), policy, None);
+    sender
+        .notify(&task("a"), &[config("https://hook.example.com/", "c1", PushFormat::V1_0, false)]);
+    settle(&sender).await;
+    // The wall clock does not move on a paused runtime: 1 s + 5 s + 30 s fit in the minute, the
+    // next wait (2 min) does not.
+    assert_eq!(fake.calls().len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sender_over_its_bound_per_webhook_drops_the_newest() {
+    let fake = Fake::failing(0);
+    let policy = Policy { max_per_webhook: 2, ..test_policy() };
+    let sender = PushSender::with_deliver(fake.clone(), scheme_check(false), policy, None);
+    let hook = config("https://hook.example.com/", "c1", PushFormat::V1_0, false);
+    for n in 0..4 {
+        sender.notify(&task(&n.to_string()), std::slice::from_ref(&hook));
+    }
+    settle(&sender).await;
+    let texts: Vec<String> = fake.calls().iter().map(|c| status_text(&c.body)).collect();
+    assert_eq!(texts, ["0", "1"]);
+}
+
+fn open_outbox(state: &std::path::Path) -> Option<(Outbox, Vec<Record>)> {
+    Some(Outbox::open(state.join("a2a/push-outbox"), 1 << 20).unwrap())
+}
+
+fn outbox_files(state: &std::path::Path) -> usize {
+    std::fs::read_dir(state.join("a2a/push-outbox")).unwrap().count()
+}
+
+#[tokio::test]
+async fn sender_pending_deliveries_survive_a_restart_in_order() {
+    let state = tempfile::tempdir().unwrap();
+    let hooks = [
+        config("https://one.example.com/", "c1", PushFormat::V1_0, true),
+        config("https://two.example.com/", "c2", PushFormat::V0_3, false),
+    ];
+    // First run: every attempt fails with a long Retry-After, so all five stay pending.
+    let down = Arc::new(Fake {
+        failures: AtomicUsize::new(usize::MAX),
+        retry_after: Some(Duration::from_secs(600)),
+        ..Fake::default()
+    });
+    let sender = PushSender::with_deliver(
+        down.clone(),
+        scheme_check(false),
+        test_policy(),
+        open_outbox(state.path()),
+    );
+    for n in 0..5 {
+        sender.notify(&task(&n.to_string()), &hooks);
+    }
+    let tried = async {
+        while down.calls().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), tried).await.unwrap();
+    sender.close().await;
+    assert_eq!(outbox_files(state.path()), 10);
+
+    // Second run: the webhooks are back; a new notification goes after the old ones.
+    let up = Fake::failing(0);
+    let sender = PushSender::with_deliver(
+        up.clone(),
+        scheme_check(false),
+        test_policy(),
+        open_outbox(state.path()),
+    );
+    sender.start();
+    sender.notify(&task("5"), &hooks);
+    tokio::time::timeout(Duration::from_secs(10), settle(&sender)).await.unwrap();
+    let calls = up.calls();
+    for hook in &hooks {
+        let texts: Vec<String> = calls
+            .iter()
+            .filter(|c| c.url == hook.config.url)
+            .map(|c| status_text(&c.body))
+            .collect();
+        assert_eq!(texts, ["0", "1", "2", "3", "4", "5"], "{}", hook.config.url);
+    }
+    assert_eq!(outbox_files(state.path()), 0);
+}
+
+#[tokio::test]
+async fn sender_after_restart_rechecks_the_url_and_drops_refused_ones() {
+    let state = tempfile::tempdir().unwrap();
+    let hook = config("https://hook.example.com/", "c1", PushFormat::V1_0, false);
+    let refuse: UrlCheck = Arc::new(|_: &str| Err("private address".to_string()));
+    let down = Arc::new(Fake {
+        failures: AtomicUsize::new(usize::MAX),
+        retry_after: Some(Duration::from_secs(600)),
+        ..Fake::default()
+    });
+    let sender = PushSender::with_deliver(
+        down.clone(),
+        scheme_check(false),
+        test_policy(),
+        open_outbox(state.path()),
+    );
+    sender.notify(&task("a"), std::slice::from_ref(&hook));
+    let tried = async {
+        while down.calls().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), tried).await.unwrap();
+    sender.close().await;
+    assert_eq!(outbox_files(state.path()), 1);
+
+    let up = Fake::failing(0);
+    let sender =
+        PushSender::with_deliver(up.clone(), refuse, test_policy(), open_outbox(state.path()));
+    sender.start();
+    tokio::time::timeout(Duration::from_secs(10), settle(&sender)).await.unwrap();
+    assert_eq!(up.calls(), []);
+    assert_eq!(outbox_files(state.path()), 0);
+}
+
+#[tokio::test]
+async fn sender_over_http_waits_as_long_as_a_503_retry_after_says() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(503).insert_header("Retry-After", "3"))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let sender = http_sender();
+    let started = std::time::Instant::now();
+    sender.notify(&task("a"), &[config(&server.uri(), "c1", PushFormat::V1_0, false)]);
+    let delivered = async {
+        while received(&server).await.len() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), delivered).await.unwrap();
+    // Without the header the wait would be the first backoff step, 1 s.
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_secs(3) && elapsed < Duration::from_secs(60), "{elapsed:?}");
+    sender.close().await;
 }

@@ -17,7 +17,7 @@
 
 mod routes;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 use assert_cmd::cargo::CommandCargoExt;
 use base64::Engine;
 use serde_json::{Value, json};
+use volcanic_test_support::raw_http::{a2a_request, body_of, exchange, status_of};
+
+use crate::support::{Rest, listening_base};
 
 /// How the server runs in one pass of a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,18 +227,7 @@ impl Server {
             cmd.env(name, value);
         }
         let mut child = cmd.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = tx.send(line);
-            }
-            // Keep reading so the server never blocks on a full pipe.
-            for _ in lines {}
-        });
-        let line = rx.recv_timeout(Duration::from_secs(60)).expect("the listening line");
-        let base = line.strip_prefix("volcanic: listening on ").unwrap().to_string();
+        let base = listening_base(&mut child, Duration::from_secs(60), Rest::Drain);
         Server { child, base }
     }
 
@@ -315,21 +307,9 @@ fn http(
     timeout: Duration,
 ) -> Option<(u16, String)> {
     let address = base.strip_prefix("http://").unwrap();
-    let mut stream = std::net::TcpStream::connect(address).ok()?;
-    stream.set_read_timeout(Some(timeout)).unwrap();
-    stream.set_write_timeout(Some(timeout)).unwrap();
-    let key_header = key.map(|k| format!("X-API-Key: {k}\r\n")).unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\n{key_header}A2A-Version: 1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).ok()?;
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let status = response.split(' ').nth(1)?.parse().ok()?;
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Some((status, body))
+    let request = a2a_request(method, path, address, key, body);
+    let response = exchange(address, &request, timeout).ok()?;
+    Some((status_of(&response)?, body_of(&response).to_string()))
 }
 
 /// A Faux directive line.

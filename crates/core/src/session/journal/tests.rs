@@ -169,3 +169,73 @@ fn journal_lines_hold_no_known_secret_whichever_way_they_are_printed() {
         ]
     );
 }
+
+/// A line as a version before `cause` wrote it (the whole line, as a file holds it).
+fn old_failed_end(error: &str) -> String {
+    format!(
+        r#"{{"seq":3,"type":"run_end","run_id":"r1","ts":"2026-01-02T03:04:05.678Z","outcome":{{"kind":"failed","error":{}}}}}"#,
+        serde_json::Value::from(error)
+    )
+}
+
+fn failed_end(failure: RunFailure) -> Line {
+    Line {
+        seq: 3,
+        entry: Entry::RunEnd {
+            run_id: "r1".into(),
+            ts: "2026-01-02T03:04:05.678Z".into(),
+            outcome: RunEnd::Failed(failure),
+        },
+    }
+}
+
+/// Journals written before the failure had a type hold only its text: the unexpected
+/// failure's fixed text reads back as that kind, anything else as the provider's message.
+#[test]
+fn journal_old_failed_run_end_reads_back_by_its_text() {
+    let unexpected: Line =
+        serde_json::from_str(&old_failed_end("the run failed unexpectedly")).unwrap();
+    assert_eq!(unexpected, failed_end(RunFailure::Unexpected));
+    let provider: Line = serde_json::from_str(&old_failed_end("429 rate limited")).unwrap();
+    assert_eq!(provider, failed_end(RunFailure::Provider { message: "429 rate limited".into() }));
+}
+
+/// A whole journal of an older version, with a failed run, loads with nothing skipped or
+/// repaired (a line that did not parse would be skipped and its run closed as interrupted).
+#[test]
+fn journal_of_an_older_version_with_a_failed_run_loads_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        r#"{"seq":0,"type":"session","v":1,"id":"s-1","scope":"x","created_at":"t","cwd":"/"}"#
+            .to_string(),
+        r#"{"seq":1,"type":"run_start","run_id":"r1","ts":"t"}"#.to_string(),
+        r#"{"seq":2,"type":"message","run_id":"r1","ts":"t","message":{"role":"user","text":"hi"}}"#
+            .to_string(),
+        old_failed_end("the run failed unexpectedly"),
+    ];
+    std::fs::write(dir.path().join("session.jsonl"), lines.join("\n") + "\n").unwrap();
+    let loaded = Journal::open(dir.path(), "x", Path::new("/"), &Redactor::default()).unwrap();
+    assert_eq!(loaded.report, LoadReport::default());
+    assert_eq!(loaded.messages, vec![Message::user("hi")]);
+}
+
+/// The written line keeps the text older versions wrote and read, and adds the cause, so a
+/// provider message that happens to read like the unexpected failure keeps its kind.
+#[test]
+fn journal_failed_run_end_is_written_with_its_text_and_cause() {
+    let unexpected = serde_json::to_value(failed_end(RunFailure::Unexpected)).unwrap();
+    assert_eq!(
+        unexpected["outcome"],
+        serde_json::json!({"kind": "failed", "error": "the run failed unexpectedly", "cause": "unexpected"})
+    );
+    assert_eq!(unexpected["outcome"]["error"], failure_line::LEGACY_UNEXPECTED);
+    let lookalike = RunFailure::Provider { message: failure_line::LEGACY_UNEXPECTED.into() };
+    let written = serde_json::to_string(&failed_end(lookalike.clone())).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&written).unwrap();
+    assert_eq!(
+        value["outcome"],
+        serde_json::json!({"kind": "failed", "error": "the run failed unexpectedly", "cause": "provider"})
+    );
+    let read: Line = serde_json::from_str(&written).unwrap();
+    assert_eq!(read, failed_end(lookalike));
+}
