@@ -9,7 +9,8 @@
 //!   card a request gets, and its HTTP caching.
 //! - [`signing`]: the card-signing key, JWS signatures of the 1.0 cards, the JWK Set.
 //! - [`containment`]: caller tiers → tools, and the sandbox view of the workspace callers get.
-//! - [`task`]: task files, the index, ListTasks.
+//! - [`task`]: task files, the index, ListTasks; `tasks`: the one access to tasks, on file or
+//!   live (the store and the live registry, restart recovery's question, changes under a hold).
 //! - `server`: the axum router, authentication, SSE, shutdown; `service`: the server's state
 //!   and the operations, one file each; `live`: tasks with a run in progress; `event_log`: a running task's recent events, for
 //!   streams and resumes; `pool`: sessions per (caller, context); `files`:
@@ -48,6 +49,7 @@ mod server;
 mod service;
 pub mod signing;
 pub mod task;
+mod tasks;
 
 #[cfg(test)]
 mod test_logs;

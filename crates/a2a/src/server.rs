@@ -35,7 +35,6 @@ use crate::http::{
     asks_to_close, body_error, check_content_type, connection_refusal, header_text, json_bytes,
     json_response, read_body, refusal, sse, unauthorized,
 };
-use crate::live::LiveTasks;
 use crate::pool::SessionPool;
 use crate::public_card::PublicCards;
 use crate::push::guard::GuardError;
@@ -45,6 +44,7 @@ use crate::service::{Outcome, Service};
 use crate::signing::{self, CardSigner};
 use crate::task::AcceptedMessages;
 use crate::task::store::TaskStore;
+use crate::tasks::Tasks;
 
 /// Largest push the receiver reads (anyone can POST there; a push is a task, not a file).
 const PUSH_BODY_LIMIT: usize = 1024 * 1024;
@@ -217,6 +217,17 @@ impl A2aServerBuilder {
             .with_containment(self.containment)
             .with_tracker(tracker.clone()),
         );
+        let store = Arc::new(
+            TaskStore::with_recovery_hook({
+                // A task failed as "server restarted" changed state: its webhooks hear it.
+                let push = push.clone();
+                Arc::new(move |file: &crate::task::TaskFile| {
+                    push.notify(&file.task, &file.push_configs);
+                })
+            })
+            .with_cache_bytes(cache_bytes)
+            .with_file_cap(file_cap),
+        );
         let shares = CallerShares::new(CallerCaps {
             requests: self.options.max_requests_per_caller,
             streams: self.options.max_streams_per_caller,
@@ -232,19 +243,8 @@ impl A2aServerBuilder {
                 service: Arc::new(Service {
                     options: self.options,
                     directory: self.directory,
-                    store: Arc::new(
-                        TaskStore::with_recovery_hook({
-                            // A task failed as "server restarted" changed state: its webhooks hear it.
-                            let push = push.clone();
-                            Arc::new(move |file: &crate::task::TaskFile| {
-                                push.notify(&file.task, &file.push_configs);
-                            })
-                        })
-                        .with_cache_bytes(cache_bytes)
-                        .with_file_cap(file_cap),
-                    ),
+                    tasks: Tasks::new(store, pool.clone()),
                     pool,
-                    live: Arc::new(LiveTasks::default()),
                     accepted,
                     notifier: self.notifier,
                     guard,
@@ -274,6 +274,14 @@ impl A2aServer {
             on_push: None,
             containment: Containment::default(),
         }
+    }
+
+    /// The store the server keeps its task files with, for a host's owner views
+    /// ([`TaskStore::recent`], Telegram's `/a2a`): a host that shares it keeps one index per
+    /// workspace, under the server's task file cap, instead of a second store's. Only the
+    /// server's operations write task files; a host reads.
+    pub fn task_store(&self) -> Arc<TaskStore> {
+        self.inner.service.tasks.store().clone()
     }
 
     /// The routes, to mount in a host's router or serve alone.
@@ -328,7 +336,7 @@ impl A2aServer {
         .await;
         service.tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, service.tracker.wait()).await.is_err() {
-            tracing::warn!(runs = service.live.len(), "runs still settling at shutdown");
+            tracing::warn!(runs = service.tasks.running(), "runs still settling at shutdown");
         }
         // The drivers above end at a run's `Settled`, a moment before the run's own task does.
         if tokio::time::timeout(SHUTDOWN_GRACE, service.pool.close_runs()).await.is_err() {

@@ -87,11 +87,6 @@ impl TelegramHostBuilder {
         let directory = Arc::new(WorkspaceCallerDirectory::new(workspaces));
         // Owns every task the host spawns: chat workers, replies, deferred notices.
         let tracker = TaskTracker::new();
-        // The `/a2a` listing reads task files under the same cap as the server.
-        let file_cap = self.a2a.as_ref().map_or_else(
-            || A2aOptions::default().max_task_file_bytes(),
-            |(options, _)| options.max_task_file_bytes(),
-        );
         let a2a = match self.a2a {
             None => None,
             Some((options, listener)) => {
@@ -110,6 +105,14 @@ impl TelegramHostBuilder {
                 Some((server, listener))
             }
         };
+        // The `/a2a` listing reads task files through the server's store when there is a
+        // server (one index per workspace, the server's cap), else through its own.
+        let tasks = match &a2a {
+            Some((server, _)) => server.task_store(),
+            None => Arc::new(
+                TaskStore::new().with_file_cap(A2aOptions::default().max_task_file_bytes()),
+            ),
+        };
         Ok(TelegramHost {
             api,
             config,
@@ -117,7 +120,7 @@ impl TelegramHostBuilder {
             shutdown: self.shutdown,
             a2a,
             directory,
-            tasks: Arc::new(TaskStore::new().with_file_cap(file_cap)),
+            tasks,
             owner: self.owner.map(Arc::new),
             tracker,
         })

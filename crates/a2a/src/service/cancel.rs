@@ -13,9 +13,9 @@ use crate::live::LiveTask;
 use crate::task::TaskFile;
 use crate::task::state::state_name;
 use crate::task::status::now;
+use crate::tasks::Changed;
 
 use super::Service;
-use super::change::{Changed, change_task};
 use super::stream::wait_finished;
 
 /// How long CancelTask waits for an aborted run to settle.
@@ -59,7 +59,7 @@ pub(super) async fn cancel(
     };
     // A task that is not running is changed under a hold of its context, so a continuation
     // cannot start between our read and our write.
-    match change_task(service, caller, task_id, deadline, on_live, check, cancel).await? {
+    match service.tasks.change(caller, task_id, deadline, on_live, check, cancel).await? {
         Changed::Live(task) => Ok(task),
         Changed::File(file) => {
             service.push.notify(&file.task, &file.push_configs);

@@ -7,7 +7,8 @@
 //! events become task changes and A2A events), `cancel`, `subscribe`, `get` (GetTask,
 //! ListTasks), `push_config` (the four push config operations), `card` (the extended card);
 //! `stream` follows a live task's events for the streaming operations; `retry` recognises a
-//! repeated send and answers it with the first send's task.
+//! repeated send and answers it with the first send's task. Every operation reaches tasks, on
+//! file or live, through the state's [`Tasks`].
 //!
 //! Invariant: this module knows nothing of HTTP, bindings or versions; the HTTP layer (`server`,
 //! `connection`, `binding`) calls it and nothing here calls back up. Only this file writes
@@ -15,7 +16,6 @@
 
 mod cancel;
 mod card;
-mod change;
 mod get;
 mod push_config;
 mod retry;
@@ -34,21 +34,20 @@ use crate::auth::{Caller, CallerDirectory};
 use crate::config::A2aOptions;
 use crate::error::{A2aError, Error};
 use crate::extension::OwnerNotifier;
-use crate::live::LiveTasks;
 use crate::pool::SessionPool;
 use crate::push::{PushSender, UrlCheck};
 use crate::request::{Reply, Request};
 use crate::task::AcceptedMessages;
 use crate::task::events::StreamEvent;
-use crate::task::store::TaskStore;
+use crate::tasks::Tasks;
 
 /// The server's state: what every operation shares.
 pub(crate) struct Service {
     pub(crate) options: A2aOptions,
     pub(crate) directory: Arc<dyn CallerDirectory>,
-    pub(crate) store: Arc<TaskStore>,
+    /// Every task, on file or live: the one way the operations reach them.
+    pub(crate) tasks: Tasks,
     pub(crate) pool: Arc<SessionPool>,
-    pub(crate) live: Arc<LiveTasks>,
     /// Each caller's accepted messages, for safe retries (`retry`).
     pub(crate) accepted: Arc<AcceptedMessages>,
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,

@@ -18,7 +18,6 @@ use crate::push::config::{MIN_PUSH_SECRET_CHARS, upsert};
 use crate::push::{PushFormat, StoredPushConfig};
 
 use super::Service;
-use super::change::change_task;
 
 /// How long a config change waits for a busy context (another task of it is starting).
 const CHANGE_WAIT: Duration = Duration::from_secs(10);
@@ -183,13 +182,10 @@ async fn push_configs(
     caller: &Caller,
     task_id: &str,
 ) -> Result<Vec<StoredPushConfig>, A2aError> {
-    if let Some(live) = service.live.get(task_id)
-        && live.caller == *caller
-    {
+    if let Some(live) = service.tasks.live(caller, task_id) {
         return Ok(live.push_configs().await);
     }
-    let live = service.live.clone();
-    Ok(service.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?.push_configs)
+    Ok(service.tasks.load(caller, task_id).await?.push_configs)
 }
 
 /// Applies `change` (which says whether it changed anything) to the configs of the caller's
@@ -205,8 +201,7 @@ async fn change_push_configs(
     let on_live = |live: Arc<LiveTask>| -> BoxFuture<'_, _> {
         Box::pin(async move { live.update_push_configs(change).await })
     };
-    let changed = change_task(
-        service,
+    let changed = service.tasks.change(
         caller,
         task_id,
         deadline,

@@ -95,23 +95,21 @@ pub(super) async fn repeat(
     answer: &Answer,
 ) -> Result<Outcome, Error> {
     tracing::debug!(task_id, caller = %caller.name, "a repeated message answered with its task");
-    let mut task = match service.live.get(task_id) {
-        Some(live) if live.caller == *caller => {
+    let mut task = match service.tasks.live(caller, task_id) {
+        Some(live) => {
             if answer.streaming {
                 return Ok(Outcome::Stream(task_stream(live.subscribe().await, live)));
             }
             let snapshot = live.snapshot().await;
             if answer.return_immediately {
-                service.store.make_durable(&live.workspace, &live.task_id).await?;
+                service.tasks.make_durable(&live.workspace, &live.task_id).await?;
                 snapshot
             } else {
                 wait_finished(live.finished()).await.unwrap_or(snapshot)
             }
         }
-        Some(_) | None => {
-            let live = service.live.clone();
-            let file =
-                service.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+        None => {
+            let file = service.tasks.load(caller, task_id).await?;
             if answer.streaming {
                 let position = file.events.status_position();
                 return Ok(Outcome::Stream(closing_stream(file.task, position)));

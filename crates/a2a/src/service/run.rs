@@ -37,7 +37,7 @@ pub(super) async fn run(
         Reservation::Pending(opening) => {
             // The push secrets of task files written before this process started are read
             // once per workspace, before its first session can see them.
-            let push_secrets = service.store.push_secrets().clone();
+            let push_secrets = service.tasks.store().push_secrets().clone();
             if !push_secrets.is_loaded(&caller.workspace.path) {
                 let path = caller.workspace.path.clone();
                 let loaded = tokio::task::spawn_blocking(move || push_secrets.load(&path)).await;
@@ -52,7 +52,7 @@ pub(super) async fn run(
                     Arc::new(WorkspaceSecrets::new(
                         service.directory.clone(),
                         caller.workspace.clone(),
-                        service.store.push_secrets().clone(),
+                        service.tasks.store().push_secrets().clone(),
                     ));
                 move || -> Arc<dyn volcanic_core::Extension> {
                     Arc::new(A2aSessionExtension { caller, notifier, secrets })
@@ -68,7 +68,7 @@ pub(super) async fn run(
                     // Logged by the pool; the context is free again.
                     live.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
                     live.finish().await;
-                    service.live.remove(&live.task_id);
+                    service.tasks.remove_live(&live.task_id);
                     return;
                 }
             }
@@ -201,6 +201,6 @@ async fn drive(service: Arc<Service>, live: Arc<LiveTask>, mut handle: RunHandle
 
 async fn end_live(service: &Service, live: &LiveTask, claim: &Claim) {
     claim.channel.set_target(None);
-    service.live.remove(&live.task_id);
+    service.tasks.remove_live(&live.task_id);
     service.pool.release(&claim.scope).await;
 }

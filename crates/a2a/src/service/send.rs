@@ -132,7 +132,7 @@ pub(super) async fn send(
     // event, at once, and the flush runs beside the run (the final state is written durably
     // before the last event); a blocking answer waits for the flush, or for the final state.
     if let Some(events) = events {
-        let (store, run) = (service.store.clone(), live.clone());
+        let (store, run) = (service.tasks.store().clone(), live.clone());
         let mut ended = finished.clone();
         service.tracker.spawn(async move {
             // A run that ends within the grace, its final state written durably (with the
@@ -153,7 +153,7 @@ pub(super) async fn send(
     }
     drop(acknowledged);
     let mut task = if configuration.return_immediately {
-        service.store.make_durable(&live.workspace, &live.task_id).await?;
+        service.tasks.make_durable(&live.workspace, &live.task_id).await?;
         snapshot
     } else {
         wait_finished(finished).await.unwrap_or(snapshot)
@@ -217,7 +217,7 @@ async fn start(
         register(&mut file);
         file.events.record_status_change();
         retry::remember(&mut file, accepted, window);
-        service.store.save(&caller.workspace, &file).await?;
+        service.tasks.save(&caller.workspace, &file).await?;
         service.push.notify(&file.task, &file.push_configs);
         tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = service.options.max_hops, "a2a task refused: hop limit reached");
         let position = file.events.status_position();
@@ -253,15 +253,19 @@ async fn start(
 
     // Live before the file exists, so a concurrent read never takes it for a leftover of a
     // restart.
-    let live =
-        LiveTask::new(file.clone(), caller.clone(), service.store.clone(), service.push.clone());
+    let live = LiveTask::new(
+        file.clone(),
+        caller.clone(),
+        service.tasks.store().clone(),
+        service.push.clone(),
+    );
     if let Reservation::Ready(claim) = &reservation {
         live.attach(claim.session.clone());
     }
-    service.live.insert(live.clone());
+    service.tasks.insert_live(live.clone());
     let is_new = file.task.status.state == TaskState::Submitted;
     if let Err(err) = live.start_working(is_new).await {
-        service.live.remove(&live.task_id);
+        service.tasks.remove_live(&live.task_id);
         match reservation {
             Reservation::Ready(claim) => service.pool.release(&claim.scope).await,
             Reservation::Pending(opening) => opening.abandon().await,
@@ -313,7 +317,7 @@ async fn start(
             tracing::error!(task_id = %task.task_id, "the run driver panicked");
             task.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
             task.finish().await;
-            ended.live.remove(&task.task_id);
+            ended.tasks.remove_live(&task.task_id);
             // Only a task holding its session holds the claim; an unopened reservation gave
             // itself back when the panic dropped it.
             if task.has_session() {
@@ -338,10 +342,10 @@ async fn start(
 /// as are being created at that moment.
 async fn check_task_room(service: &Service, caller: &Caller) -> Result<(), Error> {
     let max = service.options.max_tasks;
-    let mut count = service.store.count(&caller.workspace.path, false).await?;
+    let mut count = service.tasks.count(&caller.workspace, false).await?;
     if count >= max {
         // The owner may have deleted task files since the index last looked: look again.
-        count = service.store.count(&caller.workspace.path, true).await?;
+        count = service.tasks.count(&caller.workspace, true).await?;
     }
     if count >= max {
         tracing::warn!(caller = %caller.name, max, "task limit reached, a new task was refused");
@@ -358,8 +362,7 @@ async fn continuable(
     task_id: &str,
     message: &a2a::Message,
 ) -> Result<TaskFile, Error> {
-    let live = service.live.clone();
-    let file = service.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+    let file = service.tasks.load(caller, task_id).await?;
     if let Some(context_id) = &message.context_id
         && *context_id != file.task.context_id
     {
@@ -369,7 +372,7 @@ async fn continuable(
         .into());
     }
     match file.task.status.state {
-        TaskState::InputRequired if !service.live.is_running(task_id) => Ok(file),
+        TaskState::InputRequired if !service.tasks.is_running(task_id) => Ok(file),
         ref state if state.is_terminal() => {
             Err(Error::NotContinuable { task_id: file.task.id.clone(), state: state_name(state) })
         }

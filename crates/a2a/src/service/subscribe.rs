@@ -20,9 +20,7 @@ pub(super) async fn subscribe(
     task_id: &str,
     after: Option<EventId>,
 ) -> Result<Outcome, Error> {
-    if let Some(live) = service.live.get(task_id)
-        && live.caller == *caller
-    {
+    if let Some(live) = service.tasks.live(caller, task_id) {
         let stream = match after {
             None => task_stream(live.subscribe().await, live),
             Some(from) => match live.resume(from).await {
@@ -34,8 +32,7 @@ pub(super) async fn subscribe(
         };
         return Ok(Outcome::Stream(stream));
     }
-    let live = service.live.clone();
-    let file = service.store.load(caller, task_id, &move |id: &str| live.is_live(id)).await?;
+    let file = service.tasks.load(caller, task_id).await?;
     // Not live, so at rest: terminal, or interrupted with no run.
     let position = file.events.status_position();
     if let Some(from) = after {
