@@ -167,8 +167,39 @@ class RecordingTransport(httpx.AsyncBaseTransport):
 # --- strict checks -------------------------------------------------------------------------------
 
 
+GENERATIONS_EXTENSION = (
+    'https://github.com/a2aproject/A2A/blob/28491879ff41a9c230fb51f3f7bd6096b80cc341/'
+    'docs/specification.md#327-task-generation-semantics'
+)
+"""The task-generation extension (docs/a2a.md, "Task generations"): its `generation` members are
+the only thing a call that activates it may get beyond the 1.0 types."""
+
+_generations_active = False
+
+
+def _without_generations(payload: Any) -> Any:
+    """`payload` less the `generation` member of its task objects and events (each checked to be a
+    decimal string, as ProtoJSON writes int64)."""
+    if isinstance(payload, dict):
+        out = {}
+        for key, value in payload.items():
+            if key == 'generation':
+                assert isinstance(value, str) and value.isdigit() and int(value) >= 1, (
+                    f'generation must be a decimal string >= 1: {value!r}'
+                )
+                continue
+            out[key] = _without_generations(value)
+        return out
+    if isinstance(payload, list):
+        return [_without_generations(value) for value in payload]
+    return payload
+
+
 def strict(payload: Any, proto_type: type) -> Any:
-    """Parses ProtoJSON exactly as a strict 1.0 client would: unknown keys are errors."""
+    """Parses ProtoJSON exactly as a strict 1.0 client would: unknown keys are errors (for a call
+    that activated task generations, all but their `generation` members)."""
+    if _generations_active:
+        payload = _without_generations(payload)
     return json_format.ParseDict(payload, proto_type(), ignore_unknown_fields=False)
 
 
@@ -339,6 +370,16 @@ def _check_card(exchange: Exchange) -> None:
 
 def check(exchange: Exchange) -> None:
     """Raises AssertionError (or a parse error) if the answer is not what the SDK's types allow."""
+    global _generations_active
+    asked = exchange.request_headers.get_list('a2a-extensions', split_commas=True)
+    _generations_active = GENERATIONS_EXTENSION in [value.strip() for value in asked]
+    try:
+        _check(exchange)
+    finally:
+        _generations_active = False
+
+
+def _check(exchange: Exchange) -> None:
     if exchange.path == CARD_PATH:
         _check_card(exchange)
     elif (method := exchange.rpc_method()) is not None:

@@ -275,7 +275,7 @@ fn judge(
     Ok((body.len() as u64, task_id))
 }
 
-fn append(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+pub(crate) fn append(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut file = std::fs::OpenOptions::new()
         .create(true)

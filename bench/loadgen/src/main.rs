@@ -107,6 +107,10 @@ struct StreamArgs {
     /// a stream whose last event lacks it is an error.
     #[arg(long)]
     expect_last: Option<String>,
+    /// Append the task id of every stream (`result.task.id` of its first event, JSON-RPC) to
+    /// this file: seeding for resumed streams.
+    #[arg(long)]
+    collect_task_ids: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -176,6 +180,7 @@ async fn run_stream(args: StreamArgs) -> anyhow::Result<serde_json::Value> {
         warmup_requests: args.warmup_requests,
         jsonrpc: args.request.jsonrpc,
         expect_last: args.expect_last,
+        collect_task_ids: args.collect_task_ids,
         server_pid: args.request.server_pid,
     };
     let outcome = stream::run(template, plan).await?;

@@ -26,6 +26,8 @@ pub struct Plan {
     pub warmup_requests: u64,
     pub jsonrpc: bool,
     pub expect_last: Option<String>,
+    /// Where the task id of every stream (warm-up ones too) is appended.
+    pub collect_task_ids: Option<std::path::PathBuf>,
     pub server_pid: Option<u32>,
 }
 
@@ -35,13 +37,15 @@ struct Tally {
     last_us: Vec<u64>,
     events: u64,
     errors: Errors,
+    task_ids: Vec<String>,
 }
 
-/// One stream's timings.
+/// One stream's timings, and its task's id when its first event named one.
 struct Timed {
     first: Duration,
     last: Duration,
     events: u64,
+    task_id: Option<String>,
 }
 
 pub async fn run(template: RequestTemplate, plan: Plan) -> anyhow::Result<StreamReport> {
@@ -68,6 +72,12 @@ pub async fn run(template: RequestTemplate, plan: Plan) -> anyhow::Result<Stream
         total.last_us.extend(tally.last_us);
         total.events += tally.events;
         total.errors.merge(tally.errors);
+        total.task_ids.extend(tally.task_ids);
+    }
+    if let Some(path) = &plan.collect_task_ids {
+        let mut text = total.task_ids.join("\n");
+        text.push('\n');
+        crate::load::append(path, &text)?;
     }
     let server = match watch {
         Some(watch) => Some(watch.finish().await?),
@@ -134,6 +144,9 @@ async fn worker(
                 Err(format!("the stream did not end within {}s", STREAM_TIMEOUT.as_secs()))
             }
         };
+        if let Ok(Timed { task_id: Some(id), .. }) = &outcome {
+            tally.task_ids.push(id.clone());
+        }
         if n < warmup {
             continue;
         }
@@ -177,6 +190,7 @@ async fn one_stream(
     let mut last = Duration::ZERO;
     let mut events = 0;
     let mut last_data = String::new();
+    let mut task_id = None;
     while let Some(frame) = body.frame().await {
         let frame = frame?;
         let Some(chunk) = frame.data_ref() else { continue };
@@ -197,6 +211,9 @@ async fn one_stream(
                     ),
                 }
             }
+            if first.is_none() {
+                task_id = serde_json::from_str::<FirstEvent>(&data).ok().map(|e| e.result.task.id);
+            }
             first.get_or_insert(now);
             last = now;
             events += 1;
@@ -209,7 +226,23 @@ async fn one_stream(
     {
         anyhow::bail!("the last event lacks {expected:?}: {}", report::head(last_data.as_bytes()));
     }
-    Ok(Timed { first, last, events })
+    Ok(Timed { first, last, events, task_id })
+}
+
+/// A stream's first event, as far as its task id.
+#[derive(Deserialize)]
+struct FirstEvent {
+    result: FirstResult,
+}
+
+#[derive(Deserialize)]
+struct FirstResult {
+    task: TaskId,
+}
+
+#[derive(Deserialize)]
+struct TaskId {
+    id: String,
 }
 
 /// Splits a byte stream into the data of its events (`data:` lines joined by newlines); comments

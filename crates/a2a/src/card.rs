@@ -20,6 +20,11 @@ use crate::auth::A2aWorkspace;
 use crate::config::A2aOptions;
 
 /// The workspace's extended card file: `<workspace>/.volcanic/a2a/card.json`.
+/// What the card says of the task-generation extension (`binding::generations`).
+const GENERATIONS_DESCRIPTION: &str = "Task generations (A2A 1.1 draft, section 3.2.7): tasks and \
+their events carry `generation`; GetTask with currentGeneration waits for a change; a send with \
+configuration.ifGenerationMatch continues a task only at that generation. 1.0 calls only.";
+
 pub fn card_path(workspace: &Path) -> PathBuf {
     workspace.join(".volcanic").join("a2a").join("card.json")
 }
@@ -123,7 +128,13 @@ fn card(
         capabilities: a2a::AgentCapabilities {
             streaming: Some(true),
             push_notifications: Some(true),
-            extensions: None,
+            // Activated per call with `A2A-Extensions`; unused, nothing on the wire changes.
+            extensions: Some(vec![a2a::AgentExtension {
+                uri: crate::binding::generations::GENERATIONS_EXTENSION.into(),
+                description: Some(GENERATIONS_DESCRIPTION.into()),
+                required: Some(false),
+                params: None,
+            }]),
             extended_agent_card: Some(true),
         },
         default_input_modes: vec![
@@ -249,7 +260,9 @@ mod tests {
                 {"url": "https://bot.example.com/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
                 {"url": "https://bot.example.com/a2a", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
             ],
-            "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": true},
+            "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": true,
+                "extensions": [{"uri": crate::binding::generations::GENERATIONS_EXTENSION,
+                    "description": GENERATIONS_DESCRIPTION, "required": false}]},
             "securitySchemes": {
                 "apiKey": {"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"}},
                 "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}},

@@ -115,6 +115,10 @@ pub struct A2aOptions {
     /// Most accepted messages remembered per caller (the oldest are forgotten first), whatever
     /// the window says. Default 10,000.
     pub retry_records_per_caller: usize,
+    /// Longest a GetTask with `currentGeneration` (the task-generation extension) waits for
+    /// the task to move before answering with the task as it is. Zero answers at once.
+    /// Default 30 s.
+    pub max_generation_wait: Duration,
 }
 
 impl Default for A2aOptions {
@@ -151,6 +155,7 @@ impl Default for A2aOptions {
             push_max_pending_bytes: 64 * 1024 * 1024,
             retry_window: Duration::from_secs(24 * 60 * 60),
             retry_records_per_caller: 10_000,
+            max_generation_wait: Duration::from_secs(30),
         }
     }
 }

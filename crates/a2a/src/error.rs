@@ -114,6 +114,12 @@ pub enum A2aError {
     /// -32009.
     #[error("A2A version {requested} is not supported; supported versions: 1.0, 0.3")]
     VersionNotSupported { requested: String },
+    /// -32010 (HTTP 409, ABORTED): a send's `ifGenerationMatch` is not the task's generation
+    /// (the task-generation extension, A2A 1.1 draft §3.2.7).
+    #[error(
+        "Task generation mismatch: expected {expected} but current generation is {current}; get the task and decide again"
+    )]
+    TaskGenerationMismatch { task_id: String, expected: u64, current: u64 },
     /// -32700.
     #[error("Invalid JSON payload: {0}")]
     Parse(String),
@@ -171,6 +177,7 @@ impl A2aError {
             A2aError::UnsupportedOperation(_) => -32004,
             A2aError::ContentTypeNotSupported(_) | A2aError::UnsupportedMediaType(_) => -32005,
             A2aError::VersionNotSupported { .. } => -32009,
+            A2aError::TaskGenerationMismatch { .. } => -32010,
             A2aError::Parse(_) => -32700,
             A2aError::InvalidRequest(_)
             | A2aError::PayloadTooLarge { .. }
@@ -193,6 +200,7 @@ impl A2aError {
             A2aError::PayloadTooLarge { .. } => 413,
             A2aError::BodyTimeout { .. } => 408,
             A2aError::UnsupportedMediaType(_) => 415,
+            A2aError::TaskGenerationMismatch { .. } => 409,
             A2aError::TooManyStreams { .. }
             | A2aError::TooManyRequests { .. }
             | A2aError::TooManyConnections { .. }
@@ -218,6 +226,7 @@ impl A2aError {
             | A2aError::TooManyConnections { .. }
             | A2aError::TooManyCallerConnections { .. } => "RESOURCE_EXHAUSTED",
             A2aError::BodyTimeout { .. } => "DEADLINE_EXCEEDED",
+            A2aError::TaskGenerationMismatch { .. } => "ABORTED",
             A2aError::TaskNotCancelable { .. }
             | A2aError::UnsupportedOperation(_)
             | A2aError::VersionNotSupported { .. } => "FAILED_PRECONDITION",
@@ -239,6 +248,7 @@ impl A2aError {
                 "CONTENT_TYPE_NOT_SUPPORTED"
             }
             A2aError::VersionNotSupported { .. } => "VERSION_NOT_SUPPORTED",
+            A2aError::TaskGenerationMismatch { .. } => "TASK_GENERATION_MISMATCH",
             A2aError::Parse(_) | A2aError::InvalidRequest(_) => "INVALID_REQUEST",
             A2aError::MethodNotFound(_) => "METHOD_NOT_FOUND",
             A2aError::InvalidParams(_) => "INVALID_PARAMS",
@@ -265,6 +275,7 @@ impl A2aError {
             | A2aError::UnsupportedOperation(_)
             | A2aError::ContentTypeNotSupported(_)
             | A2aError::VersionNotSupported { .. }
+            | A2aError::TaskGenerationMismatch { .. }
             | A2aError::Parse(_)
             | A2aError::InvalidRequest(_)
             | A2aError::MethodNotFound(_)
@@ -285,6 +296,11 @@ impl A2aError {
             }
             A2aError::VersionNotSupported { .. } => {
                 metadata.insert("supportedVersions".into(), Value::String("1.0,0.3".into()));
+            }
+            A2aError::TaskGenerationMismatch { task_id, expected, current } => {
+                metadata.insert("taskId".into(), Value::String(task_id.clone()));
+                metadata.insert("expectedGeneration".into(), Value::String(expected.to_string()));
+                metadata.insert("currentGeneration".into(), Value::String(current.to_string()));
             }
             A2aError::UnsupportedOperation(_)
             | A2aError::ContentTypeNotSupported(_)
@@ -353,6 +369,7 @@ impl A2aError {
                 Some("ContentTypeNotSupportedError")
             }
             A2aError::VersionNotSupported { .. } => Some("VersionNotSupportedError"),
+            A2aError::TaskGenerationMismatch { .. } => Some("TaskGenerationMismatchError"),
             A2aError::Parse(_) => Some("JSONParseError"),
             A2aError::InvalidRequest(_)
             | A2aError::PayloadTooLarge { .. }

@@ -87,10 +87,12 @@ impl EventLog {
     }
 }
 
-/// A stream's start on a live task: the task, the position it shows, and its events after it.
+/// A stream's start on a live task: the task, the position and generation it shows, and its
+/// events after it.
 pub struct Subscription {
     pub snapshot: a2a::Task,
     pub position: EventId,
+    pub generation: u64,
     pub events: broadcast::Receiver<Event>,
     pub finished: watch::Receiver<Option<a2a::Task>>,
 }
@@ -115,11 +117,13 @@ pub enum Resumed {
 /// the response changes after its last chunk, so the replacement shows the response as of that
 /// chunk's position and keeps its id: the ids still increase, and each still names the state
 /// the client has reached. Without a queued chunk the replacement comes first, at the position
-/// before the first queued event (or `now` when none is queued).
+/// (and generation) before the first queued event, or at `now` and `now_generation` when none is
+/// queued.
 pub fn catch_up(
     queued: Vec<Event>,
     response_id: &str,
     now: EventId,
+    now_generation: u64,
     replacement: impl Fn(bool) -> Option<StreamResponse>,
 ) -> Vec<StreamEvent> {
     let is_response = |event: &StreamEvent| {
@@ -129,9 +133,13 @@ pub fn catch_up(
     let last = queued.iter().rposition(|event| is_response(event));
     let mut caught = Vec::with_capacity(queued.len() + 1);
     if last.is_none() {
-        let id = queued.first().map_or(now, |event| event.id.before());
+        // The event before the first queued one was lost in the lag, so its generation is
+        // free for the replacement, as is the latest one when nothing is queued.
+        let (id, generation) = queued.first().map_or((now, now_generation), |event| {
+            (event.id.before(), event.generation.saturating_sub(1).max(1))
+        });
         if let Some(response) = replacement(false) {
-            caught.push(StreamEvent { id, response });
+            caught.push(StreamEvent { id, generation, response });
         }
     }
     for (i, event) in queued.into_iter().enumerate() {
@@ -141,7 +149,7 @@ pub fn catch_up(
             let last_chunk = matches!(&event.response, StreamResponse::ArtifactUpdate(update)
                 if update.last_chunk == Some(true));
             if let Some(response) = replacement(last_chunk) {
-                caught.push(StreamEvent { id: event.id, response });
+                caught.push(StreamEvent { id: event.id, generation: event.generation, response });
             }
         }
     }
@@ -174,7 +182,7 @@ mod tests {
     }
 
     fn event(seq: u32, response: StreamResponse) -> Event {
-        Arc::new(StreamEvent { id: id(seq), response })
+        Arc::new(StreamEvent { id: id(seq), generation: u64::from(seq), response })
     }
 
     fn ids(events: &[StreamEvent]) -> Vec<u32> {
@@ -241,15 +249,20 @@ mod tests {
             event(10, artifact("other", "file", true)),
             event(11, status("done")),
         ];
-        let caught = catch_up(queued, "r", id(11), replacement);
+        let caught = catch_up(queued, "r", id(11), 11, replacement);
         assert_eq!(ids(&caught), vec![8, 9, 10, 11]);
         assert_eq!(caught[1].response, artifact("r", "whole", true));
+        // Each keeps the generation of the event at its position: increasing, never repeated.
+        let generations: Vec<u64> = caught.iter().map(|e| e.generation).collect();
+        assert_eq!(generations, vec![8, 9, 10, 11]);
 
         // No chunk queued: the replacement comes first, before the first queued event.
-        let caught = catch_up(vec![event(20, status("s"))], "r", id(20), replacement);
+        let caught = catch_up(vec![event(20, status("s"))], "r", id(20), 20, replacement);
         assert_eq!(ids(&caught), vec![19, 20]);
+        assert_eq!(caught.iter().map(|e| e.generation).collect::<Vec<_>>(), vec![19, 20]);
         assert_eq!(caught[0].response, artifact("r", "whole", false));
-        let caught = catch_up(Vec::new(), "r", id(30), replacement);
+        let caught = catch_up(Vec::new(), "r", id(30), 30, replacement);
         assert_eq!(ids(&caught), vec![30]);
+        assert_eq!(caught[0].generation, 30);
     }
 }

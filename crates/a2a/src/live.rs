@@ -50,6 +50,8 @@ pub struct LiveTask {
     /// subscriber misses nothing after its snapshot. The std mutex is only taken under `state`.
     log: std::sync::OnceLock<Mutex<EventLog>>,
     finished: watch::Sender<Option<a2a::Task>>,
+    /// The task's generation (`task::events`), told to GetTask long polls; set under `state`.
+    generation: watch::Sender<u64>,
     store: Arc<TaskStore>,
     /// The run's session, once it is open (the task is acknowledged before that).
     session: std::sync::OnceLock<volcanic_core::Session>,
@@ -83,6 +85,7 @@ impl LiveTask {
     ) -> Arc<Self> {
         file.events.begin_run();
         let (finished, _) = watch::channel(None);
+        let (generation, _) = watch::channel(file.events.generation());
         // A continued task keeps its response artifact's id.
         let response_id = file
             .task
@@ -99,6 +102,7 @@ impl LiveTask {
             state: tokio::sync::Mutex::new(file),
             log: std::sync::OnceLock::new(),
             finished,
+            generation,
             store,
             session: std::sync::OnceLock::new(),
             push,
@@ -164,7 +168,8 @@ impl LiveTask {
         }
         let artifact =
             file.task.artifacts.iter().flatten().find(|a| a.artifact_id == self.response_id);
-        crate::event_log::catch_up(queued, &self.response_id, file.events.position(), |last| {
+        let (now, generation) = (file.events.position(), file.events.generation());
+        crate::event_log::catch_up(queued, &self.response_id, now, generation, |last| {
             artifact.map(|artifact| self.artifact_update(artifact.clone(), Some(false), last))
         })
     }
@@ -177,6 +182,7 @@ impl LiveTask {
         Subscription {
             snapshot: file.task.clone(),
             position,
+            generation: file.events.generation(),
             events,
             finished: self.finished.subscribe(),
         }
@@ -201,6 +207,7 @@ impl LiveTask {
             None => Resumed::From(Box::new(Subscription {
                 snapshot: file.task.clone(),
                 position,
+                generation: file.events.generation(),
                 events,
                 finished,
             })),
@@ -219,27 +226,49 @@ impl LiveTask {
     /// `make` builds there and sends it to the streams (none listening is fine: the task file has
     /// everything). Call under the lock, with its file.
     fn send_event(&self, file: &mut TaskFile, make: impl FnOnce() -> StreamResponse) {
-        let id = file.events.advance();
-        self.record(id, make);
+        let mark = self.advance(file);
+        self.record(mark, make);
     }
 
-    /// Records the event `make` builds at position `id`, taken before the file that names it
-    /// was written, once a stream has made the log. Call under the lock.
-    fn record(&self, id: EventId, make: impl FnOnce() -> StreamResponse) {
+    /// Takes the next position of the run, and with it the task's next generation, which long
+    /// polls are told of (they read the task under the lock, so they see this change once the
+    /// caller has made it). Call under the lock.
+    fn advance(&self, file: &mut TaskFile) -> (EventId, u64) {
+        let id = file.events.advance();
+        let generation = file.events.generation();
+        self.generation.send_replace(generation);
+        (id, generation)
+    }
+
+    /// Records the event `make` builds at position and generation `mark`, taken before the file
+    /// that names them was written, once a stream has made the log. Call under the lock.
+    fn record(&self, (id, generation): (EventId, u64), make: impl FnOnce() -> StreamResponse) {
         if let Some(log) = self.log.get() {
-            let event = Arc::new(StreamEvent { id, response: make() });
+            let event = Arc::new(StreamEvent { id, generation, response: make() });
             log.lock().unwrap_or_else(PoisonError::into_inner).record(event);
         }
     }
 
-    /// The position of the task's latest event.
-    pub async fn position(&self) -> EventId {
-        self.state.lock().await.events.position()
+    /// The position of the task's latest event, and the task's generation.
+    pub async fn position(&self) -> (EventId, u64) {
+        let file = self.state.lock().await;
+        (file.events.position(), file.events.generation())
     }
 
     /// The current task.
     pub async fn snapshot(&self) -> a2a::Task {
         self.state.lock().await.task.clone()
+    }
+
+    /// The current task and its generation, read together.
+    pub async fn view(&self) -> (a2a::Task, u64) {
+        let file = self.state.lock().await;
+        (file.task.clone(), file.events.generation())
+    }
+
+    /// The task's generation as it changes (the task-generation extension's long polls).
+    pub fn generations(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
     }
 
     /// A receiver that holds the final task once the run has ended.
@@ -264,7 +293,7 @@ impl LiveTask {
         let changed = file.task.status.state != status.state;
         file.task.status = status.clone();
         // The file records the status's position (and so the run's number) from the start.
-        let id = file.events.advance();
+        let mark = self.advance(&mut file);
         if create {
             self.store.create(&self.workspace, &file).await?;
         } else {
@@ -273,7 +302,7 @@ impl LiveTask {
         if changed {
             self.push.notify(&file.task, &file.push_configs);
         }
-        self.broadcast_status(id, status);
+        self.broadcast_status(mark, status);
         Ok(())
     }
 
@@ -295,7 +324,7 @@ impl LiveTask {
         let changed = file.task.status.state != status.state;
         let durable = crate::task::state::ends_stream(&status.state);
         file.task.status = status.clone();
-        let id = file.events.advance();
+        let mark = self.advance(&mut file);
         if durable {
             // The run's last events go into the file with its last state, for resumes after the
             // run (the status itself is the task's).
@@ -310,13 +339,14 @@ impl LiveTask {
             // Webhooks hear about state changes (not every "using <tool>"); never blocks.
             self.push.notify(&file.task, &file.push_configs);
         }
-        self.broadcast_status(id, status);
+        self.broadcast_status(mark, status);
     }
 
-    /// Records a status at its position `id` (taken before the file was written, so the file
-    /// names it) and sends it to the task's streams (none listening is fine).
-    fn broadcast_status(&self, id: EventId, status: TaskStatus) {
-        self.record(id, || {
+    /// Records a status at its position and generation `mark` (taken before the file was
+    /// written, so the file names them) and sends it to the task's streams (none listening is
+    /// fine).
+    fn broadcast_status(&self, mark: (EventId, u64), status: TaskStatus) {
+        self.record(mark, || {
             StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
                 task_id: self.task_id.clone(),
                 context_id: self.context_id.clone(),
@@ -418,7 +448,9 @@ impl LiveTask {
         if artifacts.is_empty() {
             file.task.artifacts = None;
         }
-        if !text.is_empty() && streamed.is_some_and(|streamed| streamed != text) {
+        // Also when nothing was streamed (the session dropped every delta): the answer is a
+        // change of the task, which goes out as an event (and so a generation) like any other.
+        if !text.is_empty() && streamed.as_deref() != Some(text) {
             self.send_event(&mut file, || {
                 self.artifact_update(self.response_artifact(text.to_string()), Some(false), true)
             });
@@ -443,9 +475,9 @@ impl LiveTask {
         };
         let mut file = self.state.lock().await;
         file.task.artifacts.get_or_insert_with(Vec::new).push(artifact.clone());
-        let id = file.events.advance();
+        let mark = self.advance(&mut file);
         self.persist_interim(&file).await;
-        self.record(id, || self.artifact_update(artifact, None, true));
+        self.record(mark, || self.artifact_update(artifact, None, true));
     }
 
     /// Marks the run as over: every waiter gets the final task.

@@ -135,6 +135,17 @@ impl SendParams {
     }
 }
 
+/// What a call of a caller that activated the task-generation extension asks besides the 1.0
+/// request (docs/a2a.md, "Task generations"); the service gets `None` for every other call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Generations {
+    /// GetTask's `currentGeneration`: answer once the task's generation is above it (or when
+    /// the wait's bound is reached).
+    pub current: Option<u64>,
+    /// A send's `configuration.ifGenerationMatch`: continue the task only at this generation.
+    pub if_match: Option<u64>,
+}
+
 /// A non-streaming answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {

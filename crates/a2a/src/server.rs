@@ -24,7 +24,7 @@ use tracing::Instrument;
 use volcanic_core::SessionFactory;
 
 use crate::auth::{AuthFailure, Caller, CallerDirectory, authenticate};
-use crate::binding::{self, jsonrpc, rest};
+use crate::binding::{self, generations, jsonrpc, rest};
 use crate::card;
 use crate::config::A2aOptions;
 use crate::containment::Containment;
@@ -39,10 +39,11 @@ use crate::pool::SessionPool;
 use crate::public_card::PublicCards;
 use crate::push::guard::GuardError;
 use crate::push::{self, PushSender};
-use crate::request::{Request, Version};
+use crate::request::{Generations, Request, Version};
 use crate::service::{Outcome, Service};
 use crate::signing::{self, CardSigner};
 use crate::task::AcceptedMessages;
+use crate::task::events::StreamEvent;
 use crate::task::store::TaskStore;
 use crate::tasks::Tasks;
 
@@ -456,20 +457,38 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
     let streaming = decoded.request.is_streaming();
     let subscribe = matches!(decoded.request, Request::SubscribeToTask { .. });
     let (id, version) = (decoded.id, decoded.version);
+    let generations = match activated_generations(&parts, version, &decoded.request, &body, true) {
+        Ok(generations) => generations,
+        Err(err) if streaming => {
+            let event = Event::default().data(jsonrpc::encode_error(&id, &err).to_string());
+            return sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]));
+        }
+        Err(err) => return json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
+    };
     // Before the run starts, so a refused stream starts nothing.
     if streaming && let Err(err) = inner.shares.admit_stream(&mut admission) {
         return refusal(&err, jsonrpc::encode_error(&id, &err));
     }
     let span = request_span(&caller, "jsonrpc", &decoded.request);
     span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
-    match inner.service.handle(&caller, decoded.request, &base).instrument(span).await {
-        Ok(Outcome::Reply(reply)) => {
+    let outcome = inner.service.handle(&caller, decoded.request, generations, &base);
+    let response = match outcome.instrument(span).await {
+        Ok(Outcome::Reply { reply, generation }) => {
             let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
-            json_bytes(StatusCode::OK, jsonrpc::encode_reply_bytes(&id, version, &reply))
+            let mut body = jsonrpc::encode_reply_bytes(&id, version, &reply);
+            if let (Some(_), Some(generation)) = (generations, generation) {
+                body = generations::reply_with_generation(body, generation, true);
+            }
+            json_bytes(StatusCode::OK, body)
         }
         Ok(Outcome::Stream(stream)) => {
-            let events = Held::new(stream, admission).map(move |item| {
-                let data = jsonrpc::encode_stream_item(&id, version, &item.response).to_string();
+            let events = Held::new(stream, admission);
+            let events = with_generations(events, generations.is_some()).map(move |item| {
+                let mut data = jsonrpc::encode_stream_item(&id, version, &item.response);
+                if generations.is_some() {
+                    generations::event_with_generation(&mut data, item.generation, true);
+                }
+                let data = data.to_string();
                 Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
             });
             sse(events)
@@ -486,7 +505,58 @@ async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRe
             sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]))
         }
         Err(err) => json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
+    };
+    echo_generations(response, generations.is_some())
+}
+
+/// The task-generation extension's fields when the call activates it (`binding::generations`),
+/// `None` when it does not.
+fn activated_generations(
+    parts: &axum::http::request::Parts,
+    version: Version,
+    request: &Request,
+    body: &[u8],
+    jsonrpc: bool,
+) -> Result<Option<Generations>, A2aError> {
+    let values =
+        parts.headers.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
+    if !generations::activates_generations(version, values) {
+        return Ok(None);
     }
+    generations::generation_params(request, body, parts.uri.query(), jsonrpc).map(Some)
+}
+
+/// A stream as a caller sees it: with generations, each event once (see
+/// [`generations::GenerationFilter`]).
+fn with_generations<S>(
+    stream: S,
+    generations: bool,
+) -> impl futures_util::Stream<Item = StreamEvent>
+where
+    S: futures_util::Stream<Item = StreamEvent>,
+{
+    let mut filter = generations::GenerationFilter::default();
+    stream.filter(move |item| {
+        let keep = !generations
+            || filter.keep(
+                item.generation,
+                matches!(item.response, a2a::StreamResponse::Task(_)),
+                matches!(item.response, a2a::StreamResponse::StatusUpdate(_)),
+            );
+        std::future::ready(keep)
+    })
+}
+
+/// Names the task-generation extension in the response's `A2A-Extensions` when the call
+/// activated it, as the spec asks of activated extensions.
+fn echo_generations(mut response: Response, activated: bool) -> Response {
+    if activated {
+        response.headers_mut().insert(
+            "a2a-extensions",
+            axum::http::HeaderValue::from_static(generations::GENERATIONS_EXTENSION),
+        );
+    }
+    response
 }
 
 async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
@@ -537,6 +607,10 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
         Ok(request) => request,
         Err(err) => return rest_error(version, &err),
     };
+    let generations = match activated_generations(&parts, version, &request, &body, false) {
+        Ok(generations) => generations,
+        Err(err) => return rest_error(version, &err),
+    };
     // Before the run starts, so a refused stream starts nothing.
     if request.is_streaming()
         && let Err(err) = inner.shares.admit_stream(&mut admission)
@@ -545,18 +619,30 @@ async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpReque
     }
     let span = request_span(&caller, "rest", &request);
     span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
-    match inner.service.handle(&caller, request, &base).instrument(span).await {
-        Ok(Outcome::Reply(reply)) => {
+    let outcome = inner.service.handle(&caller, request, generations, &base);
+    let response = match outcome.instrument(span).await {
+        Ok(Outcome::Reply { reply, generation }) => {
             let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
-            let (status, body) = rest::encode_reply_bytes(version, &reply);
+            let (status, mut body) = rest::encode_reply_bytes(version, &reply);
+            if let (Some(_), Some(generation)) = (generations, generation) {
+                body = generations::reply_with_generation(body, generation, false);
+            }
             json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }
-        Ok(Outcome::Stream(stream)) => sse(Held::new(stream, admission).map(move |item| {
-            let data = rest::encode_stream_item(version, &item.response).to_string();
-            Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
-        })),
+        Ok(Outcome::Stream(stream)) => {
+            let events = with_generations(Held::new(stream, admission), generations.is_some());
+            sse(events.map(move |item| {
+                let mut data = rest::encode_stream_item(version, &item.response);
+                if generations.is_some() {
+                    generations::event_with_generation(&mut data, item.generation, false);
+                }
+                let data = data.to_string();
+                Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
+            }))
+        }
         Err(err) => rest_error(version, &err),
-    }
+    };
+    echo_generations(response, generations.is_some())
 }
 
 /// The span of one request: who asks, through which binding, for which operation, about which

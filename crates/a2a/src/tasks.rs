@@ -20,6 +20,7 @@ use crate::error::Error;
 use crate::live::{LiveTask, LiveTasks};
 use crate::pool::SessionPool;
 use crate::task::TaskFile;
+use crate::task::events::EventRecord;
 use crate::task::read::Loaded;
 use crate::task::store::TaskStore;
 use crate::task::view::TaskPage;
@@ -30,6 +31,9 @@ pub(crate) struct Tasks {
     live: LiveTasks,
     /// Only for the hold of a task's context while [`Tasks::change`] writes its file.
     pool: Arc<SessionPool>,
+    /// Told after every write of a task no run holds ([`Tasks::save`], [`Tasks::change`]), so
+    /// that long polls of tasks at rest wait for this, not a timer.
+    saved: tokio::sync::Notify,
 }
 
 /// What [`Tasks::change`] did.
@@ -43,7 +47,7 @@ pub(crate) enum Changed<T> {
 impl Tasks {
     /// Tasks over `store`, with no run in progress; changes hold contexts of `pool`.
     pub(crate) fn new(store: Arc<TaskStore>, pool: Arc<SessionPool>) -> Self {
-        Tasks { store, live: LiveTasks::default(), pool }
+        Tasks { store, live: LiveTasks::default(), pool, saved: tokio::sync::Notify::new() }
     }
 
     /// The store, for what is handed on: a live task persists itself through it, and sessions
@@ -95,17 +99,61 @@ impl Tasks {
     /// As [`TaskStore::load_view`].
     pub(crate) async fn view(&self, caller: &Caller, task_id: &str) -> Result<Loaded, Error> {
         if let Some(live) = self.live(caller, task_id) {
-            let task = live.snapshot().await;
+            let (task, generation) = live.view().await;
             let file = TaskFile {
                 task,
                 caller: caller.name.clone(),
                 push_configs: Vec::new(),
-                events: Default::default(),
+                events: EventRecord { generation, ..EventRecord::default() },
                 accepted: Vec::new(),
             };
             return Ok(Loaded::File(Box::new(file)));
         }
         self.store.load_view(caller, task_id, &self.liveness()).await
+    }
+
+    /// GetTask's read with `currentGeneration` (the task-generation extension): the caller's
+    /// task once its generation is above `after`, or as it is at `deadline`. Waits on the task's
+    /// own changes while it runs, and on the registry and on writes of tasks at rest otherwise,
+    /// never on a timer; each wake-up looks again.
+    ///
+    /// # Errors
+    /// As [`Tasks::view`].
+    pub(crate) async fn view_after(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        after: u64,
+        deadline: Instant,
+    ) -> Result<Loaded, Error> {
+        loop {
+            // Enabled before the look, so a change between the look and the wait wakes the wait.
+            let live_changed = self.live.changed();
+            let saved = self.saved.notified();
+            tokio::pin!(live_changed, saved);
+            live_changed.as_mut().enable();
+            saved.as_mut().enable();
+            if let Some(live) = self.live(caller, task_id) {
+                let mut generations = live.generations();
+                tokio::select! {
+                    // Moved (or the run is gone): read the task as it is now.
+                    _ = generations.wait_for(|generation| *generation > after) => {}
+                    // The run may have ended (its file is final then): look again.
+                    () = &mut live_changed => continue,
+                    () = tokio::time::sleep_until(deadline) => {}
+                }
+                return self.view(caller, task_id).await;
+            }
+            let loaded = self.view(caller, task_id).await?;
+            if loaded.generation() > after || Instant::now() >= deadline {
+                return Ok(loaded);
+            }
+            tokio::select! {
+                () = &mut live_changed => {}
+                () = &mut saved => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
     }
 
     /// One ListTasks page of the caller's tasks (see [`TaskStore::list_page`]).
@@ -129,7 +177,9 @@ impl Tasks {
         workspace: &A2aWorkspace,
         file: &TaskFile,
     ) -> Result<(), Error> {
-        self.store.save(workspace, file).await
+        let saved = self.store.save(workspace, file).await;
+        self.saved.notify_waiters();
+        saved
     }
 
     /// Waits until what was written of task `task_id` is durable (see
@@ -201,7 +251,7 @@ impl Tasks {
                         let mut file = self.load(caller, task_id).await?;
                         check(&file)?;
                         if change(&mut file) {
-                            self.store.save(&caller.workspace, &file).await?;
+                            self.save(&caller.workspace, &file).await?;
                         }
                         Ok(Changed::File(Box::new(file)))
                     }

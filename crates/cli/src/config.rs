@@ -180,6 +180,9 @@ pub struct A2aSettings {
     #[serde(default, deserialize_with = "opt_duration")]
     pub retry_window: Option<Duration>,
     pub retry_records_per_caller: Option<usize>,
+    /// Longest a GetTask with `currentGeneration` waits for its task to move; zero waits not.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub max_generation_wait: Option<Duration>,
     pub card: CardSettings,
     pub card_signing: CardSigningSettings,
     pub sandbox: SandboxSettings,
@@ -369,6 +372,9 @@ impl A2aSettings {
         }
         if let Some(v) = self.push_max_pending_bytes {
             options.push_max_pending_bytes = v;
+        }
+        if let Some(v) = self.max_generation_wait {
+            options.max_generation_wait = v;
         }
         if let Some(v) = self.retry_window {
             options.retry_window = v;

@@ -13,7 +13,10 @@
 //! - `params`: lenient reading of params into the `a2a` types (enum integers, `null`, .NET shapes).
 //! - `v03`: the 0.3 shapes, in both directions: JSON-RPC, and the proto JSON of 0.3 REST.
 //! - `url`: percent-decoding of path segments and query strings.
+//! - [`generations`]: the task-generation extension (which calls activate it, its fields, and
+//!   `generation` in replies and events).
 
+pub mod generations;
 pub mod jsonrpc;
 mod params;
 pub mod rest;

@@ -25,15 +25,15 @@ pub(super) async fn cancel(
     service: &Service,
     caller: &Caller,
     task_id: &str,
-) -> Result<a2a::Task, Error> {
+) -> Result<(a2a::Task, u64), Error> {
     let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
     let on_live = |live: Arc<LiveTask>| -> BoxFuture<'static, _> {
         Box::pin(async move {
             let finished = live.finished();
             live.abort();
             Some(Ok(match tokio::time::timeout_at(deadline, wait_finished(finished)).await {
-                Ok(Some(task)) => task,
-                Ok(None) | Err(_) => live.snapshot().await,
+                Ok(Some(task)) => (task, *live.generations().borrow()),
+                Ok(None) | Err(_) => live.view().await,
             }))
         })
     };
@@ -63,7 +63,8 @@ pub(super) async fn cancel(
         Changed::Live(task) => Ok(task),
         Changed::File(file) => {
             service.push.notify(&file.task, &file.push_configs);
-            Ok(file.task)
+            let generation = file.events.generation();
+            Ok((file.task, generation))
         }
     }
 }

@@ -1,5 +1,7 @@
 //! GetTask and ListTasks: the caller's tasks as they are now, the live view while a run lasts,
-//! else the file (a settled task through the cache).
+//! else the file (a settled task through the cache). GetTask with `currentGeneration` (the
+//! task-generation extension) first waits, bounded by `A2A__MaxGenerationWait`, until the
+//! task has moved past that generation.
 
 use crate::auth::Caller;
 use crate::error::Error;
@@ -10,7 +12,9 @@ use crate::task::view::{TaskPage, TaskView};
 
 use super::Service;
 
-/// GetTask: the caller's task, its history cut to `historyLength`.
+/// GetTask: the caller's task, its history cut to `historyLength`, and its generation; with
+/// `after` (`currentGeneration`), once its generation is above it or the wait's bound is
+/// reached, whichever comes first.
 ///
 /// # Errors
 /// [`crate::A2aError::TaskNotFound`] for an unknown task or another caller's;
@@ -19,18 +23,27 @@ pub(super) async fn get_task(
     service: &Service,
     caller: &Caller,
     req: &a2a::GetTaskRequest,
-) -> Result<Reply, Error> {
-    Ok(match service.tasks.view(caller, &req.id).await? {
-        Loaded::Settled(cached) => {
-            let history = history_length("historyLength", req.history_length)?;
-            Reply::TaskView(TaskView::new(cached, history, true))
+    after: Option<u64>,
+) -> Result<(Reply, u64), Error> {
+    // Refused before any wait.
+    let history = history_length("historyLength", req.history_length)?;
+    let loaded = match after {
+        None => service.tasks.view(caller, &req.id).await?,
+        Some(after) => {
+            let deadline = tokio::time::Instant::now() + service.options.max_generation_wait;
+            service.tasks.view_after(caller, &req.id, after, deadline).await?
         }
+    };
+    let generation = loaded.generation();
+    let reply = match loaded {
+        Loaded::Settled(cached) => Reply::TaskView(TaskView::new(cached, history, true)),
         Loaded::File(file) => {
             let mut task = file.task;
             apply_history_length(&mut task, req.history_length)?;
             Reply::Task(task)
         }
-    })
+    };
+    Ok((reply, generation))
 }
 
 /// ListTasks: one page of the caller's tasks.

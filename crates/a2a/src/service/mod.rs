@@ -36,7 +36,7 @@ use crate::error::{A2aError, Error};
 use crate::extension::OwnerNotifier;
 use crate::pool::SessionPool;
 use crate::push::{PushSender, UrlCheck};
-use crate::request::{Reply, Request};
+use crate::request::{Generations, Reply, Request};
 use crate::task::AcceptedMessages;
 use crate::task::events::StreamEvent;
 use crate::tasks::Tasks;
@@ -66,8 +66,25 @@ pub type EventStream = Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
 
 /// What an operation answers.
 pub enum Outcome {
-    Reply(Box<Reply>),
+    /// A reply; `generation` is the generation of the task it shows, when it shows one (for
+    /// callers that activate the task-generation extension).
+    Reply {
+        reply: Box<Reply>,
+        generation: Option<u64>,
+    },
     Stream(EventStream),
+}
+
+impl Outcome {
+    /// A reply that shows no task (or several).
+    fn reply(reply: Reply) -> Self {
+        Outcome::Reply { reply: Box::new(reply), generation: None }
+    }
+
+    /// A reply that shows one task, at `generation`.
+    fn task(reply: Reply, generation: u64) -> Self {
+        Outcome::Reply { reply: Box::new(reply), generation: Some(generation) }
+    }
 }
 
 impl Service {
@@ -81,54 +98,63 @@ impl Service {
         self: &Arc<Self>,
         caller: &Caller,
         request: Request,
+        generations: Option<Generations>,
         base_url: &(dyn Fn() -> String + Sync),
     ) -> Result<Outcome, A2aError> {
-        self.dispatch(caller, request, base_url).await.map_err(A2aError::from)
+        self.dispatch(caller, request, generations.unwrap_or_default(), base_url)
+            .await
+            .map_err(A2aError::from)
     }
 
     async fn dispatch(
         self: &Arc<Self>,
         caller: &Caller,
         request: Request,
+        generations: Generations,
         base_url: &(dyn Fn() -> String + Sync),
     ) -> Result<Outcome, Error> {
+        let if_match = generations.if_match;
         match request {
-            Request::SendMessage(params) => send::send(self, caller, params, false).await,
-            Request::SendStreamingMessage(params) => send::send(self, caller, params, true).await,
+            Request::SendMessage(params) => send::send(self, caller, params, false, if_match).await,
+            Request::SendStreamingMessage(params) => {
+                send::send(self, caller, params, true, if_match).await
+            }
             Request::GetTask(req) => {
-                let reply = get::get_task(self, caller, &req).await?;
-                Ok(Outcome::Reply(Box::new(reply)))
+                let (reply, generation) =
+                    get::get_task(self, caller, &req, generations.current).await?;
+                Ok(Outcome::task(reply, generation))
             }
             Request::ListTasks(req) => {
                 let page = get::list_tasks(self, caller, &req).await?;
-                Ok(Outcome::Reply(Box::new(Reply::TaskPage(page))))
+                Ok(Outcome::reply(Reply::TaskPage(page)))
             }
-            Request::CancelTask(req) => cancel::cancel(self, caller, &req.id)
-                .await
-                .map(|t| Outcome::Reply(Box::new(Reply::Task(t)))),
+            Request::CancelTask(req) => {
+                let (task, generation) = cancel::cancel(self, caller, &req.id).await?;
+                Ok(Outcome::task(Reply::Task(task), generation))
+            }
             Request::SubscribeToTask { request, after } => {
                 subscribe::subscribe(self, caller, &request.id, after).await
             }
             Request::CreatePushConfig { config, format } => {
                 let config = push_config::create_push_config(self, caller, config, format).await?;
-                Ok(Outcome::Reply(Box::new(Reply::PushConfig(config))))
+                Ok(Outcome::reply(Reply::PushConfig(config)))
             }
             Request::GetPushConfig(req) => {
                 let config =
                     push_config::get_push_config(self, caller, &req.task_id, &req.id).await?;
-                Ok(Outcome::Reply(Box::new(Reply::PushConfig(config))))
+                Ok(Outcome::reply(Reply::PushConfig(config)))
             }
             Request::ListPushConfigs(req) => {
                 let list = push_config::list_push_configs(self, caller, &req.task_id).await?;
-                Ok(Outcome::Reply(Box::new(Reply::PushConfigs(list))))
+                Ok(Outcome::reply(Reply::PushConfigs(list)))
             }
             Request::DeletePushConfig(req) => {
                 push_config::delete_push_config(self, caller, &req.task_id, &req.id).await?;
-                Ok(Outcome::Reply(Box::new(Reply::Deleted)))
+                Ok(Outcome::reply(Reply::Deleted))
             }
             Request::GetExtendedAgentCard => {
                 let card = card::extended_card(self, caller, base_url()).await?;
-                Ok(Outcome::Reply(Box::new(Reply::Card(Box::new(card)))))
+                Ok(Outcome::reply(Reply::Card(Box::new(card))))
             }
         }
     }

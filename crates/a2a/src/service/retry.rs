@@ -15,7 +15,7 @@ use crate::task::accepted::expired;
 use crate::task::query::apply_history_length;
 use crate::task::{AcceptedMessage, Claim, Lookup, TaskFile, digest};
 
-use super::stream::{closing_stream, task_stream, wait_finished};
+use super::stream::{closing_stream, task_stream, wait_settled};
 use super::{Outcome, Service};
 
 /// How long a repeat waits for the first send of its message to create the task: that send only
@@ -95,30 +95,32 @@ pub(super) async fn repeat(
     answer: &Answer,
 ) -> Result<Outcome, Error> {
     tracing::debug!(task_id, caller = %caller.name, "a repeated message answered with its task");
-    let mut task = match service.tasks.live(caller, task_id) {
+    let (mut task, generation) = match service.tasks.live(caller, task_id) {
         Some(live) => {
             if answer.streaming {
                 return Ok(Outcome::Stream(task_stream(live.subscribe().await, live)));
             }
-            let snapshot = live.snapshot().await;
             if answer.return_immediately {
+                let view = live.view().await;
                 service.tasks.make_durable(&live.workspace, &live.task_id).await?;
-                snapshot
+                view
             } else {
-                wait_finished(live.finished()).await.unwrap_or(snapshot)
+                wait_settled(&live).await
             }
         }
         None => {
             let file = service.tasks.load(caller, task_id).await?;
             if answer.streaming {
                 let position = file.events.status_position();
-                return Ok(Outcome::Stream(closing_stream(file.task, position)));
+                let generation = file.events.generation();
+                return Ok(Outcome::Stream(closing_stream(file.task, position, generation)));
             }
-            file.task
+            let generation = file.events.generation();
+            (file.task, generation)
         }
     };
     apply_history_length(&mut task, answer.history_length)?;
-    Ok(Outcome::Reply(Box::new(Reply::Send(a2a::SendMessageResponse::Task(task)))))
+    Ok(Outcome::task(Reply::Send(a2a::SendMessageResponse::Task(task)), generation))
 }
 
 /// Records `accepted` in the task file it creates or continues (written with it), dropping the

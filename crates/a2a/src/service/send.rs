@@ -29,7 +29,7 @@ use crate::task::{AcceptedMessage, TaskFile};
 
 use super::retry;
 use super::run::{self, UNEXPECTED_FAILURE};
-use super::stream::{closing_stream, task_stream, wait_finished};
+use super::stream::{closing_stream, task_stream, wait_settled};
 use super::{EventStream, Outcome, Service, push_config};
 
 /// The metadata key of the recursion guard.
@@ -40,6 +40,7 @@ pub(super) async fn send(
     caller: &Caller,
     params: crate::request::SendParams,
     streaming: bool,
+    if_generation_match: Option<u64>,
 ) -> Result<Outcome, Error> {
     let crate::request::SendParams { request: req, push_format } = params;
     let mut message = req.message;
@@ -105,7 +106,9 @@ pub(super) async fn send(
         .spawn(
             async move {
                 let accepted = claim.message().clone();
-                let started = start(&inner, &owner, message, hops, push, streaming, accepted).await;
+                let intake =
+                    Intake { message, hops, push, streaming, accepted, if_generation_match };
+                let started = start(&inner, &owner, intake).await;
                 // Repeats find the task from now on; a send that failed gives its id back.
                 if let Ok(started) = &started {
                     claim.accept(started.task_id());
@@ -119,13 +122,20 @@ pub(super) async fn send(
             tracing::error!(error = %err, "starting a task failed unexpectedly");
             A2aError::Internal
         })??;
-    let (snapshot, position, events, finished, live, acknowledged) = match started {
-        Started::Finished(task, position) => {
-            return Ok(finished_outcome(*task, position, streaming, configuration.history_length));
+    let (snapshot, position, generation, events, finished, live, acknowledged) = match started {
+        Started::Finished(task, position, generation) => {
+            let history_length = configuration.history_length;
+            return Ok(finished_outcome(*task, position, generation, streaming, history_length));
         }
-        Started::Running { snapshot, position, events, finished, live, acknowledged } => {
-            (*snapshot, position, events, finished, live, acknowledged)
-        }
+        Started::Running {
+            snapshot,
+            position,
+            generation,
+            events,
+            finished,
+            live,
+            acknowledged,
+        } => (*snapshot, position, generation, events, finished, live, acknowledged),
     };
     // Durability of what the caller is told (docs/reliability.md): the task file exists, whole,
     // but it has not been flushed to disk. A stream acknowledges the task with its first
@@ -148,30 +158,38 @@ pub(super) async fn send(
             // Logged by the store; the final state's durable write reports it again.
             let _ = store.make_durable(&run.workspace, &run.task_id).await;
         });
-        let stream = task_stream(Subscription { snapshot, position, events, finished }, live);
+        let start = Subscription { snapshot, position, generation, events, finished };
+        let stream = task_stream(start, live);
         return Ok(Outcome::Stream(acknowledging(stream, acknowledged)));
     }
     drop(acknowledged);
-    let mut task = if configuration.return_immediately {
+    let (mut task, generation) = if configuration.return_immediately {
         service.tasks.make_durable(&live.workspace, &live.task_id).await?;
-        snapshot
+        (snapshot, generation)
     } else {
-        wait_finished(finished).await.unwrap_or(snapshot)
+        drop(finished);
+        wait_settled(&live).await
     };
     apply_history_length(&mut task, configuration.history_length)?;
-    Ok(Outcome::Reply(Box::new(Reply::Send(a2a::SendMessageResponse::Task(task)))))
+    Ok(Outcome::task(Reply::Send(a2a::SendMessageResponse::Task(task)), generation))
+}
+
+/// A checked send, as `start` takes it.
+struct Intake {
+    message: a2a::Message,
+    hops: u32,
+    /// The inline push config, validated.
+    push: Option<StoredPushConfig>,
+    streaming: bool,
+    /// The retry record the task file keeps of this message.
+    accepted: AcceptedMessage,
+    /// `configuration.ifGenerationMatch`, when the caller activated task generations.
+    if_generation_match: Option<u64>,
 }
 
 /// Creates or continues the task and starts its run. Runs on its own task (see `send`).
-async fn start(
-    service: &Arc<Service>,
-    caller: &Caller,
-    mut message: a2a::Message,
-    hops: u32,
-    push: Option<StoredPushConfig>,
-    streaming: bool,
-    accepted: AcceptedMessage,
-) -> Result<Started, Error> {
+async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Result<Started, Error> {
+    let Intake { mut message, hops, push, streaming, accepted, if_generation_match } = intake;
     let window = service.options.retry_window;
     let register = |file: &mut TaskFile| {
         if let Some(mut stored) = push.clone() {
@@ -181,7 +199,9 @@ async fn start(
     };
     // The task to continue, if any, and the context.
     let continued = match &message.task_id {
-        Some(task_id) => Some(continuable(service, caller, task_id, &message).await?),
+        Some(task_id) => {
+            Some(continuable(service, caller, task_id, &message, if_generation_match).await?)
+        }
         None => None,
     };
     if continued.is_none() {
@@ -221,7 +241,8 @@ async fn start(
         service.push.notify(&file.task, &file.push_configs);
         tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = service.options.max_hops, "a2a task refused: hop limit reached");
         let position = file.events.status_position();
-        return Ok(Started::Finished(Box::new(file.task), position));
+        let generation = file.events.generation();
+        return Ok(Started::Finished(Box::new(file.task), position, generation));
     }
 
     let reservation = service.pool.reserve(caller, &context_id).await?;
@@ -240,7 +261,8 @@ async fn start(
     // cancel or another continuation may have won the race).
     let mut file = match continued {
         Some(_) => {
-            let file = continuable(service, caller, &task_id, &message).await?;
+            let file =
+                continuable(service, caller, &task_id, &message, if_generation_match).await?;
             let mut file = file;
             file.task.history.get_or_insert_with(Vec::new).push(message.clone());
             file
@@ -279,11 +301,13 @@ async fn start(
     // journal), fetching file parts and starting the run follow on the run's own task, so a
     // failure there fails the task rather than the request.
     // A stream subscribes to the task's events; a blocking answer only waits for its end.
-    let (snapshot, position, events, finished) = if streaming {
-        let Subscription { snapshot, position, events, finished } = live.subscribe().await;
-        (snapshot, position, Some(events), finished)
+    let (snapshot, position, generation, events, finished) = if streaming {
+        let Subscription { snapshot, position, generation, events, finished } =
+            live.subscribe().await;
+        (snapshot, position, generation, Some(events), finished)
     } else {
-        (live.snapshot().await, EventId::default(), None, live.finished())
+        let (snapshot, generation) = live.view().await;
+        (snapshot, EventId::default(), generation, None, live.finished())
     };
     // The run waits until the task has been acknowledged (a stream's first event is on its
     // way, a blocking answer is being awaited): on a busy core, opening the session first
@@ -329,6 +353,7 @@ async fn start(
     Ok(Started::Running {
         snapshot: Box::new(snapshot),
         position,
+        generation,
         events,
         finished,
         live,
@@ -355,14 +380,26 @@ async fn check_task_room(service: &Service, caller: &Caller) -> Result<(), Error
 }
 
 /// Loads a task a message wants to continue and checks that it can be: the caller's, in the
-/// same context, input-required.
+/// same context, input-required, and at generation `if_generation_match` when one is given
+/// (the task-generation extension).
 async fn continuable(
     service: &Service,
     caller: &Caller,
     task_id: &str,
     message: &a2a::Message,
+    if_generation_match: Option<u64>,
 ) -> Result<TaskFile, Error> {
     let file = service.tasks.load(caller, task_id).await?;
+    if let Some(expected) = if_generation_match
+        && expected != file.events.generation()
+    {
+        return Err(A2aError::TaskGenerationMismatch {
+            task_id: file.task.id.clone(),
+            expected,
+            current: file.events.generation(),
+        }
+        .into());
+    }
     if let Some(context_id) = &message.context_id
         && *context_id != file.task.context_id
     {
@@ -382,13 +419,15 @@ async fn continuable(
 
 /// What `start` produced.
 enum Started {
-    /// The task ended before any run (hop limit), its status at this position.
-    Finished(Box<a2a::Task>, EventId),
+    /// The task ended before any run (hop limit), its status at this position and generation.
+    Finished(Box<a2a::Task>, EventId, u64),
     /// A run is under way.
     Running {
         snapshot: Box<a2a::Task>,
         /// The position `snapshot` shows (for a stream).
         position: EventId,
+        /// The generation `snapshot` shows.
+        generation: u64,
         /// The task's events after `snapshot`, for a stream; `None` for a blocking answer.
         events: Option<broadcast::Receiver<Event>>,
         finished: watch::Receiver<Option<a2a::Task>>,
@@ -401,7 +440,7 @@ enum Started {
 impl Started {
     fn task_id(&self) -> &str {
         match self {
-            Started::Finished(task, _) => &task.id,
+            Started::Finished(task, ..) => &task.id,
             Started::Running { live, .. } => &live.task_id,
         }
     }
@@ -503,15 +542,16 @@ fn hops(value: &Value) -> Result<u32, A2aError> {
 fn finished_outcome(
     mut task: a2a::Task,
     position: EventId,
+    generation: u64,
     streaming: bool,
     history_length: Option<i32>,
 ) -> Outcome {
     if streaming {
-        return Outcome::Stream(closing_stream(task, position));
+        return Outcome::Stream(closing_stream(task, position, generation));
     }
     // A negative length was refused with the request; ignore the error here.
     let _ = apply_history_length(&mut task, history_length);
-    Outcome::Reply(Box::new(Reply::Send(a2a::SendMessageResponse::Task(task))))
+    Outcome::task(Reply::Send(a2a::SendMessageResponse::Task(task)), generation)
 }
 
 /// How long a stream's run may take before the first version of its task file is flushed on its
@@ -550,7 +590,7 @@ mod tests {
             history: None,
             metadata: None,
         };
-        closing_stream(task, EventId { run: 1, seq: 1 })
+        closing_stream(task, EventId { run: 1, seq: 1 }, 1)
     }
 
     #[tokio::test]

@@ -26,14 +26,25 @@ pub(super) async fn wait_finished(
     task.or_else(|| finished.borrow().clone())
 }
 
+/// The task once its run has ended, with its generation then (nothing changes a run's task after
+/// its end); the task as it is now when the run went away without a final task.
+pub(super) async fn wait_settled(live: &LiveTask) -> (a2a::Task, u64) {
+    match wait_finished(live.finished()).await {
+        Some(task) => (task, *live.generations().borrow()),
+        None => live.view().await,
+    }
+}
+
 /// A task that will not change while this stream is open, whose status is the event at
-/// `position`: the task, then its status (0.3 callers see `final: true` on it), then the end.
-/// The task goes out at the position before its status, so the ids increase; it already shows
-/// that status, which the next event repeats (a status update replaces the status, so applying
-/// it twice changes nothing).
-pub(super) fn closing_stream(task: a2a::Task, position: EventId) -> EventStream {
-    let status = StreamEvent { id: position, response: status_event(&task) };
-    let task = StreamEvent { id: position.before(), response: StreamResponse::Task(task) };
+/// `position` and generation `generation`: the task, then its status (0.3 callers see
+/// `final: true` on it), then the end. The task goes out at the position before its status, so
+/// the ids increase; it already shows that status, which the next event repeats (a status
+/// update replaces the status, so applying it twice changes nothing). Both carry the task's
+/// generation: the edge drops the repeat for callers that see generations (`binding`).
+pub(super) fn closing_stream(task: a2a::Task, position: EventId, generation: u64) -> EventStream {
+    let status = StreamEvent { id: position, generation, response: status_event(&task) };
+    let task =
+        StreamEvent { id: position.before(), generation, response: StreamResponse::Task(task) };
     Box::pin(futures_util::stream::iter([task, status]))
 }
 
@@ -46,11 +57,11 @@ pub(super) fn replay_stream(events: Vec<StreamEvent>) -> EventStream {
 /// falls behind gets the answer so far in one replacing artifact update among the events it
 /// still has queued (never the chunks it already holds, and always the final status).
 pub(super) fn task_stream(start: Subscription, live: Arc<LiveTask>) -> EventStream {
-    let Subscription { snapshot, position, events, finished } = start;
+    let Subscription { snapshot, position, generation, events, finished } = start;
     if ends_stream(&snapshot.status.state) {
-        return closing_stream(snapshot, position);
+        return closing_stream(snapshot, position, generation);
     }
-    let first = StreamEvent { id: position, response: StreamResponse::Task(snapshot) };
+    let first = StreamEvent { id: position, generation, response: StreamResponse::Task(snapshot) };
     Box::pin(futures_util::StreamExt::chain(
         futures_util::stream::iter([first]),
         follow(events, finished, live),
@@ -119,8 +130,8 @@ impl Follow {
                     }
                     self.closed = true;
                     let task = wait_finished(self.finished.clone()).await?;
-                    let id = self.live.position().await;
-                    return Some(StreamEvent { id, response: status_event(&task) });
+                    let (id, generation) = self.live.position().await;
+                    return Some(StreamEvent { id, generation, response: status_event(&task) });
                 }
             }
         }

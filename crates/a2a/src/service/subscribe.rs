@@ -38,7 +38,7 @@ pub(super) async fn subscribe(
     if let Some(from) = after {
         let stream = match file.events.replay(&file.task, from) {
             Some(missed) => replay_stream(missed),
-            None => closing_stream(file.task, position),
+            None => closing_stream(file.task, position, file.events.generation()),
         };
         return Ok(Outcome::Stream(stream));
     }
@@ -46,5 +46,6 @@ pub(super) async fn subscribe(
     if state.is_terminal() {
         return Err(Error::Ended { task_id: task_id.to_string(), state: state_name(&state) });
     }
-    Ok(Outcome::Stream(closing_stream(file.task, position)))
+    let generation = file.events.generation();
+    Ok(Outcome::Stream(closing_stream(file.task, position, generation)))
 }

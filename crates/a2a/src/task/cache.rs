@@ -42,6 +42,8 @@ pub(crate) struct CachedTask {
     pub stamp: Stamp,
     /// The caller that owns the task.
     pub caller: Box<str>,
+    /// The task's generation (`task::events`).
+    pub generation: u64,
     pub json: TaskJson,
 }
 
@@ -520,7 +522,7 @@ mod tests {
 
     fn cached(n: u64) -> Arc<CachedTask> {
         let json = TaskJson::of(&task(true, Some(1), false)).unwrap();
-        Arc::new(CachedTask { stamp: stamp(n), caller: "alice".into(), json })
+        Arc::new(CachedTask { stamp: stamp(n), caller: "alice".into(), generation: 1, json })
     }
 
     /// A token for a workspace whose task folder does not exist (so it is not watched).

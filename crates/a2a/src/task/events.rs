@@ -11,6 +11,12 @@
 //! after applying the event that carried it, so "the events after id X" is well defined. A run
 //! number is written in the task file when the run starts (its first write), so a new run never
 //! reuses the positions of one that was lost in a crash.
+//!
+//! Generations (the task-generation extension, docs/a2a.md): a task's generation counts its
+//! events across all its runs, one per event, so it is 1 once the task exists (its first
+//! status) and rises by exactly one with each status or artifact change that goes out as an
+//! event. It is kept beside the position in the task file; a task file written before
+//! generations reads as generation 1.
 
 use std::fmt;
 
@@ -56,10 +62,12 @@ impl fmt::Display for EventId {
     }
 }
 
-/// An event of a task's stream with its position: what an SSE frame carries (`id:` and `data:`).
+/// An event of a task's stream with its position: what an SSE frame carries (`id:` and `data:`),
+/// and the task's generation after it (shown only to callers that activate the extension).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamEvent {
     pub id: EventId,
+    pub generation: u64,
     pub response: a2a::StreamResponse,
 }
 
@@ -71,11 +79,16 @@ pub struct RecordedEvent {
 }
 
 /// What a task file records of its event stream: the run, the position of its latest event (at
-/// rest: its status, the run's last event), and the run's last events before it.
+/// rest: its status, the run's last event), the task's generation, and the run's last events
+/// before it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
     pub run: u32,
     pub seq: u32,
+    /// The task's generation (see the module docs): 0 only in a record no event has advanced
+    /// yet; absent in files written before generations, which read as 1.
+    #[serde(default = "legacy_generation")]
+    pub generation: u64,
     /// The run's last events before its final status, contiguous and ending at `seq - 1`;
     /// written with the run's last state only, empty while it runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -83,9 +96,21 @@ pub struct EventRecord {
 }
 
 impl EventRecord {
-    /// Whether the record is the default one (files written before event ids have none).
-    pub fn is_unset(&self) -> bool {
-        *self == EventRecord::default()
+    /// The record of a task file written before event ids (no `streamEvents`): its task exists,
+    /// so its generation is 1.
+    pub fn legacy() -> Self {
+        EventRecord { generation: legacy_generation(), ..EventRecord::default() }
+    }
+
+    /// Whether the record is [`EventRecord::legacy`], which a task file need not write (it
+    /// reads back the same without it).
+    pub fn is_legacy(&self) -> bool {
+        *self == EventRecord::legacy()
+    }
+
+    /// The task's generation now (see the module docs).
+    pub fn generation(&self) -> u64 {
+        self.generation.max(1)
     }
 
     /// Starts a new run: positions continue at `<run + 1>.1`.
@@ -95,10 +120,18 @@ impl EventRecord {
         self.tail.clear();
     }
 
-    /// Takes the next position of the run.
+    /// Takes the next position of the run; the task's generation rises by one with it.
     pub fn advance(&mut self) -> EventId {
         self.seq = self.seq.saturating_add(1);
+        self.generation = self.generation.saturating_add(1);
         self.position()
+    }
+
+    /// The generation of the event at `id`, an event of this record's run up to its latest
+    /// (the run's events are consecutive in both counts).
+    fn generation_at(&self, id: EventId) -> u64 {
+        let back = u64::from(self.seq.saturating_sub(id.seq));
+        self.generation().saturating_sub(back).max(1)
     }
 
     /// The position of the latest event.
@@ -135,17 +168,26 @@ impl EventRecord {
         }
         let mut events: Vec<StreamEvent> = tail
             .iter()
-            .map(|e| StreamEvent {
-                id: EventId { run: end.run, seq: e.seq },
-                response: e.event.clone(),
+            .map(|e| {
+                let id = EventId { run: end.run, seq: e.seq };
+                StreamEvent { id, generation: self.generation_at(id), response: e.event.clone() }
             })
             .filter(|event| event.id > from)
             .collect();
         if end > from {
-            events.push(StreamEvent { id: end, response: status_event(task) });
+            events.push(StreamEvent {
+                id: end,
+                generation: self.generation(),
+                response: status_event(task),
+            });
         }
         Some(events)
     }
+}
+
+/// What a task file written before generations counts as its generation.
+fn legacy_generation() -> u64 {
+    1
 }
 
 /// The status update that carries a task's current status.
@@ -243,6 +285,7 @@ mod tests {
         let record = EventRecord {
             run: 2,
             seq: 9,
+            generation: 30,
             tail: vec![
                 RecordedEvent { seq: 7, event: chunk("a") },
                 RecordedEvent { seq: 8, event: chunk("b") },
@@ -266,13 +309,21 @@ mod tests {
         assert_eq!(ids(EventId { run: 3, seq: 0 }), None);
         let events = record.replay(&task, EventId { run: 2, seq: 8 }).unwrap();
         assert_eq!(events[0].response, status_event(&task));
+        // Generations count back from the task's with the positions of its last run.
+        let events = record.replay(&task, EventId { run: 2, seq: 6 }).unwrap();
+        let generations: Vec<u64> = events.iter().map(|event| event.generation).collect();
+        assert_eq!(generations, vec![28, 29, 30]);
     }
 
     #[test]
     fn replay_ignores_a_tail_that_does_not_end_at_the_status() {
         let task = task(a2a::TaskState::Completed);
-        let record =
-            EventRecord { run: 1, seq: 9, tail: vec![RecordedEvent { seq: 5, event: chunk("a") }] };
+        let record = EventRecord {
+            run: 1,
+            seq: 9,
+            generation: 9,
+            tail: vec![RecordedEvent { seq: 5, event: chunk("a") }],
+        };
         assert_eq!(record.replay(&task, EventId { run: 1, seq: 4 }), None);
         assert_eq!(record.replay(&task, EventId { run: 1, seq: 8 }).map(|e| e.len()), Some(1));
     }
@@ -282,10 +333,37 @@ mod tests {
         let mut record = EventRecord {
             run: 4,
             seq: 12,
+            generation: 20,
             tail: vec![RecordedEvent { seq: 11, event: chunk("a") }],
         };
         record.record_status_change();
-        assert_eq!(record, EventRecord { run: 5, seq: 1, tail: Vec::new() });
+        assert_eq!(record, EventRecord { run: 5, seq: 1, generation: 21, tail: Vec::new() });
         assert_eq!(EventRecord::default().status_position(), EventId { run: 0, seq: 1 });
+    }
+
+    #[test]
+    fn generation_starts_at_1_rises_by_one_per_event_and_is_1_in_older_files() {
+        let mut record = EventRecord::default();
+        record.begin_run();
+        record.advance();
+        assert_eq!(record.generation(), 1, "a new task's first status");
+        record.advance();
+        record.begin_run();
+        record.advance();
+        assert_eq!(record.generation(), 3, "counted across runs");
+
+        // A task file written before generations (with or without event ids) reads as 1, and
+        // its next event is 2.
+        let file: super::super::TaskFile = serde_json::from_value(serde_json::json!({
+            "id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"},
+            "caller": "alice",
+        }))
+        .unwrap();
+        assert_eq!(file.events.generation(), 1);
+        let mut with_ids: EventRecord =
+            serde_json::from_value(serde_json::json!({"run": 2, "seq": 5})).unwrap();
+        assert_eq!(with_ids.generation(), 1);
+        with_ids.record_status_change();
+        assert_eq!(with_ids.generation(), 2);
     }
 }

@@ -41,7 +41,11 @@ pub struct TaskFile {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub push_configs: Vec<StoredPushConfig>,
     /// Where the task's event stream stands, and its last run's last events (`events.rs`).
-    #[serde(default, rename = "streamEvents", skip_serializing_if = "EventRecord::is_unset")]
+    #[serde(
+        default = "EventRecord::legacy",
+        rename = "streamEvents",
+        skip_serializing_if = "EventRecord::is_legacy"
+    )]
     pub events: EventRecord,
     /// The messages that created or continued the task within the retry window, so that a
     /// repeated send finds its task after a restart (docs/a2a.md, "Safe retries").

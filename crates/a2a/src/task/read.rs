@@ -23,6 +23,16 @@ pub(crate) enum Loaded {
     File(Box<TaskFile>),
 }
 
+impl Loaded {
+    /// The task's generation (`task::events`).
+    pub(crate) fn generation(&self) -> u64 {
+        match self {
+            Loaded::Settled(cached) => cached.generation,
+            Loaded::File(file) => file.events.generation(),
+        }
+    }
+}
+
 /// The task file of `id`: `None` when there is none, or when it does not parse as this task (a
 /// hand edit gone wrong reads as missing), or when it is not a regular file, is a symbolic link
 /// or is over `cap` bytes (with a warning: `safe_file`). Other I/O errors (out of descriptors,
@@ -168,7 +178,9 @@ pub(super) fn read_and_cache(
         return Ok(Some(Loaded::File(Box::new(file))));
     };
     let Ok(json) = TaskJson::of(&file.task) else { return Ok(Some(Loaded::File(Box::new(file)))) };
-    let cached = Arc::new(CachedTask { stamp, caller: file.caller.into_boxed_str(), json });
+    let generation = file.events.generation();
+    let cached =
+        Arc::new(CachedTask { stamp, caller: file.caller.into_boxed_str(), generation, json });
     cache.insert(workspace, id, cached.clone(), token);
     Ok(Some(Loaded::Settled(cached)))
 }

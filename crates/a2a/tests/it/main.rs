@@ -10,6 +10,7 @@ mod bad_input;
 mod cards;
 mod concurrency;
 mod fair_share;
+mod generations;
 mod guard;
 mod hostile;
 mod hygiene;
