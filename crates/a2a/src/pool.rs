@@ -562,6 +562,7 @@ mod tests {
             name: name.into(),
             mode: CallerMode::Isolated,
             tier: crate::auth::CallerTier::Workspace,
+            approval: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path,
                 scope_prefix: "t".into(),

@@ -61,6 +61,11 @@ pub struct ServerInner {
     shares: CallerShares,
     /// The public card's bodies and their validators.
     public_cards: PublicCards,
+    /// The owner's control socket, bound at build time (`None` when it could not be: logged),
+    /// served by [`A2aServer::serve`].
+    control: std::sync::Mutex<Option<std::os::unix::net::UnixListener>>,
+    /// The sessions' state folder (the owner's control socket lives there).
+    state_dir: PathBuf,
 }
 
 /// The host's handler of pushes to `POST /a2a/push/{watchId}`: `(watch id, the
@@ -95,15 +100,18 @@ pub enum BuildError {
     /// The card-signing key cannot be read, created or used.
     #[error("A2A__CardSigning__KeyFile {0}")]
     CardKey(signing::KeyError),
+    /// The owner approvals in the state folder cannot be created or read.
+    #[error("owner approvals {}: {source}", path.display())]
+    Approvals { path: PathBuf, source: std::io::Error },
 }
 
 /// For hosts that carry build failures as I/O errors; the kind of a failed read is kept.
 impl From<BuildError> for std::io::Error {
     fn from(err: BuildError) -> Self {
         let kind = match &err {
-            BuildError::ExtraCaRead { source, .. } | BuildError::Outbox { source, .. } => {
-                source.kind()
-            }
+            BuildError::ExtraCaRead { source, .. }
+            | BuildError::Outbox { source, .. }
+            | BuildError::Approvals { source, .. } => source.kind(),
             BuildError::CardKey(signing::KeyError::Io { source, .. }) => source.kind(),
             BuildError::Client(_)
             | BuildError::ExtraCa { .. }
@@ -194,6 +202,11 @@ impl A2aServerBuilder {
         // Pending deliveries live in the state folder, out of every session's reach: they hold
         // webhook tokens and credentials.
         let policy = push::sender::Policy::new(&self.options);
+        let approvals_dir = self.factory.state_dir().to_path_buf();
+        let approvals =
+            Arc::new(crate::approval::Approvals::open(&approvals_dir).map_err(|source| {
+                BuildError::Approvals { path: approvals_dir.join("a2a/approvals"), source }
+            })?);
         let outbox_dir = self.factory.state_dir().join("a2a").join("push-outbox");
         let outbox = push::outbox::Outbox::open(outbox_dir.clone(), policy.max_bytes)
             .map_err(|source| BuildError::Outbox { path: outbox_dir, source })?;
@@ -247,6 +260,7 @@ impl A2aServerBuilder {
                     tasks: Tasks::new(store, pool.clone()),
                     pool,
                     accepted,
+                    approvals,
                     notifier: self.notifier,
                     guard,
                     tracker,
@@ -256,6 +270,8 @@ impl A2aServerBuilder {
                 shares,
                 on_push: self.on_push,
                 public_cards: PublicCards::signed_by(signer.map(Arc::new)),
+                control: std::sync::Mutex::new(bind_control(&approvals_dir)),
+                state_dir: approvals_dir.clone(),
             }),
         })
     }
@@ -285,6 +301,26 @@ impl A2aServer {
         self.inner.service.tasks.store().clone()
     }
 
+    /// The requests waiting for the owner's approval, oldest first.
+    pub fn pending_approvals(&self) -> Vec<crate::approval::PendingApproval> {
+        self.inner.service.approvals.list()
+    }
+
+    /// The owner's decision on approval request `id`: approving starts the task's run,
+    /// denying rejects it with the reason. Only the owner's channels call this (the control
+    /// socket, a Telegram button press of an allowed user), never anything a session can reach.
+    ///
+    /// # Errors
+    /// [`crate::DecideError`]: no such request waits, its caller is gone,
+    /// its context is busy for a moment, or the task could not be changed.
+    pub async fn decide_approval(
+        &self,
+        id: &str,
+        decision: crate::approval::Decision,
+    ) -> Result<crate::service::approve::Decided, crate::DecideError> {
+        crate::service::approve::decide(&self.inner.service, id, decision, false).await
+    }
+
     /// The routes, to mount in a host's router or serve alone.
     pub fn router(&self) -> Router {
         let limit = self.inner.service.options.max_body_bytes();
@@ -311,6 +347,22 @@ impl A2aServer {
         let service = &self.inner.service;
         // What the outbox held at start-up goes before any notification of this run.
         service.push.start();
+        // Requests that waited across a restart get their time limit again (past it: at once).
+        for request in service.approvals.list() {
+            crate::service::approve::schedule_timeout(service, &request);
+        }
+        // The owner's decisions come in through the control socket (hidden from sessions).
+        let control =
+            self.inner.control.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(listener) = control {
+            let (server, stop) = (self.clone(), shutdown.clone());
+            let path = crate::control::socket_path(&self.inner.state_dir);
+            service.tracker.spawn(async move {
+                if let Err(err) = crate::control::serve(server, listener, path.clone(), stop).await {
+                    tracing::error!(path = %path.display(), error = %err, "the owner control socket cannot be served: volcanic approve and deny will not reach this server");
+                }
+            });
+        }
         let eviction = service.tracker.spawn(service.pool.clone().run_eviction(shutdown.clone()));
         let options = &service.options;
         let limits = crate::connection::Limits {
@@ -348,6 +400,19 @@ impl A2aServer {
         eviction.abort();
         service.pool.close_all().await;
         Ok(())
+    }
+}
+
+/// Binds the owner's control socket in `state_dir`; a failure is logged (the server runs on,
+/// without `volcanic approve` and `deny`).
+fn bind_control(state_dir: &std::path::Path) -> Option<std::os::unix::net::UnixListener> {
+    let path = crate::control::socket_path(state_dir);
+    match crate::control::bind(&path) {
+        Ok(listener) => Some(listener),
+        Err(err) => {
+            tracing::error!(path = %path.display(), error = %err, "the owner control socket cannot be bound: volcanic approve and deny will not reach this server");
+            None
+        }
     }
 }
 
@@ -706,6 +771,7 @@ mod tests {
             name: "span-bot".into(),
             mode: CallerMode::Isolated,
             tier: CallerTier::Chat,
+            approval: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: workspace.path().to_path_buf(),
                 scope_prefix: "t".into(),

@@ -73,6 +73,39 @@ impl CallerTier {
     }
 }
 
+/// When a caller's new tasks wait for the owner's yes (callers.json `"approval"`,
+/// docs/a2a.md, "Owner approval").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CallerApproval {
+    /// Never: every task starts at once. The default.
+    #[default]
+    Never,
+    /// The caller's first task waits; once the owner approves one, the caller's later tasks
+    /// start at once (remembered in the state folder).
+    FirstContact,
+    /// Every new task waits.
+    EveryTask,
+}
+
+impl CallerApproval {
+    pub const ALL: [CallerApproval; 3] =
+        [CallerApproval::Never, CallerApproval::FirstContact, CallerApproval::EveryTask];
+
+    /// The name used in callers.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallerApproval::Never => "never",
+            CallerApproval::FirstContact => "first-contact",
+            CallerApproval::EveryTask => "every-task",
+        }
+    }
+
+    /// The mode named `name` as callers.json spells it.
+    pub fn parse(name: &str) -> Option<CallerApproval> {
+        CallerApproval::ALL.into_iter().find(|mode| mode.as_str() == name)
+    }
+}
+
 impl std::str::FromStr for CallerTier {
     type Err = String;
 
@@ -230,6 +263,8 @@ pub struct Caller {
     pub mode: CallerMode,
     /// What the caller's sessions may do with the workspace (callers.json `"tier"`).
     pub tier: CallerTier,
+    /// Whether its new tasks wait for the owner's approval (callers.json `"approval"`).
+    pub approval: CallerApproval,
     pub workspace: Arc<A2aWorkspace>,
 }
 
@@ -242,6 +277,8 @@ pub struct CallerEntry {
     pub mode: CallerMode,
     /// `"tier"`; [`CallerTier::Workspace`] when absent.
     pub tier: CallerTier,
+    /// `"approval"`; [`CallerApproval::Never`] when absent.
+    pub approval: CallerApproval,
     pub note: Option<String>,
 }
 
@@ -261,6 +298,13 @@ pub trait CallerDirectory: Send + Sync {
     /// Every entry of a workspace's callers.json (for redaction of keys and for listings),
     /// shared: a file that did not change gives the same `Arc` again.
     fn entries(&self, workspace: &A2aWorkspace) -> Arc<[CallerEntry]>;
+
+    /// The caller named `name` of the workspace at `workspace`, as callers.json has it now
+    /// (owner approvals start a caller's run without a request of its own). Blocking. The
+    /// default finds none.
+    fn caller(&self, _workspace: &std::path::Path, _name: &str) -> Option<Caller> {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -274,6 +318,7 @@ mod tests {
             key: CallerKey::Plain(ApiKey::new("sekrit-key")),
             mode: CallerMode::Isolated,
             tier: CallerTier::Workspace,
+            approval: Default::default(),
             note: None,
         };
         assert_eq!(format!("{:?}", entry.key), "Plain([redacted])");

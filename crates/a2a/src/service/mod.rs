@@ -14,6 +14,7 @@
 //! `connection`, `binding`) calls it and nothing here calls back up. Only this file writes
 //! `impl Service`.
 
+pub(crate) mod approve;
 mod cancel;
 mod card;
 mod get;
@@ -50,6 +51,8 @@ pub(crate) struct Service {
     pub(crate) pool: Arc<SessionPool>,
     /// Each caller's accepted messages, for safe retries (`retry`).
     pub(crate) accepted: Arc<AcceptedMessages>,
+    /// Requests waiting for the owner's decision, and callers approved once (`approve`).
+    pub(crate) approvals: Arc<crate::approval::Approvals>,
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
     /// The one outbound client (file downloads, pushes), behind the SSRF guard.
     pub(crate) guard: crate::push::guard::GuardedClient,

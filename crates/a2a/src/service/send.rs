@@ -245,17 +245,18 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
         return Ok(Started::Finished(Box::new(file.task), position, generation));
     }
 
-    let reservation = service.pool.reserve(caller, &context_id).await?;
-    // Gives a claimed session back if this code stops early (an error, a panic); an unopened
-    // reservation gives itself back when dropped.
-    let guard = match &reservation {
-        Reservation::Ready(claim) => Some(ClaimGuard::new(
-            service.pool.clone(),
-            service.tracker.clone(),
-            claim.scope.clone(),
-        )),
-        Reservation::Pending(_) => None,
-    };
+    if continued.is_none() {
+        // A context with a task waiting for the owner is busy until it is decided.
+        if service.approvals.waits_in_context(&caller.workspace.path, &caller.name, &context_id) {
+            return Err(Error::ContextBusy);
+        }
+        if super::approve::needed(service, caller) {
+            let request = super::approve::Request { message, hops, accepted, window };
+            return super::approve::request(service, caller, request, &register).await;
+        }
+    }
+
+    let reserved = reserve(service, caller, &context_id).await?;
 
     // Under the reservation, the continued task cannot change any more: check it again (a
     // cancel or another continuation may have won the race).
@@ -272,7 +273,53 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
     files::strip_bytes(&mut file.task);
     register(&mut file);
     retry::remember(&mut file, accepted, window);
+    launch(service, caller, file, reserved, message, hops, streaming).await
+}
 
+/// A context reserved for a run, with what gives a claimed session back if the code holding it
+/// stops early (an error, a panic); an unopened reservation gives itself back when dropped.
+pub(super) struct Reserved {
+    reservation: Reservation,
+    guard: Option<ClaimGuard>,
+}
+
+/// Reserves the caller's context `context_id` for a run.
+///
+/// # Errors
+/// A busy context, or the session limits (see [`crate::pool::SessionPool::reserve`]).
+pub(super) async fn reserve(
+    service: &Arc<Service>,
+    caller: &Caller,
+    context_id: &str,
+) -> Result<Reserved, Error> {
+    let reservation = service.pool.reserve(caller, context_id).await?;
+    let guard = match &reservation {
+        Reservation::Ready(claim) => Some(ClaimGuard::new(
+            service.pool.clone(),
+            service.tracker.clone(),
+            claim.scope.clone(),
+        )),
+        Reservation::Pending(_) => None,
+    };
+    Ok(Reserved { reservation, guard })
+}
+
+/// Starts the run of `file`'s task (new, continued, or approved by the owner) for `message`,
+/// in the context `reserved` holds: the task goes live, its file is written in state working,
+/// and the run starts once the task has been acknowledged.
+///
+/// # Errors
+/// The store's error when a new task's file cannot be created; the reservation is given back.
+pub(super) async fn launch(
+    service: &Arc<Service>,
+    caller: &Caller,
+    file: TaskFile,
+    reserved: Reserved,
+    message: a2a::Message,
+    hops: u32,
+    streaming: bool,
+) -> Result<Started, Error> {
+    let Reserved { reservation, guard } = reserved;
     // Live before the file exists, so a concurrent read never takes it for a leftover of a
     // restart.
     let live = LiveTask::new(
@@ -410,6 +457,7 @@ async fn continuable(
     }
     match file.task.status.state {
         TaskState::InputRequired if !service.tasks.is_running(task_id) => Ok(file),
+        TaskState::AuthRequired => Err(Error::AwaitingApproval { task_id: file.task.id.clone() }),
         ref state if state.is_terminal() => {
             Err(Error::NotContinuable { task_id: file.task.id.clone(), state: state_name(state) })
         }
@@ -418,8 +466,9 @@ async fn continuable(
 }
 
 /// What `start` produced.
-enum Started {
-    /// The task ended before any run (hop limit), its status at this position and generation.
+pub(super) enum Started {
+    /// The task ended before any run (hop limit) or waits for the owner's approval, its status
+    /// at this position and generation.
     Finished(Box<a2a::Task>, EventId, u64),
     /// A run is under way.
     Running {
@@ -474,7 +523,7 @@ impl Drop for ClaimGuard {
 }
 
 /// A new task for a message, submitted.
-fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
+pub(super) fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
     TaskFile {
         task: a2a::Task {
             id: message.task_id.clone().unwrap_or_default(),
