@@ -7,7 +7,8 @@
 //! events become task changes and A2A events), `cancel`, `subscribe`, `get` (GetTask,
 //! ListTasks), `push_config` (the four push config operations), `card` (the extended card);
 //! `stream` follows a live task's events for the streaming operations; `retry` recognises a
-//! repeated send and answers it with the first send's task. Every operation reaches tasks, on
+//! repeated send and answers it with the first send's task; `approve` holds a caller's new task
+//! for the owner's approval and applies the owner's decision. Every operation reaches tasks, on
 //! file or live, through the state's [`Tasks`].
 //!
 //! Invariant: this module knows nothing of HTTP, bindings or versions; the HTTP layer (`server`,
