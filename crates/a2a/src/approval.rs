@@ -44,6 +44,14 @@ pub struct PendingApproval {
 /// The most characters of a request an approval shows.
 pub const REQUEST_CHARS: usize = 500;
 
+/// How a host tells the owner that a request waits (the Telegram host: a message with Approve
+/// and Deny buttons). Called once per request, on a task of its own; a failure is the host's to
+/// log (the owner can still list and decide with `volcanic approvals`).
+#[async_trait::async_trait]
+pub trait ApprovalNotifier: Send + Sync {
+    async fn requested(&self, caller: &crate::auth::Caller, request: &PendingApproval);
+}
+
 /// The owner's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {

@@ -129,6 +129,7 @@ pub struct A2aServerBuilder {
     directory: Arc<dyn CallerDirectory>,
     options: A2aOptions,
     notifier: Option<Arc<dyn OwnerNotifier>>,
+    approval_notifier: Option<Arc<dyn crate::approval::ApprovalNotifier>>,
     on_push: Option<PushHandler>,
     containment: Containment,
 }
@@ -150,6 +151,16 @@ impl A2aServerBuilder {
 
     pub fn options(mut self, options: A2aOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// How the owner is told of requests waiting for approval (besides the log and `volcanic
+    /// approvals`); see [`crate::approval::ApprovalNotifier`].
+    pub fn approval_notifier(
+        mut self,
+        notifier: Arc<dyn crate::approval::ApprovalNotifier>,
+    ) -> Self {
+        self.approval_notifier = Some(notifier);
         self
     }
 
@@ -262,6 +273,7 @@ impl A2aServerBuilder {
                     accepted,
                     approvals,
                     notifier: self.notifier,
+                    approval_notifier: self.approval_notifier,
                     guard,
                     tracker,
                     push_url_check,
@@ -288,6 +300,7 @@ impl A2aServer {
             directory,
             options: A2aOptions::default(),
             notifier: None,
+            approval_notifier: None,
             on_push: None,
             containment: Containment::default(),
         }

@@ -20,6 +20,8 @@ use tokio_util::task::TaskTracker;
 use volcanic_a2a::auth::{A2aWorkspace, CallerDirectory, WorkspaceCallerDirectory};
 use volcanic_a2a::task::TaskStore;
 use volcanic_a2a::{A2aOptions, A2aServer, Containment};
+
+use crate::approvals::ApprovalButtons;
 use volcanic_core::SessionFactory;
 use volcanic_core::sandbox::OwnerConfinement;
 
@@ -99,9 +101,17 @@ impl TelegramHostBuilder {
         let directory = Arc::new(WorkspaceCallerDirectory::new(workspaces));
         // Owns every task the host spawns: chat workers, replies, deferred notices.
         let tracker = TaskTracker::new();
+        let mut callbacks = self.callbacks;
         let a2a = match self.a2a {
             None => None,
             Some((options, listener)) => {
+                // Requests waiting for the owner's approval become messages with buttons; the
+                // buttons' presses decide them (unless the host was given its own handler).
+                let buttons = Arc::new(ApprovalButtons::new(
+                    api.clone(),
+                    config.clone(),
+                    self.shutdown.clone(),
+                ));
                 let notifier = Arc::new(TelegramNotifier::new(
                     api.clone(),
                     config.clone(),
@@ -111,9 +121,14 @@ impl TelegramHostBuilder {
                 let server = A2aServer::builder(self.factory.clone(), directory.clone())
                     .options(options)
                     .notifier(notifier)
+                    .approval_notifier(buttons.clone())
                     .containment(self.containment.clone())
                     .build()
                     .map_err(|err| Error::A2a(err.into()))?;
+                buttons.attach(server.clone());
+                if callbacks.is_none() {
+                    callbacks = Some(buttons);
+                }
                 Some((server, listener))
             }
         };
@@ -135,7 +150,7 @@ impl TelegramHostBuilder {
             tasks,
             owner: self.owner.map(Arc::new),
             tracker,
-            callbacks: self.callbacks,
+            callbacks,
         })
     }
 }

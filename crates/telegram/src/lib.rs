@@ -22,6 +22,7 @@
 
 mod access;
 pub mod api;
+pub mod approvals;
 mod attachments;
 pub mod callback;
 mod channel;

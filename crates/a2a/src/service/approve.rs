@@ -125,6 +125,10 @@ pub(super) async fn request(
         record.id
     );
     schedule_timeout(service, &record);
+    if let Some(notifier) = service.approval_notifier.clone() {
+        let (caller, record) = (caller.clone(), record.clone());
+        service.tracker.spawn(async move { notifier.requested(&caller, &record).await });
+    }
     let position = file.events.status_position();
     let generation = file.events.generation();
     Ok(Started::Finished(Box::new(file.task), position, generation))

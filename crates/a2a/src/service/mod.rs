@@ -54,6 +54,8 @@ pub(crate) struct Service {
     pub(crate) accepted: Arc<AcceptedMessages>,
     /// Requests waiting for the owner's decision, and callers approved once (`approve`).
     pub(crate) approvals: Arc<crate::approval::Approvals>,
+    /// Tells the owner of each new request, when the host can (Telegram).
+    pub(crate) approval_notifier: Option<Arc<dyn crate::approval::ApprovalNotifier>>,
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
     /// The one outbound client (file downloads, pushes), behind the SSRF guard.
     pub(crate) guard: crate::push::guard::GuardedClient,
