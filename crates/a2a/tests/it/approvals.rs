@@ -230,3 +230,48 @@ async fn the_control_socket_refuses_what_is_not_a_waiting_request() {
     let folder = std::fs::metadata(socket.parent().unwrap()).unwrap().permissions().mode() & 0o777;
     assert_eq!(folder, 0o700);
 }
+
+#[tokio::test]
+async fn push_configs_hear_every_transition_of_an_approved_task() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let webhook = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/hook"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&webhook)
+        .await;
+    let options = A2aOptions { allow_private_push_urls: true, ..A2aOptions::default() };
+    let server = TestServer::with(Setup { options, ..Setup::default() }).await;
+    approving_callers(&server);
+    let mut params = send_params("push me along", None);
+    params["configuration"] = json!({"taskPushNotificationConfig": {
+        "url": format!("{}/hook", webhook.uri()), "token": "tok-1234567"}});
+    let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
+    assert_eq!(state(&task), "TASK_STATE_AUTH_REQUIRED", "{task}");
+    let approval = pending(&server).await[0]["id"].as_str().unwrap().to_string();
+    control(&server, ControlRequest::Approve { id: approval }).await;
+    let states = tokio::time::timeout(DEADLINE, async {
+        loop {
+            let states: Vec<String> = webhook
+                .received_requests()
+                .await
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+                .map(|b| b["task"]["status"]["state"].as_str().unwrap_or_default().to_string())
+                .collect();
+            if states.last().is_some_and(|s| s == "TASK_STATE_COMPLETED") {
+                return states;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the completed push arrives");
+    assert_eq!(
+        states,
+        ["TASK_STATE_AUTH_REQUIRED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
+        "in order, one per state change"
+    );
+}
