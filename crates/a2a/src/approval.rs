@@ -36,9 +36,13 @@ pub struct PendingApproval {
     pub requested_at: u64,
     /// When the request is rejected if nobody decided, in milliseconds since the epoch.
     pub expires_at: u64,
-    /// The request as the owner sees it: the message's text, redacted, at most
-    /// [`REQUEST_CHARS`] characters.
+    /// The request as the owner sees it: the message's text (or the tool call, redacted), at
+    /// most [`REQUEST_CHARS`] characters.
     pub request: String,
+    /// For a single tool call (callers.json `approveTools`): the tool's name. `None`: the
+    /// request is the task itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
 }
 
 /// The most characters of a request an approval shows.
@@ -67,6 +71,9 @@ pub struct Approvals {
     pending: Mutex<HashMap<String, PendingApproval>>,
     /// (workspace, caller) the owner approved once.
     approved: Mutex<HashSet<(PathBuf, String)>>,
+    /// The runs waiting for a decision on a tool call, by request id (in memory only: a run
+    /// does not outlive the process).
+    waiters: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Decision>>>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -129,17 +136,21 @@ impl Approvals {
             approved_file,
             pending: Mutex::new(pending),
             approved: Mutex::new(approved),
+            waiters: Mutex::new(HashMap::new()),
         })
     }
 
     /// Records a request, durably, before anyone is told of it, with the message whose run it
-    /// asks for (kept whole, file bytes included, for the run that approval starts).
+    /// asks for (kept whole, file bytes included, for the run that approval starts; none for a
+    /// tool call).
     ///
     /// # Errors
     /// When its files cannot be written (then nothing is recorded).
-    pub fn add(&self, request: PendingApproval, message: &a2a::Message) -> io::Result<()> {
-        let bytes = serde_json::to_vec(message).map_err(io::Error::other)?;
-        volcanic_core::atomic::write_atomic(&self.message_path(&request.id), &bytes)?;
+    pub fn add(&self, request: PendingApproval, message: Option<&a2a::Message>) -> io::Result<()> {
+        if let Some(message) = message {
+            let bytes = serde_json::to_vec(message).map_err(io::Error::other)?;
+            volcanic_core::atomic::write_atomic(&self.message_path(&request.id), &bytes)?;
+        }
         let bytes = serde_json::to_vec_pretty(&request).map_err(io::Error::other)?;
         if let Err(err) = volcanic_core::atomic::write_atomic(&self.path(&request.id), &bytes) {
             let _ = std::fs::remove_file(self.message_path(&request.id));
@@ -147,6 +158,20 @@ impl Approvals {
         }
         self.lock_pending().insert(request.id.clone(), request);
         Ok(())
+    }
+
+    /// A receiver of the decision on request `id`, for the run whose tool call waits.
+    pub fn wait(&self, id: &str) -> tokio::sync::oneshot::Receiver<Decision> {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        self.waiters.lock().unwrap_or_else(PoisonError::into_inner).insert(id.to_string(), sender);
+        receiver
+    }
+
+    /// Hands `decision` to the run waiting on request `id`; false when none waits (the run has
+    /// ended, or the process restarted since).
+    pub fn wake(&self, id: &str, decision: Decision) -> bool {
+        let sender = self.waiters.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
+        sender.is_some_and(|sender| sender.send(decision).is_ok())
     }
 
     /// The message request `id` asks to run, as it came.
@@ -296,6 +321,7 @@ mod tests {
             requested_at: at,
             expires_at: at + 1000,
             request: "hello".into(),
+            tool: None,
         }
     }
 
@@ -304,8 +330,8 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let approvals = Approvals::open(state.path()).unwrap();
         let message = a2a::Message::new(a2a::Role::User, vec![a2a::Part::text("hi")]);
-        approvals.add(request("0000000b", "t2", 2), &message).unwrap();
-        approvals.add(request("0000000a", "t1", 1), &message).unwrap();
+        approvals.add(request("0000000b", "t2", 2), Some(&message)).unwrap();
+        approvals.add(request("0000000a", "t1", 1), Some(&message)).unwrap();
         assert_eq!(approvals.message("0000000a").map(|m| m.parts), Some(message.parts.clone()));
         let again = Approvals::open(state.path()).unwrap();
         let ids: Vec<_> = again.list().into_iter().map(|r| r.id).collect();

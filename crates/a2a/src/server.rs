@@ -360,9 +360,17 @@ impl A2aServer {
         let service = &self.inner.service;
         // What the outbox held at start-up goes before any notification of this run.
         service.push.start();
-        // Requests that waited across a restart get their time limit again (past it: at once).
+        // Task requests that waited across a restart get their time limit again (past it: at
+        // once); a tool call's request lost its run with the restart, so its task fails.
         for request in service.approvals.list() {
-            crate::service::approve::schedule_timeout(service, &request);
+            if request.tool.is_some() {
+                let service = service.clone();
+                service.tracker.clone().spawn(async move {
+                    crate::service::approve::fail_interrupted_tool_call(&service, &request).await;
+                });
+            } else {
+                crate::service::approve::schedule_timeout(service, &request);
+            }
         }
         // The owner's decisions come in through the control socket (hidden from sessions).
         let control =

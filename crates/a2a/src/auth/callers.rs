@@ -24,8 +24,8 @@ use tracing::warn;
 use volcanic_core::safe_file::{self, CONFIG_FILE_CAP};
 
 use super::{
-    A2aWorkspace, ApiKey, Caller, CallerApproval, CallerDirectory, CallerEntry, CallerKey,
-    CallerMode, CallerTier, KeyHash,
+    A2aWorkspace, ApiKey, ApprovalPolicy, Caller, CallerApproval, CallerDirectory, CallerEntry,
+    CallerKey, CallerMode, CallerTier, KeyHash,
 };
 
 /// How long after a file's mtime a cached parse is still re-checked by content. Covers
@@ -89,6 +89,13 @@ pub fn parse_callers(file: &Path, text: &str) -> Vec<CallerEntry> {
         entries.push(entry);
     }
     entries
+}
+
+/// A tool name as tools spell theirs: `[a-z0-9_]{1,64}`.
+fn is_valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
@@ -202,20 +209,24 @@ fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
             return None;
         }
     };
-    // Approval of single tool calls is not built yet: an entry that asks for it is refused
-    // rather than served without the protection its owner asked for.
-    if fields
-        .get("approveTools")
-        .is_some_and(|tools| !tools.is_null() && *tools != Value::Array(Vec::new()))
-    {
-        warn!(
-            file = %file.display(),
-            index,
-            name = %name,
-            "callers.json entry has approveTools, which this version does not support yet (approval of whole tasks is \"approval\"), skipping it"
-        );
-        return None;
-    }
+    let tools: Vec<String> = match fields.get("approveTools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items))
+            if items.iter().all(|t| t.as_str().is_some_and(is_valid_tool_name)) =>
+        {
+            items.iter().filter_map(Value::as_str).map(str::to_string).collect()
+        }
+        Some(_) => {
+            warn!(
+                file = %file.display(),
+                index,
+                name = %name,
+                "callers.json entry has an approveTools that is not a list of tool names, skipping it"
+            );
+            return None;
+        }
+    };
+    let approval = ApprovalPolicy { tasks: approval, tools: tools.into() };
     let note = fields.get("note").and_then(Value::as_str).map(str::to_string);
     Some(CallerEntry { name, key, mode, tier, approval, note })
 }
@@ -384,7 +395,7 @@ impl WorkspaceCallerDirectory {
                         name: entry.name.clone(),
                         mode: entry.mode,
                         tier: entry.tier,
-                        approval: entry.approval,
+                        approval: entry.approval.clone(),
                         workspace: workspace.clone(),
                     });
                 }
@@ -418,7 +429,7 @@ impl CallerDirectory for WorkspaceCallerDirectory {
             name: entry.name.clone(),
             mode: entry.mode,
             tier: entry.tier,
-            approval: entry.approval,
+            approval: entry.approval.clone(),
             workspace: Arc::new(workspace),
         })
     }

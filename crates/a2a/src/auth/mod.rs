@@ -106,6 +106,22 @@ impl CallerApproval {
     }
 }
 
+/// What of a caller waits for the owner's yes: its new tasks (callers.json `"approval"`) and
+/// calls of the tools it names (`"approveTools"`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ApprovalPolicy {
+    pub tasks: CallerApproval,
+    /// Tool names whose every call waits for the owner (e.g. `bash`); empty: none.
+    pub tools: Arc<[String]>,
+}
+
+impl ApprovalPolicy {
+    /// Whether a call of tool `name` waits for the owner.
+    pub fn tool_needs_approval(&self, name: &str) -> bool {
+        self.tools.iter().any(|tool| tool == name)
+    }
+}
+
 impl std::str::FromStr for CallerTier {
     type Err = String;
 
@@ -263,8 +279,8 @@ pub struct Caller {
     pub mode: CallerMode,
     /// What the caller's sessions may do with the workspace (callers.json `"tier"`).
     pub tier: CallerTier,
-    /// Whether its new tasks wait for the owner's approval (callers.json `"approval"`).
-    pub approval: CallerApproval,
+    /// What waits for the owner's approval (callers.json `"approval"`, `"approveTools"`).
+    pub approval: ApprovalPolicy,
     pub workspace: Arc<A2aWorkspace>,
 }
 
@@ -277,8 +293,8 @@ pub struct CallerEntry {
     pub mode: CallerMode,
     /// `"tier"`; [`CallerTier::Workspace`] when absent.
     pub tier: CallerTier,
-    /// `"approval"`; [`CallerApproval::Never`] when absent.
-    pub approval: CallerApproval,
+    /// `"approval"` and `"approveTools"`; nothing waits when absent.
+    pub approval: ApprovalPolicy,
     pub note: Option<String>,
 }
 

@@ -30,7 +30,7 @@ pub const WAITING_TEXT: &str = "Waiting for the owner's approval.";
 
 /// Whether a new task of `caller` waits for the owner.
 pub(super) fn needed(service: &Service, caller: &Caller) -> bool {
-    match caller.approval {
+    match caller.approval.tasks {
         CallerApproval::Never => false,
         CallerApproval::EveryTask => true,
         CallerApproval::FirstContact => {
@@ -99,11 +99,12 @@ pub(super) async fn request(
             .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
         // For the owner's eyes only (never logged, never sent to a caller).
         request: cut(&text, REQUEST_CHARS),
+        tool: None,
     };
     // The request first, then the task: a task that says it waits always has its request.
     let approvals = service.approvals.clone();
     let (stored, kept) = (record.clone(), message.clone());
-    tokio::task::spawn_blocking(move || approvals.add(stored, &kept))
+    tokio::task::spawn_blocking(move || approvals.add(stored, Some(&kept)))
         .await
         .map_err(|_| A2aError::Internal)?
         .map_err(|err| {
@@ -186,6 +187,9 @@ pub(crate) async fn decide(
     timed_out: bool,
 ) -> Result<Decided, DecideError> {
     let record = service.approvals.get(id).ok_or(DecideError::NotPending)?;
+    if record.tool.is_some() {
+        return decide_tool_call(service, record, decision).await;
+    }
     let caller = {
         let directory = service.directory.clone();
         let (workspace, name) = (record.workspace.clone(), record.caller.clone());
@@ -249,7 +253,7 @@ async fn approve(
             None => return Err(DecideError::Failed("the task has no message to run".into())),
         },
     };
-    if caller.approval == CallerApproval::FirstContact {
+    if caller.approval.tasks == CallerApproval::FirstContact {
         let approvals = service.approvals.clone();
         let (workspace, name) = (caller.workspace.path.clone(), caller.name.clone());
         let at = millis_now();
@@ -354,5 +358,179 @@ fn humantime(duration: Duration) -> String {
         format!("{}m", secs / 60)
     } else {
         format!("{secs}s")
+    }
+}
+
+/// The owner's decision on a tool call: handed to the run that waits for it. With no run
+/// waiting (the process restarted since: the run is gone), the task fails with the reason.
+async fn decide_tool_call(
+    service: &Arc<Service>,
+    record: PendingApproval,
+    decision: Decision,
+) -> Result<Decided, DecideError> {
+    let Some(record) = take(service, &record.id).await else {
+        return Err(DecideError::NotPending);
+    };
+    let approved = decision == Decision::Approve;
+    if service.approvals.wake(&record.id, decision) {
+        let state = if approved { "working" } else { "working (the call was refused)" };
+        return Ok(Decided { task_id: record.task_id, caller: record.caller, state });
+    }
+    fail_interrupted_tool_call(service, &record).await;
+    Err(DecideError::NotPending)
+}
+
+/// What a task whose run waited on a tool call when the process stopped becomes.
+pub const INTERRUPTED_TOOL_CALL: &str = "The server restarted while a tool call waited for the owner's approval; send the request again.";
+
+/// Fails the task of a tool-call request whose run is gone (a restart), and drops the request.
+pub(crate) async fn fail_interrupted_tool_call(service: &Arc<Service>, record: &PendingApproval) {
+    take(service, &record.id).await;
+    let caller = {
+        let directory = service.directory.clone();
+        let (workspace, name) = (record.workspace.clone(), record.caller.clone());
+        tokio::task::spawn_blocking(move || directory.caller(&workspace, &name))
+            .await
+            .ok()
+            .flatten()
+    };
+    let Some(caller) = caller else { return };
+    let (task_id, context_id) = (record.task_id.clone(), record.context_id.clone());
+    let changed = service
+        .tasks
+        .change(
+            &caller,
+            &record.task_id,
+            tokio::time::Instant::now() + Duration::from_secs(10),
+            |_| Box::pin(async { Some(Ok::<(), Error>(())) }),
+            |file| {
+                if file.task.status.state == TaskState::AuthRequired {
+                    Ok(())
+                } else {
+                    Err(Error::Ended { task_id: file.task.id.clone(), state: "decided" })
+                }
+            },
+            |file| {
+                if let Some(old) = file.task.status.message.take() {
+                    file.task.history.get_or_insert_with(Vec::new).push(old);
+                }
+                file.task.status = TaskStatus {
+                    state: TaskState::Failed,
+                    message: Some(agent_message(&task_id, &context_id, INTERRUPTED_TOOL_CALL)),
+                    timestamp: Some(now()),
+                };
+                file.events.record_status_change();
+                true
+            },
+        )
+        .await;
+    if let Ok(crate::tasks::Changed::File(file)) = changed {
+        service.push.notify(&file.task, &file.push_configs);
+        tracing::warn!(task_id = %record.task_id, "a tool call's approval outlived its run; the task failed");
+    }
+}
+
+/// The gate of a caller's session whose callers.json entry names tools (`approveTools`): a
+/// call of one of them waits for the owner. The task shows AUTH_REQUIRED with the call
+/// (redacted) while it waits, which ends its streams (the caller resubscribes); the owner's yes
+/// runs the call, a no or the time running out returns a refusal to the model, and the run goes
+/// on. A cancel of the task ends the wait at once (the core drops it) and the request with it.
+pub(crate) struct ToolApproval {
+    service: std::sync::Weak<Service>,
+    caller: Caller,
+    channel: Arc<crate::extension::A2aChatChannel>,
+}
+
+impl ToolApproval {
+    pub(crate) fn new(
+        service: std::sync::Weak<Service>,
+        caller: Caller,
+        channel: Arc<crate::extension::A2aChatChannel>,
+    ) -> Self {
+        ToolApproval { service, caller, channel }
+    }
+}
+
+/// Takes a waiting tool call's request out when its wait ends in any way (decided, timed out,
+/// or dropped by a cancel).
+struct Waiting {
+    approvals: Arc<crate::approval::Approvals>,
+    id: String,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        // A decided request is gone already; this finds nothing then. Files: a small blocking
+        // removal, once per tool call that needed the owner.
+        let _ = self.approvals.take(&self.id);
+        let _ = self.approvals.wake(&self.id, Decision::Deny { reason: None });
+    }
+}
+
+#[async_trait::async_trait]
+impl volcanic_core::extension::ToolGate for ToolApproval {
+    async fn check(
+        &self,
+        call: &volcanic_core::extension::GateCall,
+    ) -> volcanic_core::extension::GateDecision {
+        use volcanic_core::extension::GateDecision;
+        if !self.caller.approval.tool_needs_approval(&call.name) {
+            return GateDecision::Allow;
+        }
+        let refuse = |reason: &str| GateDecision::Refuse { reason: reason.to_string() };
+        let Some(service) = self.service.upgrade() else {
+            return refuse("the server is stopping");
+        };
+        let Ok(live) = self.channel.target() else {
+            return refuse("no task is running to ask the owner for");
+        };
+        let redactor = live.redactor();
+        let shown = redactor.redact(&format!("{} {}", call.name, call.args)).into_owned();
+        let shown = cut(&shown, REQUEST_CHARS);
+        let requested_at = millis_now();
+        let timeout = service.options.approval_timeout;
+        let record = PendingApproval {
+            id: new_id(),
+            workspace: self.caller.workspace.path.clone(),
+            caller: self.caller.name.clone(),
+            task_id: live.task_id.clone(),
+            context_id: live.context_id.clone(),
+            hops: 0,
+            requested_at,
+            expires_at: requested_at
+                .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+            request: shown.clone(),
+            tool: Some(call.name.clone()),
+        };
+        let decided = service.approvals.wait(&record.id);
+        let _waiting = Waiting { approvals: service.approvals.clone(), id: record.id.clone() };
+        let approvals = service.approvals.clone();
+        let stored = record.clone();
+        let added = tokio::task::spawn_blocking(move || approvals.add(stored, None)).await;
+        if !matches!(added, Ok(Ok(()))) {
+            tracing::error!(tool = %call.name, "cannot record a tool call's approval request; the call is refused");
+            return refuse("the owner's approval could not be asked for");
+        }
+        live.set_status(
+            TaskState::AuthRequired,
+            Some(format!("Waiting for the owner's approval to run {shown}")),
+        )
+        .await;
+        tracing::info!(approval = %record.id, caller = %self.caller.name, task_id = %record.task_id, tool = %call.name, "a tool call waits for the owner's approval: volcanic approve {} (or deny)", record.id);
+        if let Some(notifier) = service.approval_notifier.clone() {
+            let (caller, notice) = (self.caller.clone(), record.clone());
+            service.tracker.spawn(async move { notifier.requested(&caller, &notice).await });
+        }
+        let outcome = tokio::time::timeout(timeout, decided).await;
+        live.set_status(TaskState::Working, Some(format!("using {}", call.name))).await;
+        match outcome {
+            Ok(Ok(Decision::Approve)) => GateDecision::Allow,
+            Ok(Ok(Decision::Deny { reason })) => match reason {
+                Some(reason) => refuse(&format!("the owner declined this call: {reason}")),
+                None => refuse("the owner declined this call"),
+            },
+            Ok(Err(_)) => refuse("the owner's approval was not given"),
+            Err(_) => refuse(&format!("no decision from the owner within {}", humantime(timeout))),
+        }
     }
 }

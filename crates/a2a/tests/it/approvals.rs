@@ -275,3 +275,93 @@ async fn push_configs_hear_every_transition_of_an_approved_task() {
         "in order, one per state change"
     );
 }
+
+/// callers.json with travel-bot's `write` calls waiting for the owner (its tasks need no
+/// approval).
+fn approving_writes(server: &TestServer) {
+    let list = json!([
+        {"name": "travel-bot", "key": KEY, "approveTools": ["write"]},
+        {"name": "other-bot", "key": OTHER_KEY},
+    ]);
+    let path = server.ws().join(".volcanic/a2a/callers.json");
+    std::fs::write(path, serde_json::to_vec_pretty(&list).unwrap()).unwrap();
+}
+
+fn write_then_answer(file: &str) -> String {
+    directive(json!([
+        {"tool": "write", "args": {"path": file, "content": "written"}},
+        {"text": "after the call"},
+    ]))
+}
+
+#[tokio::test]
+async fn a_tool_call_waits_for_the_owner_and_runs_once_approved() {
+    let server = TestServer::start().await;
+    approving_writes(&server);
+    let task = send_as(&server, KEY, &write_then_answer("approved.txt"), None).await;
+    // A blocking answer goes out at the pause: AUTH_REQUIRED, naming the call.
+    assert_eq!(state(&task), "TASK_STATE_AUTH_REQUIRED", "{task}");
+    assert!(status_text(&task).contains("write"), "{task}");
+    let id = task["id"].as_str().unwrap().to_string();
+    assert!(!server.ws().join("approved.txt").exists(), "nothing runs before the owner's yes");
+    // While it waits, a message to the task is refused.
+    let more =
+        server.rpc(KEY, "SendMessage", send_params("more", Some(json!({"taskId": id})))).await;
+    assert_eq!(more["error"]["code"], -32004, "{more}");
+
+    let waiting = pending(&server).await;
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0]["tool"], "write");
+    assert!(waiting[0]["request"].as_str().unwrap().contains("approved.txt"));
+    let approval = waiting[0]["id"].as_str().unwrap().to_string();
+    let decided = control(&server, ControlRequest::Approve { id: approval }).await;
+    assert_eq!(decided["ok"], true, "{decided}");
+    let done = wait_for_state(&server, KEY, &id, "TASK_STATE_COMPLETED").await;
+    assert!(done.to_string().contains("after the call"), "{done}");
+    assert_eq!(std::fs::read_to_string(server.ws().join("approved.txt")).unwrap(), "written");
+    assert!(pending(&server).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_tool_call_the_owner_denies_is_refused_to_the_model_and_the_run_goes_on() {
+    let server = TestServer::start().await;
+    approving_writes(&server);
+    let task = send_as(&server, KEY, &write_then_answer("denied.txt"), None).await;
+    let id = task["id"].as_str().unwrap().to_string();
+    let approval = pending(&server).await[0]["id"].as_str().unwrap().to_string();
+    let reason = Some("not in my folder".to_string());
+    control(&server, ControlRequest::Deny { id: approval, reason }).await;
+    wait_for_state(&server, KEY, &id, "TASK_STATE_COMPLETED").await;
+    assert!(!server.ws().join("denied.txt").exists());
+    // The model saw the refusal as the tool's result.
+    let requests = server.faux.requests();
+    let seen = format!("{:?}", requests.last().unwrap());
+    assert!(seen.contains("the owner declined this call: not in my folder"), "{seen}");
+}
+
+#[tokio::test]
+async fn a_tool_call_nobody_decides_is_refused_when_its_time_runs_out() {
+    let options =
+        A2aOptions { approval_timeout: Duration::from_millis(300), ..A2aOptions::default() };
+    let server = TestServer::with(Setup { options, ..Setup::default() }).await;
+    approving_writes(&server);
+    let task = send_as(&server, KEY, &write_then_answer("late.txt"), None).await;
+    wait_for_state(&server, KEY, task["id"].as_str().unwrap(), "TASK_STATE_COMPLETED").await;
+    assert!(!server.ws().join("late.txt").exists());
+    let seen = format!("{:?}", server.faux.requests().last().unwrap());
+    assert!(seen.contains("no decision from the owner"), "{seen}");
+    assert!(pending(&server).await.is_empty());
+}
+
+#[tokio::test]
+async fn canceling_a_task_whose_tool_call_waits_cancels_it_and_drops_the_request() {
+    let server = TestServer::start().await;
+    approving_writes(&server);
+    let task = send_as(&server, KEY, &write_then_answer("never.txt"), None).await;
+    let id = task["id"].as_str().unwrap().to_string();
+    assert_eq!(pending(&server).await.len(), 1);
+    let canceled = server.rpc(KEY, "CancelTask", json!({"id": id})).await;
+    assert_eq!(state(&canceled["result"]), "TASK_STATE_CANCELED", "{canceled}");
+    assert!(pending(&server).await.is_empty());
+    assert!(!server.ws().join("never.txt").exists());
+}
