@@ -148,3 +148,44 @@ fn approvals_deny_with_a_reason_and_clear_errors_without_a_server() {
     assert!(stderr.contains("no approval request"), "{stderr}");
     server.stop();
 }
+
+#[test]
+fn approvals_a_tool_call_waiting_when_the_server_is_killed_fails_its_task_at_the_next_start() {
+    let fixture = Fixture::new(Mode::Sandboxed);
+    let path = fixture.ws.join(".volcanic/a2a/callers.json");
+    let mut callers: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for caller in &mut callers {
+        if caller["name"] == "mallory" {
+            caller["approveTools"] = json!(["write"]);
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec(&callers).unwrap()).unwrap();
+    let server = Server::start(&fixture, Mode::Sandboxed);
+    let script = directive(json!([
+        {"tool": "write", "args": {"path": "paused.txt", "content": "x"}},
+        {"text": "never"},
+    ]));
+    let reply = server.send(&fixture.mallory_key, &script);
+    let task = reply["result"]["task"]["id"].as_str().expect("the task").to_string();
+    assert_eq!(reply["result"]["task"]["status"]["state"], "TASK_STATE_AUTH_REQUIRED", "{reply}");
+    assert_eq!(waiting(&fixture).len(), 1);
+    let killed = Command::new("kill").arg("-KILL").arg(server.pid().to_string()).status().unwrap();
+    assert!(killed.success());
+    drop(server);
+
+    let server = Server::start(&fixture, Mode::Sandboxed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let failed = loop {
+        let reply = server.rpc(&fixture.mallory_key, "GetTask", json!({"id": task}));
+        if reply["result"]["status"]["state"] == "TASK_STATE_FAILED" {
+            break reply;
+        }
+        assert!(std::time::Instant::now() < deadline, "never failed: {reply}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(failed.to_string().contains("waited for the owner's approval"), "{failed}");
+    assert!(waiting(&fixture).is_empty());
+    assert!(!fixture.ws.join("paused.txt").exists());
+    server.stop();
+}
