@@ -132,7 +132,9 @@ fn card(
             extensions: Some(vec![a2a::AgentExtension {
                 uri: crate::binding::generations::GENERATIONS_EXTENSION.into(),
                 description: Some(GENERATIONS_DESCRIPTION.into()),
-                required: Some(false),
+                // Not required is the default, so left out: a verifier that re-encodes the card
+                // from protobuf drops a `false` it holds, and the signature must match its bytes.
+                required: None,
                 params: None,
             }]),
             extended_agent_card: Some(true),
@@ -262,7 +264,7 @@ mod tests {
             ],
             "capabilities": {"streaming": true, "pushNotifications": true, "extendedAgentCard": true,
                 "extensions": [{"uri": crate::binding::generations::GENERATIONS_EXTENSION,
-                    "description": GENERATIONS_DESCRIPTION, "required": false}]},
+                    "description": GENERATIONS_DESCRIPTION}]},
             "securitySchemes": {
                 "apiKey": {"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"}},
                 "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}},
