@@ -294,6 +294,32 @@ pub fn is_valid_id(id: &str) -> bool {
     id.len() == 8 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// `text`, cut to `max_chars` characters with `…` (what an approval shows of a request).
+pub fn cut(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+pub fn millis_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A duration as people write it (`24h`, `90m`, `45s`).
+pub fn describe(duration: std::time::Duration) -> String {
+    let secs = duration.as_secs();
+    if secs >= 3600 && secs.is_multiple_of(3600) {
+        format!("{}h", secs / 3600)
+    } else if secs >= 60 && secs.is_multiple_of(60) {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
 fn create_private_dir(dir: &Path) -> io::Result<()> {
     #[cfg(unix)]
     {

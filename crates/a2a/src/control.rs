@@ -25,8 +25,22 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::A2aServer;
 use crate::approval::{Decision, PendingApproval, is_valid_id};
+use crate::service::approve::{DecideError, Decided};
+
+/// What the socket serves: the server's waiting requests and its decisions
+/// ([`crate::A2aServer`] is one; the socket knows nothing else of it).
+#[async_trait::async_trait]
+pub trait Decider: Send + Sync {
+    /// The requests waiting, oldest first.
+    fn pending(&self) -> Vec<PendingApproval>;
+
+    /// Applies the owner's decision on request `id`.
+    ///
+    /// # Errors
+    /// See [`DecideError`].
+    async fn decide(&self, id: &str, decision: Decision) -> Result<Decided, DecideError>;
+}
 
 /// The socket's path under a state folder.
 pub fn socket_path(state_dir: &Path) -> PathBuf {
@@ -63,7 +77,7 @@ pub enum ControlRequest {
 /// # Errors
 /// When the listener cannot be handed to the runtime.
 pub async fn serve(
-    server: A2aServer,
+    server: Arc<dyn Decider>,
     listener: std::os::unix::net::UnixListener,
     path: PathBuf,
     shutdown: CancellationToken,
@@ -89,7 +103,7 @@ pub async fn serve(
         let Ok(slot) = slots.clone().acquire_owned().await else { break };
         let (server, path) = (server.clone(), path.clone());
         tracker.spawn(async move {
-            if let Err(err) = answer(&server, stream, &path).await {
+            if let Err(err) = answer(server.as_ref(), stream, &path).await {
                 tracing::debug!(error = %err, "control socket: a connection failed");
             }
             drop(slot);
@@ -130,7 +144,7 @@ pub fn bind(path: &Path) -> io::Result<std::os::unix::net::UnixListener> {
     Ok(listener)
 }
 
-async fn answer(server: &A2aServer, stream: UnixStream, path: &Path) -> io::Result<()> {
+async fn answer(server: &dyn Decider, stream: UnixStream, path: &Path) -> io::Result<()> {
     let peer = stream.peer_cred()?;
     // The socket file is the server's own: its owner is the user the server runs as.
     let own_uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(path)?);
@@ -159,10 +173,10 @@ async fn answer(server: &A2aServer, stream: UnixStream, path: &Path) -> io::Resu
     write.shutdown().await
 }
 
-async fn handle(server: &A2aServer, request: ControlRequest) -> Value {
+async fn handle(server: &dyn Decider, request: ControlRequest) -> Value {
     let (id, decision) = match request {
         ControlRequest::List => {
-            let approvals: Vec<PendingApproval> = server.pending_approvals();
+            let approvals: Vec<PendingApproval> = server.pending();
             return json!({"ok": true, "approvals": approvals});
         }
         ControlRequest::Approve { id } => (id, Decision::Approve),
@@ -171,7 +185,7 @@ async fn handle(server: &A2aServer, request: ControlRequest) -> Value {
     if !is_valid_id(&id) {
         return json!({"ok": false, "error": "an approval id is 8 hex digits (see volcanic approvals)"});
     }
-    match server.decide_approval(&id, decision).await {
+    match server.decide(&id, decision).await {
         Ok(decided) => json!({"ok": true, "decided": {
             "taskId": decided.task_id, "caller": decided.caller, "state": decided.state}}),
         Err(err) => json!({"ok": false, "error": err.to_string()}),

@@ -33,6 +33,7 @@ mod connection;
 pub mod containment;
 #[cfg(unix)]
 pub mod control;
+mod endpoint;
 pub mod error;
 mod event_log;
 pub mod extension;

@@ -19,8 +19,8 @@ use crate::task::status::{agent_message, now};
 use crate::task::{AcceptedMessage, TaskFile};
 
 use super::Service;
+use super::launch::{Started, launch, new_task_file, reserve};
 use super::retry;
-use super::send::{Started, launch, new_task_file, reserve};
 
 /// The most tasks of one caller that may wait for the owner at once.
 pub const MAX_WAITING_PER_CALLER: usize = 32;
@@ -84,7 +84,7 @@ pub(super) async fn request(
     file.events.record_status_change();
     retry::remember(&mut file, accepted, window);
 
-    let requested_at = millis_now();
+    let requested_at = crate::approval::millis_now();
     let timeout = service.options.approval_timeout;
     let text: String = message.parts.iter().map(text_of).collect::<Vec<_>>().join("\n");
     let record = PendingApproval {
@@ -98,7 +98,7 @@ pub(super) async fn request(
         expires_at: requested_at
             .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
         // For the owner's eyes only (never logged, never sent to a caller).
-        request: cut(&text, REQUEST_CHARS),
+        request: crate::approval::cut(&text, REQUEST_CHARS),
         tool: None,
     };
     // The request first, then the task: a task that says it waits always has its request.
@@ -138,12 +138,13 @@ pub(super) async fn request(
 /// Rejects the request when its time runs out (at once for one already past it: after a
 /// restart).
 pub(crate) fn schedule_timeout(service: &Arc<Service>, record: &PendingApproval) {
-    let wait = Duration::from_millis(record.expires_at.saturating_sub(millis_now()));
+    let wait =
+        Duration::from_millis(record.expires_at.saturating_sub(crate::approval::millis_now()));
     let (service_ref, id) = (service.clone(), record.id.clone());
     let timeout = service.options.approval_timeout;
     service.tracker.spawn(async move {
         tokio::time::sleep(wait).await;
-        let reason = format!("no decision from the owner within {}", humantime(timeout));
+        let reason = format!("no decision from the owner within {}", crate::approval::describe(timeout));
         match decide(&service_ref, &id, Decision::Deny { reason: Some(reason) }, true).await {
             Ok(_) | Err(DecideError::NotPending) => {}
             Err(err) => tracing::warn!(approval = %id, error = %err, "an approval that timed out could not be rejected"),
@@ -256,7 +257,7 @@ async fn approve(
     if caller.approval.tasks == CallerApproval::FirstContact {
         let approvals = service.approvals.clone();
         let (workspace, name) = (caller.workspace.path.clone(), caller.name.clone());
-        let at = millis_now();
+        let at = crate::approval::millis_now();
         let remembered =
             tokio::task::spawn_blocking(move || approvals.remember_approved(&workspace, &name, at))
                 .await;
@@ -336,31 +337,6 @@ async fn take(service: &Arc<Service>, id: &str) -> Option<PendingApproval> {
     tokio::task::spawn_blocking(move || approvals.take(&id)).await.ok().flatten()
 }
 
-fn cut(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_string(),
-    }
-}
-
-fn millis_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// A duration as people write it (`24h`, `90m`, `45s`).
-fn humantime(duration: Duration) -> String {
-    let secs = duration.as_secs();
-    if secs >= 3600 && secs.is_multiple_of(3600) {
-        format!("{}h", secs / 3600)
-    } else if secs >= 60 && secs.is_multiple_of(60) {
-        format!("{}m", secs / 60)
-    } else {
-        format!("{secs}s")
-    }
-}
-
 /// The owner's decision on a tool call: handed to the run that waits for it. With no run
 /// waiting (the process restarted since: the run is gone), the task fails with the reason.
 async fn decide_tool_call(
@@ -427,110 +403,5 @@ pub(crate) async fn fail_interrupted_tool_call(service: &Arc<Service>, record: &
     if let Ok(crate::tasks::Changed::File(file)) = changed {
         service.push.notify(&file.task, &file.push_configs);
         tracing::warn!(task_id = %record.task_id, "a tool call's approval outlived its run; the task failed");
-    }
-}
-
-/// The gate of a caller's session whose callers.json entry names tools (`approveTools`): a
-/// call of one of them waits for the owner. The task shows AUTH_REQUIRED with the call
-/// (redacted) while it waits, which ends its streams (the caller resubscribes); the owner's yes
-/// runs the call, a no or the time running out returns a refusal to the model, and the run goes
-/// on. A cancel of the task ends the wait at once (the core drops it) and the request with it.
-pub(crate) struct ToolApproval {
-    service: std::sync::Weak<Service>,
-    caller: Caller,
-    channel: Arc<crate::extension::A2aChatChannel>,
-}
-
-impl ToolApproval {
-    pub(crate) fn new(
-        service: std::sync::Weak<Service>,
-        caller: Caller,
-        channel: Arc<crate::extension::A2aChatChannel>,
-    ) -> Self {
-        ToolApproval { service, caller, channel }
-    }
-}
-
-/// Takes a waiting tool call's request out when its wait ends in any way (decided, timed out,
-/// or dropped by a cancel).
-struct Waiting {
-    approvals: Arc<crate::approval::Approvals>,
-    id: String,
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        // A decided request is gone already; this finds nothing then. Files: a small blocking
-        // removal, once per tool call that needed the owner.
-        let _ = self.approvals.take(&self.id);
-        let _ = self.approvals.wake(&self.id, Decision::Deny { reason: None });
-    }
-}
-
-#[async_trait::async_trait]
-impl volcanic_core::extension::ToolGate for ToolApproval {
-    async fn check(
-        &self,
-        call: &volcanic_core::extension::GateCall,
-    ) -> volcanic_core::extension::GateDecision {
-        use volcanic_core::extension::GateDecision;
-        if !self.caller.approval.tool_needs_approval(&call.name) {
-            return GateDecision::Allow;
-        }
-        let refuse = |reason: &str| GateDecision::Refuse { reason: reason.to_string() };
-        let Some(service) = self.service.upgrade() else {
-            return refuse("the server is stopping");
-        };
-        let Ok(live) = self.channel.target() else {
-            return refuse("no task is running to ask the owner for");
-        };
-        let redactor = live.redactor();
-        let shown = redactor.redact(&format!("{} {}", call.name, call.args)).into_owned();
-        let shown = cut(&shown, REQUEST_CHARS);
-        let requested_at = millis_now();
-        let timeout = service.options.approval_timeout;
-        let record = PendingApproval {
-            id: new_id(),
-            workspace: self.caller.workspace.path.clone(),
-            caller: self.caller.name.clone(),
-            task_id: live.task_id.clone(),
-            context_id: live.context_id.clone(),
-            hops: 0,
-            requested_at,
-            expires_at: requested_at
-                .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
-            request: shown.clone(),
-            tool: Some(call.name.clone()),
-        };
-        let decided = service.approvals.wait(&record.id);
-        let _waiting = Waiting { approvals: service.approvals.clone(), id: record.id.clone() };
-        let approvals = service.approvals.clone();
-        let stored = record.clone();
-        let added = tokio::task::spawn_blocking(move || approvals.add(stored, None)).await;
-        if !matches!(added, Ok(Ok(()))) {
-            tracing::error!(tool = %call.name, "cannot record a tool call's approval request; the call is refused");
-            return refuse("the owner's approval could not be asked for");
-        }
-        live.set_status(
-            TaskState::AuthRequired,
-            Some(format!("Waiting for the owner's approval to run {shown}")),
-        )
-        .await;
-        tracing::info!(approval = %record.id, caller = %self.caller.name, task_id = %record.task_id, tool = %call.name, "a tool call waits for the owner's approval: volcanic approve {} (or deny)", record.id);
-        if let Some(notifier) = service.approval_notifier.clone() {
-            let (caller, notice) = (self.caller.clone(), record.clone());
-            service.tracker.spawn(async move { notifier.requested(&caller, &notice).await });
-        }
-        let outcome = tokio::time::timeout(timeout, decided).await;
-        live.set_status(TaskState::Working, Some(format!("using {}", call.name))).await;
-        match outcome {
-            Ok(Ok(Decision::Approve)) => GateDecision::Allow,
-            Ok(Ok(Decision::Deny { reason })) => match reason {
-                Some(reason) => refuse(&format!("the owner declined this call: {reason}")),
-                None => refuse("the owner declined this call"),
-            },
-            Ok(Err(_)) => refuse("the owner's approval was not given"),
-            Err(_) => refuse(&format!("no decision from the owner within {}", humantime(timeout))),
-        }
     }
 }

@@ -19,12 +19,14 @@ pub(crate) mod approve;
 mod cancel;
 mod card;
 mod get;
+mod launch;
 mod push_config;
 mod retry;
 mod run;
 mod send;
 mod stream;
 mod subscribe;
+mod tool_approval;
 
 use std::pin::Pin;
 use std::sync::Arc;

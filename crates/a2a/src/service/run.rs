@@ -58,7 +58,7 @@ pub(super) async fn run(
                 move |channel: &Arc<crate::extension::A2aChatChannel>| -> Arc<dyn volcanic_core::Extension> {
                     // Calls of the tools the caller's entry names wait for the owner.
                     let gate = (!caller.approval.tools.is_empty()).then(|| {
-                        Arc::new(super::approve::ToolApproval::new(
+                        Arc::new(super::tool_approval::ToolApproval::new(
                             service,
                             caller.clone(),
                             channel.clone(),
