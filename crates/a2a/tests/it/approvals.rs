@@ -365,3 +365,27 @@ async fn canceling_a_task_whose_tool_call_waits_cancels_it_and_drops_the_request
     assert!(pending(&server).await.is_empty());
     assert!(!server.ws().join("never.txt").exists());
 }
+
+#[tokio::test]
+async fn after_a_tool_call_is_approved_a_resubscription_follows_the_run_to_its_end() {
+    let server = TestServer::start().await;
+    approving_writes(&server);
+    let script = directive(json!([
+        {"tool": "write", "args": {"path": "streamed.txt", "content": "x"}},
+        {"text": "a slow answer after the approved call", "chunk": 2, "delay_ms": 40},
+    ]));
+    // The stream ends at the pause.
+    let events = server
+        .rpc_stream(KEY, Some("1.0"), "SendStreamingMessage", send_params(&script, None))
+        .await;
+    let last = &events.last().unwrap()["result"];
+    assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_AUTH_REQUIRED", "{events:?}");
+    let id = events[0]["result"]["task"]["id"].as_str().unwrap().to_string();
+    let approval = pending(&server).await[0]["id"].as_str().unwrap().to_string();
+    control(&server, ControlRequest::Approve { id: approval }).await;
+    // The run goes on (about 0.7 s of answer): a new subscription follows it to the end.
+    let followed = server.subscribe_or_refusal(KEY, &id).await;
+    let last = &followed.last().unwrap()["result"];
+    assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED", "{followed:?}");
+    assert!(format!("{followed:?}").contains("slow answer"), "{followed:?}");
+}
