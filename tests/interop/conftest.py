@@ -39,6 +39,8 @@ from wire import Exchange, RecordingTransport, check_all
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = 'k_py_bot_interop_5c1e'
 OTHER_KEY = 'k_other_bot_interop_9a7d'
+# A caller whose every task waits for the owner's approval (test_approvals.py).
+APPROVAL_KEY = 'k_careful_bot_interop_3b8f'
 STARTUP_TIMEOUT = 30.0
 SHUTDOWN_TIMEOUT = 15.0
 HTTP_TIMEOUT = 20.0
@@ -54,6 +56,7 @@ class Served:
     workspace: Path
     process: subprocess.Popen[str]
     log: Path
+    state: Path
 
 
 def _binary() -> Path:
@@ -86,7 +89,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     for folder in (workspace / '.volcanic' / 'a2a', state, home):
         folder.mkdir(parents=True)
     (workspace / '.volcanic' / 'a2a' / 'callers.json').write_text(
-        json.dumps([{'name': 'py-bot', 'key': KEY}, {'name': 'other-bot', 'key': OTHER_KEY}])
+        json.dumps([
+            {'name': 'py-bot', 'key': KEY},
+            {'name': 'other-bot', 'key': OTHER_KEY},
+            {'name': 'careful-bot', 'key': APPROVAL_KEY, 'approval': 'every-task'},
+        ])
     )
     # scripts/test scans the server log for leaked keys (docs/reliability.md, "Secrets in logs").
     log_dir = os.environ.get('VOLCANIC_TEST_LOG_DIR')
@@ -126,7 +133,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         lines.put(None)
 
     threading.Thread(target=pump, daemon=True).start()
-    served = Served(base='', workspace=workspace, process=process, log=log)
+    served = Served(base='', workspace=workspace, process=process, log=log, state=state)
     try:
         line = lines.get(timeout=STARTUP_TIMEOUT)
     except queue.Empty:

@@ -119,6 +119,9 @@ pub struct A2aOptions {
     /// the task to move before answering with the task as it is. Zero answers at once.
     /// Default 30 s.
     pub max_generation_wait: Duration,
+    /// How long a task waits for the owner's approval (callers.json `"approval"`) before it is
+    /// rejected with that reason. Default 24 h.
+    pub approval_timeout: Duration,
 }
 
 impl Default for A2aOptions {
@@ -156,6 +159,7 @@ impl Default for A2aOptions {
             retry_window: Duration::from_secs(24 * 60 * 60),
             retry_records_per_caller: 10_000,
             max_generation_wait: Duration::from_secs(30),
+            approval_timeout: Duration::from_secs(24 * 60 * 60),
         }
     }
 }

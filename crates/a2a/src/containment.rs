@@ -125,6 +125,7 @@ mod tests {
         Caller {
             name: "peer".into(),
             tier,
+            approval: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: workspace.to_path_buf(),
                 scope_prefix: "serve".into(),

@@ -62,6 +62,16 @@ pub enum Error {
     /// task.
     #[error("message {message_id:?} is still being accepted, retry in a moment")]
     StillAccepting { message_id: String },
+    /// A message to a task that waits for the owner's approval.
+    #[error(
+        "task {task_id} is waiting for the owner's approval; follow it with GetTask, SubscribeToTask or push, and send to it once it asks for input"
+    )]
+    AwaitingApproval { task_id: String },
+    /// The caller has its maximum of tasks waiting for the owner's approval.
+    #[error(
+        "{max} of your tasks are already waiting for the owner's approval; retry once the owner has decided"
+    )]
+    TooManyAwaitingApproval { max: usize },
     /// A subscription to a task that has ended.
     #[error("task {task_id} is already {state}")]
     Ended { task_id: String, state: &'static str },
@@ -87,6 +97,8 @@ impl From<Error> for A2aError {
             | Error::TaskLimit { .. }
             | Error::NotContinuable { .. }
             | Error::Ended { .. }
+            | Error::AwaitingApproval { .. }
+            | Error::TooManyAwaitingApproval { .. }
             | Error::StillAccepting { .. } => A2aError::UnsupportedOperation(err.to_string()),
             Error::MessageIdReused { .. } => A2aError::InvalidParams(err.to_string()),
             // The detail names files of the owner's machine: it went to the log only.

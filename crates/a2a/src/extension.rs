@@ -33,6 +33,8 @@ pub struct A2aSessionExtension {
     /// The workspace's secrets (every plaintext caller key, every push token and credential):
     /// redacted wherever the session writes, and in everything the server sends back.
     pub secrets: Arc<dyn SecretSource>,
+    /// Holds calls of the tools the owner approves one by one (callers.json `approveTools`).
+    pub gate: Option<Arc<dyn volcanic_core::extension::ToolGate>>,
 }
 
 /// The plaintext caller keys of a workspace's callers.json and the push tokens and credentials
@@ -109,6 +111,9 @@ impl Extension for A2aSessionExtension {
             }));
         }
         registrar.secret_source(self.secrets.clone());
+        if let Some(gate) = &self.gate {
+            registrar.tool_gate(gate.clone());
+        }
     }
 }
 
@@ -208,7 +213,7 @@ impl A2aChatChannel {
     ///
     /// # Errors
     /// When none is.
-    fn target(&self) -> Result<Arc<LiveTask>, String> {
+    pub(crate) fn target(&self) -> Result<Arc<LiveTask>, String> {
         self.target
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -318,6 +318,7 @@ mod tests {
             name: name.into(),
             mode: CallerMode::Isolated,
             tier: crate::auth::CallerTier::Workspace,
+            approval: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: workspace.into(),
                 scope_prefix: "test".into(),

@@ -390,6 +390,7 @@ mod tests {
             name: name.into(),
             mode: CallerMode::Isolated,
             tier: crate::auth::CallerTier::Workspace,
+            approval: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: dir.to_path_buf(),
                 scope_prefix: "serve".into(),

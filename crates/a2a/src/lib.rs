@@ -24,12 +24,16 @@
 //! Invariant: bindings and versions are decoded and encoded at the edge; no service code
 //! branches on them. This crate knows nothing of Telegram or the CLI.
 
+pub mod approval;
 pub mod auth;
 pub mod binding;
 pub mod card;
 pub mod config;
 mod connection;
 pub mod containment;
+#[cfg(unix)]
+pub mod control;
+mod endpoint;
 pub mod error;
 mod event_log;
 pub mod extension;
@@ -59,3 +63,4 @@ pub use containment::{Containment, ViewPolicy};
 pub use error::A2aError;
 pub use extension::OwnerNotifier;
 pub use server::{A2aServer, A2aServerBuilder, BuildError, PushHandler};
+pub use service::approve::{DecideError, Decided};

@@ -161,7 +161,7 @@ impl Opening {
     /// [`Error::Core`] (logged) when the session cannot be opened; the context is free again.
     pub async fn open(
         mut self,
-        extension: impl FnOnce() -> Arc<dyn Extension>,
+        extension: impl FnOnce(&Arc<A2aChatChannel>) -> Arc<dyn Extension>,
     ) -> Result<Claim, Error> {
         let pool = self.pool.clone();
         pool.close_sessions(std::mem::take(&mut self.evicted), "to make room").await;
@@ -171,7 +171,7 @@ impl Opening {
             scope: self.scope.clone(),
             cwd: self.caller.workspace.path.clone(),
             channel: Some(channel.clone()),
-            extensions: vec![extension()],
+            extensions: vec![extension(&channel)],
             tool_set,
             confinement,
         };
@@ -349,7 +349,7 @@ impl SessionPool {
         self: &Arc<Self>,
         caller: &Caller,
         context_id: &str,
-        extension: impl FnOnce() -> Arc<dyn Extension>,
+        extension: impl FnOnce(&Arc<A2aChatChannel>) -> Arc<dyn Extension>,
     ) -> Result<Claim, Error> {
         match self.reserve(caller, context_id).await? {
             Reservation::Ready(claim) => Ok(claim),
@@ -562,6 +562,7 @@ mod tests {
             name: name.into(),
             mode: CallerMode::Isolated,
             tier: crate::auth::CallerTier::Workspace,
+            approval: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path,
                 scope_prefix: "t".into(),
@@ -578,7 +579,7 @@ mod tests {
             Arc::new(SessionFactory::builder(Arc::new(FauxProvider::new()), state.path()).build());
         let pool = Arc::new(SessionPool::new(factory, Duration::from_secs(60), 1024, LIMITS));
         let caller = caller(ws.path().to_path_buf());
-        let extension = || -> Arc<dyn Extension> { Arc::new(Nothing) };
+        let extension = |_: &Arc<A2aChatChannel>| -> Arc<dyn Extension> { Arc::new(Nothing) };
 
         let claim = pool.claim(&caller, "ctx", extension).await.unwrap();
         assert_eq!(claim.scope, "t-a2a-bot_ctx");
@@ -603,7 +604,7 @@ mod tests {
         ))
     }
 
-    fn nothing() -> Arc<dyn Extension> {
+    fn nothing(_: &Arc<A2aChatChannel>) -> Arc<dyn Extension> {
         Arc::new(Nothing)
     }
 

@@ -5,7 +5,6 @@
 //! [`Service::handle`], and encoded back for the caller's binding and version here. The HTTP
 //! layer depends on the service, never the other way round.
 
-use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,37 +12,29 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::{Request as HttpRequest, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 use volcanic_core::SessionFactory;
 
-use crate::auth::{AuthFailure, Caller, CallerDirectory, authenticate};
-use crate::binding::{self, generations, jsonrpc, rest};
-use crate::card;
+use crate::auth::CallerDirectory;
 use crate::config::A2aOptions;
 use crate::containment::Containment;
+pub use crate::endpoint::PushHandler;
+use crate::endpoint::{ServerInner, base_url, jsonrpc_endpoint, rest_endpoint};
 use crate::error::A2aError;
 use crate::extension::OwnerNotifier;
-use crate::fair::{Admission, CallerCaps, CallerShares, ConnectionShare, Held};
-use crate::http::{
-    asks_to_close, body_error, check_content_type, connection_refusal, header_text, json_bytes,
-    json_response, read_body, refusal, sse, unauthorized,
-};
+use crate::fair::{CallerCaps, CallerShares};
+use crate::http::{body_error, connection_refusal, header_text, read_body};
 use crate::pool::SessionPool;
 use crate::public_card::PublicCards;
 use crate::push::guard::GuardError;
 use crate::push::{self, PushSender};
-use crate::request::{Generations, Request, Version};
-use crate::service::{Outcome, Service};
+use crate::service::Service;
 use crate::signing::{self, CardSigner};
 use crate::task::AcceptedMessages;
-use crate::task::events::StreamEvent;
 use crate::task::store::TaskStore;
 use crate::tasks::Tasks;
 
@@ -52,24 +43,6 @@ const PUSH_BODY_LIMIT: usize = 1024 * 1024;
 
 /// How long shutdown waits for runs to settle after aborting them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// What the endpoints share: the service, and what only the HTTP edge needs.
-pub struct ServerInner {
-    service: Arc<Service>,
-    on_push: Option<PushHandler>,
-    /// Each caller's requests, streams and connections in progress, against their caps.
-    shares: CallerShares,
-    /// The public card's bodies and their validators.
-    public_cards: PublicCards,
-}
-
-/// The host's handler of pushes to `POST /a2a/push/{watchId}`: `(watch id, the
-/// X-A2A-Notification-Token header, the JSON body)` → whether the watch exists (false = 404).
-pub type PushHandler = Arc<
-    dyn Fn(String, Option<String>, Value) -> futures_util::future::BoxFuture<'static, bool>
-        + Send
-        + Sync,
->;
 
 /// The A2A server of one host.
 #[derive(Clone)]
@@ -95,15 +68,18 @@ pub enum BuildError {
     /// The card-signing key cannot be read, created or used.
     #[error("A2A__CardSigning__KeyFile {0}")]
     CardKey(signing::KeyError),
+    /// The owner approvals in the state folder cannot be created or read.
+    #[error("owner approvals {}: {source}", path.display())]
+    Approvals { path: PathBuf, source: std::io::Error },
 }
 
 /// For hosts that carry build failures as I/O errors; the kind of a failed read is kept.
 impl From<BuildError> for std::io::Error {
     fn from(err: BuildError) -> Self {
         let kind = match &err {
-            BuildError::ExtraCaRead { source, .. } | BuildError::Outbox { source, .. } => {
-                source.kind()
-            }
+            BuildError::ExtraCaRead { source, .. }
+            | BuildError::Outbox { source, .. }
+            | BuildError::Approvals { source, .. } => source.kind(),
             BuildError::CardKey(signing::KeyError::Io { source, .. }) => source.kind(),
             BuildError::Client(_)
             | BuildError::ExtraCa { .. }
@@ -121,6 +97,7 @@ pub struct A2aServerBuilder {
     directory: Arc<dyn CallerDirectory>,
     options: A2aOptions,
     notifier: Option<Arc<dyn OwnerNotifier>>,
+    approval_notifier: Option<Arc<dyn crate::approval::ApprovalNotifier>>,
     on_push: Option<PushHandler>,
     containment: Containment,
 }
@@ -142,6 +119,16 @@ impl A2aServerBuilder {
 
     pub fn options(mut self, options: A2aOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// How the owner is told of requests waiting for approval (besides the log and `volcanic
+    /// approvals`); see [`crate::approval::ApprovalNotifier`].
+    pub fn approval_notifier(
+        mut self,
+        notifier: Arc<dyn crate::approval::ApprovalNotifier>,
+    ) -> Self {
+        self.approval_notifier = Some(notifier);
         self
     }
 
@@ -194,6 +181,11 @@ impl A2aServerBuilder {
         // Pending deliveries live in the state folder, out of every session's reach: they hold
         // webhook tokens and credentials.
         let policy = push::sender::Policy::new(&self.options);
+        let approvals_dir = self.factory.state_dir().to_path_buf();
+        let approvals =
+            Arc::new(crate::approval::Approvals::open(&approvals_dir).map_err(|source| {
+                BuildError::Approvals { path: approvals_dir.join("a2a/approvals"), source }
+            })?);
         let outbox_dir = self.factory.state_dir().join("a2a").join("push-outbox");
         let outbox = push::outbox::Outbox::open(outbox_dir.clone(), policy.max_bytes)
             .map_err(|source| BuildError::Outbox { path: outbox_dir, source })?;
@@ -247,7 +239,9 @@ impl A2aServerBuilder {
                     tasks: Tasks::new(store, pool.clone()),
                     pool,
                     accepted,
+                    approvals,
                     notifier: self.notifier,
+                    approval_notifier: self.approval_notifier,
                     guard,
                     tracker,
                     push_url_check,
@@ -256,6 +250,8 @@ impl A2aServerBuilder {
                 shares,
                 on_push: self.on_push,
                 public_cards: PublicCards::signed_by(signer.map(Arc::new)),
+                control: std::sync::Mutex::new(bind_control(&approvals_dir)),
+                state_dir: approvals_dir.clone(),
             }),
         })
     }
@@ -272,6 +268,7 @@ impl A2aServer {
             directory,
             options: A2aOptions::default(),
             notifier: None,
+            approval_notifier: None,
             on_push: None,
             containment: Containment::default(),
         }
@@ -283,6 +280,26 @@ impl A2aServer {
     /// server's operations write task files; a host reads.
     pub fn task_store(&self) -> Arc<TaskStore> {
         self.inner.service.tasks.store().clone()
+    }
+
+    /// The requests waiting for the owner's approval, oldest first.
+    pub fn pending_approvals(&self) -> Vec<crate::approval::PendingApproval> {
+        self.inner.service.approvals.list()
+    }
+
+    /// The owner's decision on approval request `id`: approving starts the task's run,
+    /// denying rejects it with the reason. Only the owner's channels call this (the control
+    /// socket, a Telegram button press of an allowed user), never anything a session can reach.
+    ///
+    /// # Errors
+    /// [`crate::DecideError`]: no such request waits, its caller is gone,
+    /// its context is busy for a moment, or the task could not be changed.
+    pub async fn decide_approval(
+        &self,
+        id: &str,
+        decision: crate::approval::Decision,
+    ) -> Result<crate::service::approve::Decided, crate::DecideError> {
+        crate::service::approve::decide(&self.inner.service, id, decision, false).await
     }
 
     /// The routes, to mount in a host's router or serve alone.
@@ -311,6 +328,31 @@ impl A2aServer {
         let service = &self.inner.service;
         // What the outbox held at start-up goes before any notification of this run.
         service.push.start();
+        // Task requests that waited across a restart get their time limit again (past it: at
+        // once); a tool call's request lost its run with the restart, so its task fails.
+        for request in service.approvals.list() {
+            if request.tool.is_some() {
+                let service = service.clone();
+                service.tracker.clone().spawn(async move {
+                    crate::service::approve::fail_interrupted_tool_call(&service, &request).await;
+                });
+            } else {
+                crate::service::approve::schedule_timeout(service, &request);
+            }
+        }
+        // The owner's decisions come in through the control socket (hidden from sessions).
+        let control =
+            self.inner.control.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(listener) = control {
+            let (server, stop) = (self.clone(), shutdown.clone());
+            let path = crate::control::socket_path(&self.inner.state_dir);
+            service.tracker.spawn(async move {
+                let server: Arc<dyn crate::control::Decider> = Arc::new(server);
+                if let Err(err) = crate::control::serve(server, listener, path.clone(), stop).await {
+                    tracing::error!(path = %path.display(), error = %err, "the owner control socket cannot be served: volcanic approve and deny will not reach this server");
+                }
+            });
+        }
         let eviction = service.tracker.spawn(service.pool.clone().run_eviction(shutdown.clone()));
         let options = &service.options;
         let limits = crate::connection::Limits {
@@ -351,6 +393,34 @@ impl A2aServer {
     }
 }
 
+#[async_trait::async_trait]
+impl crate::control::Decider for A2aServer {
+    fn pending(&self) -> Vec<crate::approval::PendingApproval> {
+        self.pending_approvals()
+    }
+
+    async fn decide(
+        &self,
+        id: &str,
+        decision: crate::approval::Decision,
+    ) -> Result<crate::Decided, crate::DecideError> {
+        self.decide_approval(id, decision).await
+    }
+}
+
+/// Binds the owner's control socket in `state_dir`; a failure is logged (the server runs on,
+/// without `volcanic approve` and `deny`).
+fn bind_control(state_dir: &std::path::Path) -> Option<std::os::unix::net::UnixListener> {
+    let path = crate::control::socket_path(state_dir);
+    match crate::control::bind(&path) {
+        Ok(listener) => Some(listener),
+        Err(err) => {
+            tracing::error!(path = %path.display(), error = %err, "the owner control socket cannot be bound: volcanic approve and deny will not reach this server");
+            None
+        }
+    }
+}
+
 /// The layers every route gets: the body cap, and a panic answered 500 with a fixed body
 /// ("Service panicked"; the message, which may name a source file, goes to the log only).
 fn edge_layers<S: Clone + Send + Sync + 'static>(
@@ -369,293 +439,6 @@ async fn public_card(State(inner): State<Arc<ServerInner>>, headers: HeaderMap) 
 
 async fn jwks(State(inner): State<Arc<ServerInner>>) -> Response {
     inner.public_cards.jwks_answer()
-}
-
-fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    card::base_url(&inner.service.options, text("host"), text("x-forwarded-proto"))
-}
-
-/// The caller a request's key names.
-///
-/// # Errors
-/// The key is missing, unknown or ambiguous (answered 401 on both bindings).
-async fn authenticated(
-    inner: &ServerInner,
-    parts: &axum::http::request::Parts,
-) -> Result<Caller, AuthFailure> {
-    authenticate(
-        &inner.service.directory,
-        header_text(&parts.headers, "x-api-key"),
-        header_text(&parts.headers, "authorization"),
-    )
-    .await
-}
-
-/// Admits an authenticated request of `caller` to the fair share: its connection stops counting
-/// against its peer address and, the first time, starts counting against the caller (not when
-/// the request asks to close it: the connection then ends with the request, which the request
-/// cap counts); then the request itself is counted.
-///
-/// # Errors
-/// The caller is at its connection or request cap (answered by [`refusal`]).
-fn admit(
-    inner: &ServerInner,
-    parts: &axum::http::request::Parts,
-    caller: &Caller,
-) -> Result<Admission, A2aError> {
-    if let Some(connection) = parts.extensions.get::<Arc<ConnectionShare>>() {
-        if asks_to_close(&parts.headers) {
-            connection.mark_authenticated();
-        } else {
-            connection.claim(&inner.shares, caller)?;
-        }
-    }
-    inner.shares.admit(caller)
-}
-
-async fn jsonrpc_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
-    let (parts, body) = request.into_parts();
-    let caller = match authenticated(&inner, &parts).await {
-        Ok(caller) => caller,
-        Err(failure) => return unauthorized(&failure.to_string()),
-    };
-    // Taken before the body is read, so a caller over its cap costs no body buffer; the id is
-    // not known yet, so the refusal's is null (JSON-RPC 2.0 §5).
-    let mut admission = match admit(&inner, &parts, &caller) {
-        Ok(admission) => admission,
-        Err(err) => return refusal(&err, jsonrpc::encode_error(&Value::Null, &err)),
-    };
-    let base = || base_url(&inner, &parts.headers);
-    let limit = inner.service.options.max_body_bytes();
-    let body = match read_body(body, limit, inner.service.options.body_read_timeout).await {
-        Ok(body) => body,
-        Err(err) => return body_error(&err, jsonrpc::encode_error(&Value::Null, &err)),
-    };
-    if let Err(err) = check_content_type(&parts.headers, &body) {
-        return body_error(&err, jsonrpc::encode_error(&jsonrpc::request_id(&body), &err));
-    }
-    let requested =
-        binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query());
-    let last_event_id = header_text(&parts.headers, "last-event-id");
-    let decoded = requested
-        .map_err(|err| (jsonrpc::request_id(&body), err))
-        .and_then(|requested| jsonrpc::decode(&body, requested))
-        .and_then(|mut decoded| match binding::resume_after(&mut decoded.request, last_event_id) {
-            Ok(()) => Ok(decoded),
-            Err(err) => Err((decoded.id, err)),
-        });
-    let decoded = match decoded {
-        Ok(decoded) => decoded,
-        // A streaming method's errors go out as one SSE event (PROTOCOL.md §5.3).
-        Err((id, err)) if jsonrpc::is_streaming_method(&body) => {
-            let event = Event::default().data(jsonrpc::encode_error(&id, &err).to_string());
-            return sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]));
-        }
-        Err((id, err)) => return json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
-    };
-    let streaming = decoded.request.is_streaming();
-    let subscribe = matches!(decoded.request, Request::SubscribeToTask { .. });
-    let (id, version) = (decoded.id, decoded.version);
-    let generations = match activated_generations(&parts, version, &decoded.request, &body, true) {
-        Ok(generations) => generations,
-        Err(err) if streaming => {
-            let event = Event::default().data(jsonrpc::encode_error(&id, &err).to_string());
-            return sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]));
-        }
-        Err(err) => return json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
-    };
-    // Before the run starts, so a refused stream starts nothing.
-    if streaming && let Err(err) = inner.shares.admit_stream(&mut admission) {
-        return refusal(&err, jsonrpc::encode_error(&id, &err));
-    }
-    let span = request_span(&caller, "jsonrpc", &decoded.request);
-    span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
-    let outcome = inner.service.handle(&caller, decoded.request, generations, &base);
-    let response = match outcome.instrument(span).await {
-        Ok(Outcome::Reply { reply, generation }) => {
-            let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
-            let mut body = jsonrpc::encode_reply_bytes(&id, version, &reply);
-            if let (Some(_), Some(generation)) = (generations, generation) {
-                body = generations::reply_with_generation(body, generation, true);
-            }
-            json_bytes(StatusCode::OK, body)
-        }
-        Ok(Outcome::Stream(stream)) => {
-            let events = Held::new(stream, admission);
-            let events = with_generations(events, generations.is_some()).map(move |item| {
-                let mut data = jsonrpc::encode_stream_item(&id, version, &item.response);
-                if generations.is_some() {
-                    generations::event_with_generation(&mut data, item.generation, true);
-                }
-                let data = data.to_string();
-                Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
-            });
-            sse(events)
-        }
-        // A subscription to a settled task is refused with a plain JSON-RPC error, not a
-        // stream: clients and the conformance kit read any 200 event stream as a subscription
-        // that started (issue 20; this case overrides PROTOCOL.md §5.3).
-        Err(err @ A2aError::UnsupportedOperation(_)) if subscribe => {
-            json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err))
-        }
-        Err(err) if streaming => {
-            // Early errors of a stream go out as one SSE error event (PROTOCOL.md §5.3).
-            let event = Event::default().data(jsonrpc::encode_error(&id, &err).to_string());
-            sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]))
-        }
-        Err(err) => json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
-    };
-    echo_generations(response, generations.is_some())
-}
-
-/// The task-generation extension's fields when the call activates it (`binding::generations`),
-/// `None` when it does not.
-fn activated_generations(
-    parts: &axum::http::request::Parts,
-    version: Version,
-    request: &Request,
-    body: &[u8],
-    jsonrpc: bool,
-) -> Result<Option<Generations>, A2aError> {
-    let values =
-        parts.headers.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
-    if !generations::activates_generations(version, values) {
-        return Ok(None);
-    }
-    generations::generation_params(request, body, parts.uri.query(), jsonrpc).map(Some)
-}
-
-/// A stream as a caller sees it: with generations, each event once (see
-/// [`generations::GenerationFilter`]).
-fn with_generations<S>(
-    stream: S,
-    generations: bool,
-) -> impl futures_util::Stream<Item = StreamEvent>
-where
-    S: futures_util::Stream<Item = StreamEvent>,
-{
-    let mut filter = generations::GenerationFilter::default();
-    stream.filter(move |item| {
-        let keep = !generations
-            || filter.keep(
-                item.generation,
-                matches!(item.response, a2a::StreamResponse::Task(_)),
-                matches!(item.response, a2a::StreamResponse::StatusUpdate(_)),
-            );
-        std::future::ready(keep)
-    })
-}
-
-/// Names the task-generation extension in the response's `A2A-Extensions` when the call
-/// activated it, as the spec asks of activated extensions.
-fn echo_generations(mut response: Response, activated: bool) -> Response {
-    if activated {
-        response.headers_mut().insert(
-            "a2a-extensions",
-            axum::http::HeaderValue::from_static(generations::GENERATIONS_EXTENSION),
-        );
-    }
-    response
-}
-
-async fn rest_endpoint(State(inner): State<Arc<ServerInner>>, request: HttpRequest) -> Response {
-    let (parts, body) = request.into_parts();
-    let caller = match authenticated(&inner, &parts).await {
-        Ok(caller) => caller,
-        Err(failure) => return unauthorized(&failure.to_string()),
-    };
-    let base = || base_url(&inner, &parts.headers);
-    let rest_error = |version, err: &A2aError| {
-        let (status, body) = rest::encode_error(version, err);
-        json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), body)
-    };
-    // Taken before the body is read, so a caller over its cap costs no body buffer.
-    let mut admission = match admit(&inner, &parts, &caller) {
-        Ok(admission) => admission,
-        Err(err) => return refusal(&err, rest::encode_error(Version::V1_0, &err).1),
-    };
-    let requested =
-        binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query());
-    let requested = match requested {
-        Ok(requested) => requested,
-        Err(err) => return rest_error(Version::V1_0, &err),
-    };
-    // Until the body is read, errors speak the version asked for (1.0 when none was).
-    let asked = requested.unwrap_or(Version::V1_0);
-    let body = match read_body(
-        body,
-        inner.service.options.max_body_bytes(),
-        inner.service.options.body_read_timeout,
-    )
-    .await
-    {
-        Ok(body) => body,
-        Err(err) => return body_error(&err, rest::encode_error(asked, &err).1),
-    };
-    if let Err(err) = check_content_type(&parts.headers, &body) {
-        return rest_error(asked, &err);
-    }
-    let path = parts.uri.path().strip_prefix("/a2a/v1").unwrap_or("");
-    let version = rest::version(requested, path, &body);
-    let request = rest::decode(version, parts.method.as_str(), path, parts.uri.query(), &body)
-        .and_then(|mut request| {
-            let last_event_id = header_text(&parts.headers, "last-event-id");
-            binding::resume_after(&mut request, last_event_id).map(|()| request)
-        });
-    let request = match request {
-        Ok(request) => request,
-        Err(err) => return rest_error(version, &err),
-    };
-    let generations = match activated_generations(&parts, version, &request, &body, false) {
-        Ok(generations) => generations,
-        Err(err) => return rest_error(version, &err),
-    };
-    // Before the run starts, so a refused stream starts nothing.
-    if request.is_streaming()
-        && let Err(err) = inner.shares.admit_stream(&mut admission)
-    {
-        return refusal(&err, rest::encode_error(version, &err).1);
-    }
-    let span = request_span(&caller, "rest", &request);
-    span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
-    let outcome = inner.service.handle(&caller, request, generations, &base);
-    let response = match outcome.instrument(span).await {
-        Ok(Outcome::Reply { reply, generation }) => {
-            let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
-            let (status, mut body) = rest::encode_reply_bytes(version, &reply);
-            if let (Some(_), Some(generation)) = (generations, generation) {
-                body = generations::reply_with_generation(body, generation, false);
-            }
-            json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
-        }
-        Ok(Outcome::Stream(stream)) => {
-            let events = with_generations(Held::new(stream, admission), generations.is_some());
-            sse(events.map(move |item| {
-                let mut data = rest::encode_stream_item(version, &item.response);
-                if generations.is_some() {
-                    generations::event_with_generation(&mut data, item.generation, false);
-                }
-                let data = data.to_string();
-                Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
-            }))
-        }
-        Err(err) => rest_error(version, &err),
-    };
-    echo_generations(response, generations.is_some())
-}
-
-/// The span of one request: who asks, through which binding, for which operation, about which
-/// task and context. A new task's ids are recorded on it by the service once they exist.
-fn request_span(caller: &Caller, binding: &'static str, request: &Request) -> tracing::Span {
-    tracing::debug_span!(
-        "a2a_request",
-        caller = %caller.name,
-        binding,
-        method = request.method(),
-        task_id = request.task_id(),
-        context_id = request.context_id(),
-    )
 }
 
 /// `POST /a2a/push/{watchId}`: no key (the token is the credential, passed through to the host).
@@ -682,7 +465,7 @@ async fn push_receiver(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{A2aWorkspace, CallerEntry, CallerMode, CallerTier};
+    use crate::auth::{A2aWorkspace, Caller, CallerEntry, CallerMode, CallerTier};
     use axum::body::{Body, Bytes};
 
     /// One caller, whose key is `span-test-key`.
@@ -706,6 +489,7 @@ mod tests {
             name: "span-bot".into(),
             mode: CallerMode::Isolated,
             tier: CallerTier::Chat,
+            approval: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: workspace.path().to_path_buf(),
                 scope_prefix: "t".into(),

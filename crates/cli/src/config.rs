@@ -183,6 +183,9 @@ pub struct A2aSettings {
     /// Longest a GetTask with `currentGeneration` waits for its task to move; zero waits not.
     #[serde(default, deserialize_with = "opt_duration")]
     pub max_generation_wait: Option<Duration>,
+    /// How long a task waits for the owner's approval before it is rejected.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub approval_timeout: Option<Duration>,
     pub card: CardSettings,
     pub card_signing: CardSigningSettings,
     pub sandbox: SandboxSettings,
@@ -375,6 +378,12 @@ impl A2aSettings {
         }
         if let Some(v) = self.max_generation_wait {
             options.max_generation_wait = v;
+        }
+        if let Some(v) = self.approval_timeout {
+            if v.is_zero() {
+                return Err(ConfigError("a2a.approval_timeout: must be longer than zero".into()));
+            }
+            options.approval_timeout = v;
         }
         if let Some(v) = self.retry_window {
             options.retry_window = v;

@@ -37,6 +37,12 @@ enum Command {
     Telegram(cmd::telegram::TelegramArgs),
     /// Manage who may call a workspace's assistant (callers.json).
     Callers(cmd::callers::CallersArgs),
+    /// List the callers' requests waiting for your approval on a running server.
+    Approvals(cmd::approvals::ListArgs),
+    /// Approve a waiting request: its task's run starts.
+    Approve(cmd::approvals::ApproveArgs),
+    /// Deny a waiting request: its task is rejected, with your reason.
+    Deny(cmd::approvals::DenyArgs),
     /// Internal: the tool host a sandboxed session's tools run in (started by the server inside
     /// bubblewrap; talks JSON lines on stdin and stdout).
     #[command(name = "sandbox-tool-host", hide = true)]
@@ -101,7 +107,11 @@ fn main() -> ExitCode {
     }
     // The server logs its lifecycle and owner notifications; chat keeps the terminal quiet.
     logging::init(match cli.command {
-        Command::Chat(_) | Command::Callers(_) => "warn",
+        Command::Chat(_)
+        | Command::Callers(_)
+        | Command::Approvals(_)
+        | Command::Approve(_)
+        | Command::Deny(_) => "warn",
         Command::Serve(_) | Command::Telegram(_) | Command::SandboxToolHost => "info",
     });
     // The servers' threads yield to each other instead of preempting (see `sched`); before the
@@ -138,6 +148,9 @@ fn main() -> ExitCode {
             Command::Serve(args) => cmd::serve::run(args).await,
             Command::Telegram(args) => cmd::telegram::run(args).await,
             Command::Callers(args) => cmd::callers::run(args),
+            Command::Approvals(args) => cmd::approvals::list(args).await,
+            Command::Approve(args) => cmd::approvals::approve(args).await,
+            Command::Deny(args) => cmd::approvals::deny(args).await,
             Command::SandboxToolHost => Ok(0),
         }
     });

@@ -1,5 +1,6 @@
-//! Extensions: how a host adds tools, prompt fragments, listeners and secrets to a session, and
-//! the per-session [`EventBus`] for custom events (the A2A server emits `a2a.inbound` on it).
+//! Extensions: how a host adds tools, prompt fragments, listeners, secrets and tool gates to a
+//! session, and the per-session [`EventBus`] for custom events (the A2A server emits
+//! `a2a.inbound` on it).
 //!
 //! Extensions are plain Rust values handed to the factory (host defaults) or to one session
 //! (`SessionOptions::extensions`); nothing is loaded from disk, because the workspace is writable
@@ -27,11 +28,50 @@ pub trait Extension: Send + Sync {
 /// event, on the run's task: it must not block.
 pub type Listener = Arc<dyn Fn(&SessionEvent) + Send + Sync>;
 
+/// A check every tool call of a session's runs passes before its tool executes: it may hold the
+/// call (for example while the owner decides) and then allows or refuses it.
+///
+/// The run asks a session's gates in registration order, after the call's `ToolStart` event and
+/// once the tool is known; the first refusal wins and later gates are not asked. A refused call
+/// does not run: the model gets an error result, `not executed: <reason>`, and the run goes on.
+/// A gate that panics refuses with a fixed reason and the panic is logged.
+#[async_trait::async_trait]
+pub trait ToolGate: Send + Sync {
+    /// Decides about one call.
+    ///
+    /// # Cancel safety
+    /// When the run is aborted the future is dropped at whatever await it is at, and the call
+    /// does not run: a gate must not rely on being polled to the end.
+    async fn check(&self, call: &GateCall) -> GateDecision;
+}
+
+/// A tool call as a [`ToolGate`] sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateCall {
+    /// The model's id for the call (also on its `ToolStart` and `ToolEnd` events).
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model gave them, not redacted: a gate that shows them to anyone
+    /// redacts them first (with the session's redactor).
+    pub args: Value,
+}
+
+/// What a [`ToolGate`] decided about a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateDecision {
+    /// The call may run, as far as this gate is concerned.
+    Allow,
+    /// The call does not run; `reason` goes to the model verbatim (after redaction).
+    Refuse { reason: String },
+}
+
 /// What an extension can add to a session.
 pub struct Registrar {
     pub(crate) tools: Vec<Arc<dyn Tool>>,
     pub(crate) fragments: Vec<String>,
     pub(crate) listeners: Vec<Listener>,
+    pub(crate) gates: Vec<Arc<dyn ToolGate>>,
     pub(crate) secrets: Vec<Secret>,
     pub(crate) secret_sources: Vec<Arc<dyn SecretSource>>,
     bus: EventBus,
@@ -43,6 +83,7 @@ impl Registrar {
             tools: Vec::new(),
             fragments: Vec::new(),
             listeners: Vec::new(),
+            gates: Vec::new(),
             secrets: Vec::new(),
             secret_sources: Vec::new(),
             bus,
@@ -62,6 +103,12 @@ impl Registrar {
     /// Adds a listener on every session event.
     pub fn listener(&mut self, listener: Listener) {
         self.listeners.push(listener);
+    }
+
+    /// Adds a gate every tool call must pass before it runs (see [`ToolGate`]); gates are asked
+    /// in the order they were added.
+    pub fn tool_gate(&mut self, gate: Arc<dyn ToolGate>) {
+        self.gates.push(gate);
     }
 
     /// Adds values to redact wherever the session writes (for example caller keys).

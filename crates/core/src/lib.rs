@@ -10,7 +10,8 @@
 //! - [`tool`]: the [`Tool`] trait and the built-in tools (read, write, edit, bash, ls, grep, find, send).
 //! - [`session`]: sessions, the run loop, events, the journal.
 //! - [`workspace`]: PERSONA.md, AGENTS.md / CLAUDE.md and MEMORY.md → the system prompt.
-//! - [`extension`]: extra tools, prompt fragments, listeners and the per-session event bus.
+//! - [`extension`]: extra tools, prompt fragments, listeners, tool gates and the per-session
+//!   event bus.
 //! - [`channel`]: the chat-channel seam behind the `send` tool.
 //! - [`atomic`] and [`durable`]: atomic file writes and shared durability barriers.
 //! - [`redact`] and [`exec`]: secrets kept out of child processes, outputs, errors and journals.

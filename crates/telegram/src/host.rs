@@ -1,6 +1,9 @@
 //! [`TelegramHost`]: polls the Bot API, routes each message to its chat's worker, answers the
 //! commands, and serves the A2A endpoints over the allowed chats' workspaces when asked.
 //!
+//! Button presses (callback queries) go to the [`CallbackHandler`] the builder was given, in
+//! tasks of their own, never through a chat's queue (see `callback`).
+//!
 //! A2A: the caller directory covers `<WorkspaceRoot>/<chatId>` for every allowed chat (each
 //! callers.json is read on every request), with scope prefix `telegram-<chatId>` and owner id
 //! `<chatId>`; `notify_owner` writes into that chat. Without a listener there is no HTTP
@@ -17,11 +20,14 @@ use tokio_util::task::TaskTracker;
 use volcanic_a2a::auth::{A2aWorkspace, CallerDirectory, WorkspaceCallerDirectory};
 use volcanic_a2a::task::TaskStore;
 use volcanic_a2a::{A2aOptions, A2aServer, Containment};
+
+use crate::approvals::ApprovalButtons;
 use volcanic_core::SessionFactory;
 use volcanic_core::sandbox::OwnerConfinement;
 
-use crate::access::{self, Access, Ignored};
-use crate::api::{ApiError, BotApi, Update};
+use crate::access::{self, Access, Ignored, Press};
+use crate::api::{ApiError, BotApi, CallbackQuery, Update};
+use crate::callback::{self, CallbackHandler};
 use crate::chat::{Chat, Ctx, Enqueued, JobKind};
 use crate::command::{self, Command};
 use crate::config::TelegramConfig;
@@ -42,9 +48,17 @@ pub struct TelegramHostBuilder {
     a2a: Option<(A2aOptions, TcpListener)>,
     containment: Containment,
     owner: Option<OwnerConfinement>,
+    callbacks: Option<Arc<dyn CallbackHandler>>,
 }
 
 impl TelegramHostBuilder {
+    /// Where allowed users' button presses go; without one, every press is answered "This
+    /// button is no longer active.".
+    pub fn callback_handler(mut self, handler: Arc<dyn CallbackHandler>) -> Self {
+        self.callbacks = Some(handler);
+        self
+    }
+
     /// How A2A callers' tools are contained (see [`A2aServerBuilder::containment`]); default:
     /// unavailable, so callers get no workspace tools unless the host says otherwise.
     ///
@@ -87,9 +101,17 @@ impl TelegramHostBuilder {
         let directory = Arc::new(WorkspaceCallerDirectory::new(workspaces));
         // Owns every task the host spawns: chat workers, replies, deferred notices.
         let tracker = TaskTracker::new();
+        let mut callbacks = self.callbacks;
         let a2a = match self.a2a {
             None => None,
             Some((options, listener)) => {
+                // Requests waiting for the owner's approval become messages with buttons; the
+                // buttons' presses decide them (unless the host was given its own handler).
+                let buttons = Arc::new(ApprovalButtons::new(
+                    api.clone(),
+                    config.clone(),
+                    self.shutdown.clone(),
+                ));
                 let notifier = Arc::new(TelegramNotifier::new(
                     api.clone(),
                     config.clone(),
@@ -99,9 +121,14 @@ impl TelegramHostBuilder {
                 let server = A2aServer::builder(self.factory.clone(), directory.clone())
                     .options(options)
                     .notifier(notifier)
+                    .approval_notifier(buttons.clone())
                     .containment(self.containment.clone())
                     .build()
                     .map_err(|err| Error::A2a(err.into()))?;
+                buttons.attach(server.clone());
+                if callbacks.is_none() {
+                    callbacks = Some(buttons);
+                }
                 Some((server, listener))
             }
         };
@@ -123,6 +150,7 @@ impl TelegramHostBuilder {
             tasks,
             owner: self.owner.map(Arc::new),
             tracker,
+            callbacks,
         })
     }
 }
@@ -152,6 +180,7 @@ pub struct TelegramHost {
     tasks: Arc<TaskStore>,
     owner: Option<Arc<OwnerConfinement>>,
     tracker: TaskTracker,
+    callbacks: Option<Arc<dyn CallbackHandler>>,
 }
 
 impl TelegramHost {
@@ -164,6 +193,7 @@ impl TelegramHost {
             a2a: None,
             containment: Containment::default(),
             owner: None,
+            callbacks: None,
         }
     }
 
@@ -203,6 +233,7 @@ impl TelegramHost {
                 chats: HashMap::new(),
                 refused: HashSet::new(),
                 username: username.clone(),
+                callbacks: self.callbacks.clone(),
             };
             router.replay(left).await;
             let offsets = OffsetFile::new(&self.config.state_dir, bot_id);
@@ -276,6 +307,7 @@ struct Router {
     refused: HashSet<i64>,
     /// The bot's username (getMe), if known.
     username: Option<String>,
+    callbacks: Option<Arc<dyn CallbackHandler>>,
 }
 
 impl Router {
@@ -287,12 +319,30 @@ impl Router {
         }
         for entry in left {
             let (update_id, chat_id) = (entry.update_id, entry.chat_id);
+            if let Request::Press { query } = entry.request {
+                // Settings may have changed here too; a press refused now is only forgotten
+                // (its query has expired, so there is no one to answer).
+                match access::decide_press(&self.ctx.config, &query) {
+                    Press::Serve => self.dispatch_press(update_id, *query),
+                    Press::Refuse(why) => {
+                        tracing::warn!(
+                            chat_id,
+                            reason = why.as_str(),
+                            "a press accepted before the restart is no longer allowed; dropped"
+                        );
+                        self.ctx.pending.forget(update_id);
+                    }
+                }
+                continue;
+            }
             // The settings may have changed across the restart: decide access again.
             let still_allowed = match &entry.request {
                 Request::Prompt { message } => {
                     access::decide(&self.ctx.config, message) == Access::Serve
                 }
                 Request::NewSession => self.ctx.config.served_chats().any(|c| c == chat_id),
+                // Taken up above.
+                Request::Press { .. } => false,
             };
             if !still_allowed {
                 tracing::warn!(
@@ -308,6 +358,7 @@ impl Router {
                 }
                 Request::Prompt { message } => JobKind::Prompt(message),
                 Request::NewSession => JobKind::NewSession,
+                Request::Press { .. } => continue,
             };
             self.enqueue(chat_id, job, update_id);
         }
@@ -317,6 +368,10 @@ impl Router {
     /// Handles one update without waiting: messages are queued, replies are sent in the
     /// background.
     fn route(&mut self, update: Update) {
+        if let Some(query) = update.callback_query {
+            self.press(update.update_id, query);
+            return;
+        }
         let Some(message) = update.message else { return };
         let chat_id = message.chat.id;
         let sender = message.from.as_ref().map(|user| user.id);
@@ -391,6 +446,43 @@ impl Router {
                 self.enqueue(chat_id, JobKind::Prompt(message), update.update_id);
             }
         }
+    }
+
+    /// A button press: refused, or handed to the callback handler in a task of its own (and
+    /// recorded, like an accepted message, until the handler has decided). Chats' queues never
+    /// see it.
+    fn press(&mut self, update_id: i64, query: CallbackQuery) {
+        match access::decide_press(&self.ctx.config, &query) {
+            Press::Serve => {}
+            Press::Refuse(why) => {
+                tracing::warn!(
+                    user_id = query.from.id,
+                    reason = why.as_str(),
+                    "button press refused"
+                );
+                let ctx = self.ctx.clone();
+                self.ctx.tracker.spawn(async move {
+                    callback::answer_press(&ctx, &query, Some(callback::NOT_ALLOWED)).await;
+                });
+                return;
+            }
+        }
+        let chat_id = query.message.as_ref().map_or(query.from.id, |m| m.chat.id);
+        tracing::debug!(chat_id, update_id, "button pressed");
+        if self.callbacks.is_some() {
+            let request = Request::Press { query: Box::new(query.clone()) };
+            self.accept(&update_id_entry(update_id, chat_id, request));
+        }
+        self.dispatch_press(update_id, query);
+    }
+
+    /// Runs a served press's handling in a task of its own.
+    fn dispatch_press(&self, update_id: i64, query: CallbackQuery) {
+        let ctx = self.ctx.clone();
+        let handler = self.callbacks.clone();
+        self.ctx.tracker.spawn(async move {
+            callback::handle(&ctx, handler.as_deref(), update_id, &query).await;
+        });
     }
 
     /// Records an accepted message; the poll loop writes the record before acknowledging it.

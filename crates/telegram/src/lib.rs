@@ -10,6 +10,8 @@
 //! - `chat`: one worker per allowed chat: its workspace, its main session, the run queue.
 //! - `render`: an answer streamed into messages (edits, splits at Telegram's limit).
 //! - `attachments`: documents and photos saved to the workspace's `inbox/`.
+//! - [`callback`]: button presses, and [`callback::CallbackHandler`], the seam through which
+//!   they reach the host's code.
 //! - `intake`: forwarded messages' origin, and messages the bot cannot use.
 //! - `channel`: the `send` tool's way into the chat; `notifier`: `notify_owner` into the
 //!   owner's chat; `command`: `/start`, `/help`, `/new`, `/stop`, `/a2a`.
@@ -20,7 +22,9 @@
 
 mod access;
 pub mod api;
+pub mod approvals;
 mod attachments;
+pub mod callback;
 mod channel;
 mod chat;
 mod command;
@@ -33,6 +37,7 @@ mod pending;
 mod poll;
 mod render;
 
+pub use callback::{CallbackHandler, CallbackReply, MessageEdit};
 pub use config::{BotToken, TelegramConfig};
 pub use error::{Error, Result};
 pub use host::{TelegramHost, TelegramHostBuilder};

@@ -14,7 +14,7 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::Message;
+use crate::api::{CallbackQuery, Message};
 
 /// What an accepted message asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,6 +24,8 @@ pub enum Request {
     Prompt { message: Box<Message> },
     /// `/new`.
     NewSession,
+    /// A button press for the callback handler (see `callback`); never queued in a chat.
+    Press { query: Box<CallbackQuery> },
 }
 
 /// One accepted message.
@@ -90,9 +92,10 @@ impl Pending {
         }
     }
 
-    /// Forgets every entry of a chat (`/stop` dropped them), in memory.
+    /// Forgets every queued entry of a chat (`/stop` dropped them), in memory; its button
+    /// presses are not queued and stay.
     pub fn forget_chat(&self, chat_id: i64) {
-        self.lock().retain(|e| e.chat_id != chat_id);
+        self.lock().retain(|e| e.chat_id != chat_id || matches!(e.request, Request::Press { .. }));
     }
 
     /// Forgets one entry, in memory.
@@ -152,6 +155,7 @@ pub fn interrupted_notice(request: &Request) -> String {
             }
         }
         Request::NewSession => "/new".to_string(),
+        Request::Press { .. } => "a button press".to_string(),
     };
     format!(
         "⚠️ The bot restarted while I was answering {what}, so that answer was cut short (its \

@@ -6,6 +6,11 @@
 //! below it), checks message texts the way Telegram does (empty or longer than 4096 UTF-16 units
 //! is refused, an edit to the same text is "message is not modified"), records every call, and
 //! can fail the next calls of a method on request.
+//!
+//! Inline keyboards: a message keeps the callback buttons of its `reply_markup` (an edit
+//! without one removes them, as Telegram does), [`FakeBotApi::push_callback_query`] presses one,
+//! and `answerCallbackQuery` is recorded; a query can be answered once. `getUpdates` delivers
+//! only the kinds of update its `allowed_updates` names (all kinds when it names none).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,7 +44,24 @@ pub struct SentMessage {
     pub text: String,
     /// How many edits changed it.
     pub edits: usize,
+    /// Its inline keyboard: rows of (text, callback data); empty when it has none.
+    pub buttons: Vec<Vec<(String, String)>>,
 }
+
+/// An `answerCallbackQuery` the bot made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallbackAnswer {
+    pub callback_query_id: String,
+    pub text: Option<String>,
+    pub show_alert: bool,
+}
+
+/// The fake bot's own user (what `getMe` answers).
+pub const BOT_USER_ID: i64 = 4242;
+
+/// Telegram's answer to a second answer of a callback query, or one of an unknown id.
+pub const QUERY_TOO_OLD: &str =
+    "Bad Request: query is too old and response timeout expired or query ID is invalid";
 
 /// A document the bot sent.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +104,8 @@ struct Inner {
     next_update_id: i64,
     next_message_id: i64,
     updates: Vec<Value>,
+    /// Every update ever queued, for [`FakeBotApi::redeliver_all`].
+    history: Vec<Value>,
     calls: Vec<Call>,
     messages: Vec<SentMessage>,
     documents: Vec<SentDocument>,
@@ -90,6 +114,10 @@ struct Inner {
     /// The `entities` of sent messages, by (chat id, message id).
     entities: HashMap<(i64, i64), Vec<Value>>,
     faults: VecDeque<(String, Fault)>,
+    next_callback_id: u64,
+    /// Callback queries pushed and not yet answered.
+    open_callbacks: Vec<String>,
+    callback_answers: Vec<CallbackAnswer>,
 }
 
 struct Shared {
@@ -167,7 +195,9 @@ impl FakeBotApi {
             if let Some(chat) = object.get_mut("chat").and_then(Value::as_object_mut) {
                 chat.entry("type").or_insert(json!("private"));
             }
-            inner.updates.push(json!({"update_id": id, "message": message}));
+            let update = json!({"update_id": id, "message": message});
+            inner.history.push(update.clone());
+            inner.updates.push(update);
             id
         };
         self.shared.bump();
@@ -266,6 +296,72 @@ impl FakeBotApi {
         drop(inner);
         self.shared.bump();
         Some(removed.text)
+    }
+
+    /// Queues a press of a button on the bot's message `message_id` in `chat_id` by user
+    /// `from_user_id`, with `data` as its callback data (whether or not the message has such a
+    /// button: a client can send any data); returns the callback query's id. The update carries
+    /// the message as stored (buttons included), or none when the message is gone.
+    pub fn push_callback_query(
+        &self,
+        chat_id: i64,
+        from_user_id: i64,
+        message_id: i64,
+        data: &str,
+    ) -> String {
+        let query_id = {
+            let mut inner = self.shared.lock();
+            let id = inner.next_update_id;
+            inner.next_update_id += 1;
+            inner.next_callback_id += 1;
+            let query_id = format!("cbq-{}", inner.next_callback_id);
+            let message = inner
+                .messages
+                .iter()
+                .find(|m| m.chat_id == chat_id && m.message_id == message_id)
+                .map(|m| message_json(m, inner.entities.get(&(chat_id, message_id))));
+            let mut query = json!({
+                "id": query_id,
+                "from": {"id": from_user_id, "is_bot": false, "first_name": "Presser"},
+                "chat_instance": format!("ci-{chat_id}"),
+                "data": data,
+            });
+            if let Some(message) = message {
+                query["message"] = message;
+            }
+            let update = json!({"update_id": id, "callback_query": query});
+            inner.history.push(update.clone());
+            inner.updates.push(update);
+            inner.open_callbacks.push(query_id.clone());
+            query_id
+        };
+        self.shared.bump();
+        query_id
+    }
+
+    /// Queues again every update ever queued, confirmed or not, as Telegram does when a bot's
+    /// acknowledgement never reached it (the bot stopped before its next getUpdates): only the
+    /// bot's own record of its offset keeps it from handling them twice.
+    pub fn redeliver_all(&self) {
+        {
+            let mut inner = self.shared.lock();
+            let history = inner.history.clone();
+            inner.updates = history;
+        }
+        self.shared.bump();
+    }
+
+    /// The callback queries answered so far, in order.
+    pub fn callback_answers(&self) -> Vec<CallbackAnswer> {
+        self.shared.lock().callback_answers.clone()
+    }
+
+    /// Waits until the callback query `id` is answered; returns the answer.
+    pub async fn wait_for_callback_answer(&self, id: &str, timeout: Duration) -> CallbackAnswer {
+        self.wait_for("a callback answer", timeout, |api| {
+            api.callback_answers().into_iter().find(|a| a.callback_query_id == id)
+        })
+        .await
     }
 
     /// Every call so far.
@@ -433,11 +529,12 @@ async fn method(
     }
 
     let response = match method.as_str() {
-        "getMe" => {
-            ok(json!({"id": 4242, "is_bot": true, "first_name": "Fake", "username": "fake_bot"}))
-        }
+        "getMe" => ok(
+            json!({"id": BOT_USER_ID, "is_bot": true, "first_name": "Fake", "username": "fake_bot"}),
+        ),
         "getUpdates" => return get_updates(&shared, &params).await,
         "setMyCommands" | "sendChatAction" => ok(json!(true)),
+        "answerCallbackQuery" => answer_callback_query(&shared, &params),
         "sendMessage" => send_message(&shared, &params),
         "editMessageText" => edit_message(&shared, &params),
         "sendDocument" => send_document(&shared, &params, upload),
@@ -498,6 +595,16 @@ async fn after_handling(fault: Fault, response: Response) -> Response {
 
 async fn get_updates(shared: &Arc<Shared>, params: &Value) -> Response {
     let offset = params["offset"].as_i64();
+    let allowed: Option<Vec<String>> = match &params["allowed_updates"] {
+        Value::Array(kinds) => {
+            Some(kinds.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        }
+        // Query and multipart forms send it as a JSON string.
+        Value::String(s) => serde_json::from_str(s).ok(),
+        _ => None,
+    };
+    // Telegram treats an empty list as "all kinds" (except a few that must be asked for).
+    let allowed = allowed.filter(|kinds| !kinds.is_empty());
     let timeout = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0).min(50));
     let mut changes = shared.changed.subscribe();
     let deadline = tokio::time::Instant::now() + timeout;
@@ -507,6 +614,10 @@ async fn get_updates(shared: &Arc<Shared>, params: &Value) -> Response {
             let mut inner = shared.lock();
             if let Some(offset) = offset {
                 inner.updates.retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+            }
+            // An update of a kind not asked for is never delivered: Telegram drops it.
+            if let Some(allowed) = &allowed {
+                inner.updates.retain(|u| is_allowed_update(u, allowed));
             }
             inner.updates.iter().take(100).cloned().collect()
         };
@@ -531,18 +642,19 @@ fn send_message(shared: &Shared, params: &Value) -> Response {
         Ok(entities) => entities,
         Err(description) => return error(400, description),
     };
+    let buttons = match inline_keyboard(params) {
+        Ok(buttons) => buttons,
+        Err(description) => return error(400, description),
+    };
     let mut inner = shared.lock();
     let message_id = inner.next_message_id;
     inner.next_message_id += 1;
-    inner.messages.push(SentMessage { chat_id, message_id, text: text.clone(), edits: 0 });
-    let mut sent = json!({
-        "message_id": message_id, "date": 1_700_000_000,
-        "chat": {"id": chat_id, "type": "private"}, "text": text,
-    });
+    let message = SentMessage { chat_id, message_id, text, edits: 0, buttons };
     if !entities.is_empty() {
-        sent["entities"] = json!(entities);
         inner.entities.insert((chat_id, message_id), entities);
     }
+    let sent = message_json(&message, inner.entities.get(&(chat_id, message_id)));
+    inner.messages.push(message);
     ok(sent)
 }
 
@@ -554,24 +666,122 @@ fn edit_message(shared: &Shared, params: &Value) -> Response {
     if let Some(refused) = check_text(&text) {
         return refused;
     }
+    // Without a reply_markup the edited message has no inline keyboard any more.
+    let buttons = match inline_keyboard(params) {
+        Ok(buttons) => buttons,
+        Err(description) => return error(400, description),
+    };
     let mut inner = shared.lock();
     let Some(message) =
         inner.messages.iter_mut().find(|m| m.chat_id == chat_id && m.message_id == message_id)
     else {
         return error(400, "Bad Request: message to edit not found");
     };
-    if message.text == text {
+    if message.text == text && message.buttons == buttons {
         return error(
             400,
             "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
         );
     }
-    message.text = text.clone();
+    message.text = text;
+    message.buttons = buttons;
     message.edits += 1;
-    ok(json!({
-        "message_id": message_id, "date": 1_700_000_000,
-        "chat": {"id": chat_id, "type": "private"}, "text": text,
-    }))
+    // An edit drops the entities not given again; this fake's edits never give any.
+    let message = message.clone();
+    inner.entities.remove(&(chat_id, message_id));
+    ok(message_json(&message, None))
+}
+
+fn answer_callback_query(shared: &Shared, params: &Value) -> Response {
+    let id = params["callback_query_id"].as_str().unwrap_or_default().to_string();
+    let mut inner = shared.lock();
+    let Some(at) = inner.open_callbacks.iter().position(|open| *open == id) else {
+        return error(400, QUERY_TOO_OLD);
+    };
+    inner.open_callbacks.remove(at);
+    inner.callback_answers.push(CallbackAnswer {
+        callback_query_id: id,
+        text: params["text"].as_str().map(str::to_string),
+        show_alert: params["show_alert"].as_bool().unwrap_or(false),
+    });
+    ok(json!(true))
+}
+
+/// A stored message as the Bot API shows it: sent by the bot, with its buttons as
+/// `reply_markup` when it has any.
+fn message_json(message: &SentMessage, entities: Option<&Vec<Value>>) -> Value {
+    // Groups have negative ids; this fake's groups are supergroups.
+    let kind = if message.chat_id < 0 { "supergroup" } else { "private" };
+    let mut value = json!({
+        "message_id": message.message_id, "date": 1_700_000_000,
+        "from": {"id": BOT_USER_ID, "is_bot": true, "first_name": "Fake", "username": "fake_bot"},
+        "chat": {"id": message.chat_id, "type": kind}, "text": message.text,
+    });
+    if let Some(entities) = entities.filter(|e| !e.is_empty()) {
+        value["entities"] = json!(entities);
+    }
+    if !message.buttons.is_empty() {
+        let rows: Vec<Value> = message
+            .buttons
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .map(|(text, data)| json!({"text": text, "callback_data": data}))
+                    .collect()
+            })
+            .collect();
+        value["reply_markup"] = json!({"inline_keyboard": rows});
+    }
+    value
+}
+
+/// Whether `update` is of a kind in `allowed` (its one field besides `update_id`).
+fn is_allowed_update(update: &Value, allowed: &[String]) -> bool {
+    update
+        .as_object()
+        .is_some_and(|fields| fields.keys().any(|k| k != "update_id" && allowed.contains(k)))
+}
+
+/// The callback buttons of a call's `reply_markup`, checked as Telegram does: an
+/// `inline_keyboard` of rows of buttons, each with a text and 1 to 64 bytes of callback data.
+/// No reply_markup is no buttons.
+fn inline_keyboard(params: &Value) -> Result<Vec<Vec<(String, String)>>, &'static str> {
+    let markup = match &params["reply_markup"] {
+        Value::Null => return Ok(Vec::new()),
+        // Multipart and query forms send it as a JSON string.
+        Value::String(s) => serde_json::from_str::<Value>(s).unwrap_or(Value::Null),
+        other => other.clone(),
+    };
+    let Some(rows) = markup["inline_keyboard"].as_array() else {
+        return Err("Bad Request: can't parse reply keyboard markup JSON object");
+    };
+    let mut buttons = Vec::new();
+    for row in rows {
+        let Some(row) = row.as_array() else {
+            return Err(
+                "Bad Request: can't parse inline keyboard button: InlineKeyboardButton must be an Object",
+            );
+        };
+        let mut parsed = Vec::new();
+        for button in row {
+            let Some(text) = button["text"].as_str().filter(|t| !t.is_empty()) else {
+                return Err(
+                    "Bad Request: can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard",
+                );
+            };
+            let Some(data) = button["callback_data"].as_str() else {
+                return Err(
+                    "Bad Request: can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard",
+                );
+            };
+            if data.is_empty() || data.len() > 64 {
+                return Err("Bad Request: BUTTON_DATA_INVALID");
+            }
+            parsed.push((text.to_string(), data.to_string()));
+        }
+        buttons.push(parsed);
+    }
+    Ok(buttons)
 }
 
 fn send_document(shared: &Shared, params: &Value, upload: Option<(String, Vec<u8>)>) -> Response {

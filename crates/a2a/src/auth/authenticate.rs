@@ -171,6 +171,7 @@ mod tests {
             name: name.into(),
             mode: CallerMode::Isolated,
             tier: crate::auth::CallerTier::Workspace,
+            approval: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: PathBuf::from(format!("/ws/{owner}")),
                 scope_prefix: format!("telegram-{owner}"),

@@ -24,8 +24,8 @@ use tracing::warn;
 use volcanic_core::safe_file::{self, CONFIG_FILE_CAP};
 
 use super::{
-    A2aWorkspace, ApiKey, Caller, CallerDirectory, CallerEntry, CallerKey, CallerMode, CallerTier,
-    KeyHash,
+    A2aWorkspace, ApiKey, ApprovalPolicy, Caller, CallerApproval, CallerDirectory, CallerEntry,
+    CallerKey, CallerMode, CallerTier, KeyHash,
 };
 
 /// How long after a file's mtime a cached parse is still re-checked by content. Covers
@@ -89,6 +89,13 @@ pub fn parse_callers(file: &Path, text: &str) -> Vec<CallerEntry> {
         entries.push(entry);
     }
     entries
+}
+
+/// A tool name as tools spell theirs: `[a-z0-9_]{1,64}`.
+fn is_valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
@@ -185,8 +192,43 @@ fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
             return None;
         }
     };
+    let approval = match fields.get("approval") {
+        None | Some(Value::Null) => CallerApproval::default(),
+        Some(Value::String(mode)) if CallerApproval::parse(mode).is_some() => {
+            CallerApproval::parse(mode).unwrap_or_default()
+        }
+        Some(other) => {
+            let mode = other.as_str().filter(|m| m.len() <= 20 && is_valid_caller_name(m));
+            warn!(
+                file = %file.display(),
+                index,
+                name = %name,
+                approval = mode.unwrap_or("?"),
+                "callers.json entry has an unknown approval (never, first-contact or every-task), skipping it"
+            );
+            return None;
+        }
+    };
+    let tools: Vec<String> = match fields.get("approveTools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items))
+            if items.iter().all(|t| t.as_str().is_some_and(is_valid_tool_name)) =>
+        {
+            items.iter().filter_map(Value::as_str).map(str::to_string).collect()
+        }
+        Some(_) => {
+            warn!(
+                file = %file.display(),
+                index,
+                name = %name,
+                "callers.json entry has an approveTools that is not a list of tool names, skipping it"
+            );
+            return None;
+        }
+    };
+    let approval = ApprovalPolicy { tasks: approval, tools: tools.into() };
     let note = fields.get("note").and_then(Value::as_str).map(str::to_string);
-    Some(CallerEntry { name, key, mode, tier, note })
+    Some(CallerEntry { name, key, mode, tier, approval, note })
 }
 
 /// Parsed callers files by path, re-validated by (mtime, size) on every read.
@@ -353,6 +395,7 @@ impl WorkspaceCallerDirectory {
                         name: entry.name.clone(),
                         mode: entry.mode,
                         tier: entry.tier,
+                        approval: entry.approval.clone(),
                         workspace: workspace.clone(),
                     });
                 }
@@ -377,6 +420,19 @@ impl CallerDirectory for WorkspaceCallerDirectory {
     fn entries(&self, workspace: &A2aWorkspace) -> Arc<[CallerEntry]> {
         self.cache.entries(&callers_path(&workspace.path))
     }
+
+    fn caller(&self, path: &Path, name: &str) -> Option<Caller> {
+        let workspace = (self.workspaces)().into_iter().find(|w| w.path == path)?;
+        let entries = self.cache.entries(&callers_path(&workspace.path));
+        let entry = entries.iter().find(|entry| entry.name == name)?;
+        Some(Caller {
+            name: entry.name.clone(),
+            mode: entry.mode,
+            tier: entry.tier,
+            approval: entry.approval.clone(),
+            workspace: Arc::new(workspace),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -390,6 +446,7 @@ mod tests {
             key: CallerKey::Plain(ApiKey::new(key)),
             mode: CallerMode::Isolated,
             tier: CallerTier::Workspace,
+            approval: Default::default(),
             note: note.map(str::to_string),
         }
     }
@@ -643,12 +700,14 @@ mod tests {
                     name: "a".into(),
                     mode: CallerMode::Isolated,
                     tier: CallerTier::Workspace,
+                    approval: Default::default(),
                     workspace: Arc::new(workspace(one.path(), "41")),
                 },
                 Caller {
                     name: "c".into(),
                     mode: CallerMode::Isolated,
                     tier: CallerTier::Workspace,
+                    approval: Default::default(),
                     workspace: Arc::new(workspace(two.path(), "42")),
                 },
             ]

@@ -73,6 +73,55 @@ impl CallerTier {
     }
 }
 
+/// When a caller's new tasks wait for the owner's yes (callers.json `"approval"`,
+/// docs/a2a.md, "Owner approval").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CallerApproval {
+    /// Never: every task starts at once. The default.
+    #[default]
+    Never,
+    /// The caller's first task waits; once the owner approves one, the caller's later tasks
+    /// start at once (remembered in the state folder).
+    FirstContact,
+    /// Every new task waits.
+    EveryTask,
+}
+
+impl CallerApproval {
+    pub const ALL: [CallerApproval; 3] =
+        [CallerApproval::Never, CallerApproval::FirstContact, CallerApproval::EveryTask];
+
+    /// The name used in callers.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallerApproval::Never => "never",
+            CallerApproval::FirstContact => "first-contact",
+            CallerApproval::EveryTask => "every-task",
+        }
+    }
+
+    /// The mode named `name` as callers.json spells it.
+    pub fn parse(name: &str) -> Option<CallerApproval> {
+        CallerApproval::ALL.into_iter().find(|mode| mode.as_str() == name)
+    }
+}
+
+/// What of a caller waits for the owner's yes: its new tasks (callers.json `"approval"`) and
+/// calls of the tools it names (`"approveTools"`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ApprovalPolicy {
+    pub tasks: CallerApproval,
+    /// Tool names whose every call waits for the owner (e.g. `bash`); empty: none.
+    pub tools: Arc<[String]>,
+}
+
+impl ApprovalPolicy {
+    /// Whether a call of tool `name` waits for the owner.
+    pub fn tool_needs_approval(&self, name: &str) -> bool {
+        self.tools.iter().any(|tool| tool == name)
+    }
+}
+
 impl std::str::FromStr for CallerTier {
     type Err = String;
 
@@ -230,6 +279,8 @@ pub struct Caller {
     pub mode: CallerMode,
     /// What the caller's sessions may do with the workspace (callers.json `"tier"`).
     pub tier: CallerTier,
+    /// What waits for the owner's approval (callers.json `"approval"`, `"approveTools"`).
+    pub approval: ApprovalPolicy,
     pub workspace: Arc<A2aWorkspace>,
 }
 
@@ -242,6 +293,8 @@ pub struct CallerEntry {
     pub mode: CallerMode,
     /// `"tier"`; [`CallerTier::Workspace`] when absent.
     pub tier: CallerTier,
+    /// `"approval"` and `"approveTools"`; nothing waits when absent.
+    pub approval: ApprovalPolicy,
     pub note: Option<String>,
 }
 
@@ -261,6 +314,13 @@ pub trait CallerDirectory: Send + Sync {
     /// Every entry of a workspace's callers.json (for redaction of keys and for listings),
     /// shared: a file that did not change gives the same `Arc` again.
     fn entries(&self, workspace: &A2aWorkspace) -> Arc<[CallerEntry]>;
+
+    /// The caller named `name` of the workspace at `workspace`, as callers.json has it now
+    /// (owner approvals start a caller's run without a request of its own). Blocking. The
+    /// default finds none.
+    fn caller(&self, _workspace: &std::path::Path, _name: &str) -> Option<Caller> {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -274,6 +334,7 @@ mod tests {
             key: CallerKey::Plain(ApiKey::new("sekrit-key")),
             mode: CallerMode::Isolated,
             tier: CallerTier::Workspace,
+            approval: Default::default(),
             note: None,
         };
         assert_eq!(format!("{:?}", entry.key), "Plain([redacted])");

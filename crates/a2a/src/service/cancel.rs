@@ -62,6 +62,10 @@ pub(super) async fn cancel(
     match service.tasks.change(caller, task_id, deadline, on_live, check, cancel).await? {
         Changed::Live(task) => Ok(task),
         Changed::File(file) => {
+            // A task that waited for the owner's approval waits no more.
+            let approvals = service.approvals.clone();
+            let (workspace, id) = (caller.workspace.path.clone(), file.task.id.clone());
+            let _ = tokio::task::spawn_blocking(move || approvals.take_task(&workspace, &id)).await;
             service.push.notify(&file.task, &file.push_configs);
             let generation = file.events.generation();
             Ok((file.task, generation))

@@ -7,22 +7,26 @@
 //! events become task changes and A2A events), `cancel`, `subscribe`, `get` (GetTask,
 //! ListTasks), `push_config` (the four push config operations), `card` (the extended card);
 //! `stream` follows a live task's events for the streaming operations; `retry` recognises a
-//! repeated send and answers it with the first send's task. Every operation reaches tasks, on
+//! repeated send and answers it with the first send's task; `approve` holds a caller's new task
+//! for the owner's approval and applies the owner's decision. Every operation reaches tasks, on
 //! file or live, through the state's [`Tasks`].
 //!
 //! Invariant: this module knows nothing of HTTP, bindings or versions; the HTTP layer (`server`,
 //! `connection`, `binding`) calls it and nothing here calls back up. Only this file writes
 //! `impl Service`.
 
+pub(crate) mod approve;
 mod cancel;
 mod card;
 mod get;
+mod launch;
 mod push_config;
 mod retry;
 mod run;
 mod send;
 mod stream;
 mod subscribe;
+mod tool_approval;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -50,6 +54,10 @@ pub(crate) struct Service {
     pub(crate) pool: Arc<SessionPool>,
     /// Each caller's accepted messages, for safe retries (`retry`).
     pub(crate) accepted: Arc<AcceptedMessages>,
+    /// Requests waiting for the owner's decision, and callers approved once (`approve`).
+    pub(crate) approvals: Arc<crate::approval::Approvals>,
+    /// Tells the owner of each new request, when the host can (Telegram).
+    pub(crate) approval_notifier: Option<Arc<dyn crate::approval::ApprovalNotifier>>,
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
     /// The one outbound client (file downloads, pushes), behind the SSRF guard.
     pub(crate) guard: crate::push::guard::GuardedClient,

@@ -54,8 +54,17 @@ pub(super) async fn run(
                         caller.workspace.clone(),
                         service.tasks.store().push_secrets().clone(),
                     ));
-                move || -> Arc<dyn volcanic_core::Extension> {
-                    Arc::new(A2aSessionExtension { caller, notifier, secrets })
+                let service = Arc::downgrade(&service);
+                move |channel: &Arc<crate::extension::A2aChatChannel>| -> Arc<dyn volcanic_core::Extension> {
+                    // Calls of the tools the caller's entry names wait for the owner.
+                    let gate = (!caller.approval.tools.is_empty()).then(|| {
+                        Arc::new(super::tool_approval::ToolApproval::new(
+                            service,
+                            caller.clone(),
+                            channel.clone(),
+                        )) as Arc<dyn volcanic_core::extension::ToolGate>
+                    });
+                    Arc::new(A2aSessionExtension { caller, notifier, secrets, gate })
                 }
             };
             let opened = opening.open(extension).await;

@@ -26,12 +26,35 @@ pub(super) async fn wait_finished(
     task.or_else(|| finished.borrow().clone())
 }
 
-/// The task once its run has ended, with its generation then (nothing changes a run's task after
-/// its end); the task as it is now when the run went away without a final task.
+/// What a blocking answer waits for: the task once its run has ended, with its generation then
+/// (nothing changes a run's task after its end), or once the run pauses for the owner's
+/// approval of a tool call (AUTH_REQUIRED is an interrupted state: the answer goes out there);
+/// the task as it is now when the run went away without a final task.
 pub(super) async fn wait_settled(live: &LiveTask) -> (a2a::Task, u64) {
-    match wait_finished(live.finished()).await {
-        Some(task) => (task, *live.generations().borrow()),
-        None => live.view().await,
+    let finished = wait_finished(live.finished());
+    tokio::pin!(finished);
+    let mut generations = live.generations();
+    let mut generations_open = true;
+    loop {
+        tokio::select! {
+            task = &mut finished => {
+                return match task {
+                    Some(task) => (task, *live.generations().borrow()),
+                    None => live.view().await,
+                };
+            }
+            changed = generations.changed(), if generations_open => {
+                if changed.is_err() {
+                    // Cannot happen while `live` is held; then only the end is waited for.
+                    generations_open = false;
+                    continue;
+                }
+                let (task, generation) = live.view().await;
+                if task.status.state == a2a::TaskState::AuthRequired {
+                    return (task, generation);
+                }
+            }
+        }
     }
 }
 

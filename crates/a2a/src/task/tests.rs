@@ -32,6 +32,7 @@ fn caller(workspace: &Arc<A2aWorkspace>, name: &str) -> Caller {
         name: name.into(),
         mode: CallerMode::Isolated,
         tier: crate::auth::CallerTier::Workspace,
+        approval: Default::default(),
         workspace: workspace.clone(),
     }
 }

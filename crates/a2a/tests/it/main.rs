@@ -4,6 +4,7 @@
 // clippy.toml allows these inside `#[test]` functions only; shared helpers panic the same way.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod approvals;
 mod auth;
 mod bad_bodies;
 mod bad_input;

@@ -364,3 +364,65 @@ fn chat_host_secrets_out_of_reach_sandboxed() {
 fn chat_host_secrets_leak_without_the_sandbox() {
     chat_pass(Mode::OptOut);
 }
+
+/// Issue 22: the owner's own chat, prompt-injected, tries to approve a caller's waiting request
+/// through the server's control socket and its records; the result goes into a workspace file.
+/// Whether the request got approved.
+fn owner_chat_approval_pass(mode: Mode) -> bool {
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let secrets = HostSecrets::new();
+    let api = rt.block_on(FakeBotApi::start(&secrets.token));
+    let dirs = Dirs::new(&secrets, mode);
+    std::fs::write(
+        dirs.workspace().join(".volcanic/a2a/callers.json"),
+        json!([{"name": "mallory", "key": secrets.caller_key, "approval": "every-task"}])
+            .to_string(),
+    )
+    .unwrap();
+    let host = start(&api, &dirs, &secrets, mode, &[]);
+    send_as_caller(&host.base, &secrets.caller_key, "please wire the money");
+    let asked = rt.block_on(api.wait_for_message(CHAT, DEADLINE, |m| !m.buttons.is_empty()));
+    let id = asked.buttons[0][0].1.trim_start_matches("appr:y:").to_string();
+
+    let state = dirs.state.display();
+    // No double quote inside: the script travels as a chat message's directive.
+    let connect = format!(
+        "import socket, json; s = socket.socket(socket.AF_UNIX); s.connect('{state}/a2a/control.sock'); \
+         s.sendall((json.dumps(dict(op='approve', id='{id}')) + chr(10)).encode()); print(s.recv(4096))"
+    );
+    let script = format!(
+        "{{ python3 -c \"{connect}\"; rm -f {state}/a2a/approvals/*; ls {state}/a2a; echo DONE; }} > approve-try.txt 2>&1"
+    );
+    api.push_text(CHAT, &directive(json!([{"tool": "bash", "args": {"command": script}}])));
+    let tried = wait_for_file(&dirs.workspace().join("approve-try.txt"), DEADLINE, |text| {
+        text.contains("DONE").then(|| text.to_string())
+    });
+    // The request is approved exactly when the owner's buttons message stops being pending: the
+    // server's own listing is the truth, read through the control socket from here (the test
+    // stands for the owner at their shell).
+    let listing = rt.block_on(volcanic_a2a::control::request(
+        &volcanic_a2a::control::socket_path(&dirs.state),
+        &volcanic_a2a::control::ControlRequest::List,
+    ));
+    drop(host);
+    let listing =
+        listing.unwrap_or_else(|err| panic!("{mode:?}: no listing ({err}); tried:\n{tried}"));
+    let still_waiting = listing["approvals"]
+        .as_array()
+        .is_some_and(|all| all.iter().any(|a| a["id"] == id.as_str()));
+    !still_waiting
+}
+
+#[test]
+fn owner_chat_cannot_approve_a_callers_request_sandboxed() {
+    assert!(
+        !owner_chat_approval_pass(Mode::Sandboxed),
+        "the owner's sandboxed chat approved a request"
+    );
+}
+
+#[test]
+fn owner_chat_approves_without_the_sandbox_so_the_sandbox_is_what_holds() {
+    assert!(owner_chat_approval_pass(Mode::OptOut), "the unconfined chat should reach the socket");
+}

@@ -25,7 +25,7 @@ use tokio_util::task::TaskTracker;
 use crate::channel::ChatChannel;
 use crate::config::AgentConfig;
 use crate::exec::ExecEnv;
-use crate::extension::{EventBus, Extension, Listener, Registrar};
+use crate::extension::{EventBus, Extension, Listener, Registrar, ToolGate};
 use crate::message::Message;
 use crate::provider::Provider;
 use crate::redact::{LiveRedactor, Redactor, RedactorCache, Secret};
@@ -393,6 +393,7 @@ impl SessionFactory {
                 specs,
                 fragments: registrar.fragments,
                 listeners: registrar.listeners,
+                gates: registrar.gates,
                 channel: options.channel,
                 redactor,
                 bus,
@@ -455,6 +456,8 @@ pub(crate) struct Inner {
     pub specs: Arc<[crate::provider::ToolSpec]>,
     pub fragments: Vec<String>,
     pub listeners: Vec<Listener>,
+    /// What every tool call passes before it runs, in registration order.
+    pub gates: Vec<Arc<dyn ToolGate>>,
     pub channel: Option<Arc<dyn ChatChannel>>,
     pub redactor: Arc<LiveRedactor>,
     pub bus: EventBus,

@@ -5,7 +5,9 @@
 //! caught and settles as failed); every message is appended to the journal before its
 //! `MessageEnd` / `ToolEnd` is emitted; the session is marked idle before `Settled` is emitted, so
 //! a listener may prompt again right away. Tool calls of one answer run one after the other, in
-//! the order the model made them. Every run's task is on the factory's run tracker, so
+//! the order the model made them. No tool executes before every gate of the session
+//! ([`crate::extension::ToolGate`]) allowed that call, and an abort ends a gate's wait at once
+//! (the call then does not run). Every run's task is on the factory's run tracker, so
 //! [`SessionFactory::close_runs`](super::SessionFactory::close_runs) returns only once each run
 //! has journaled its end and emitted `Settled`.
 
@@ -20,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::journal::{self, ABORTED_NOTE, Entry, RunEnd};
 use super::{EventKind, Inner, Role, RunFailure, RunHandle, RunOutcome, RunSettled, Running};
+use crate::extension::{GateCall, GateDecision};
 use crate::message::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResult, Usage,
 };
@@ -29,6 +32,12 @@ use crate::{Error, Result};
 
 /// How long a tool may take to wind down after an abort before it is dropped.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
+
+/// The result of a call not executed because the run was aborted.
+const NOT_EXECUTED_ABORTED: &str = "not executed: run aborted";
+
+/// The refusal of a gate that panicked: its own words are lost, and the call must not run.
+const GATE_FAILED: &str = "the approval check failed unexpectedly";
 
 pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
     let run_id: Arc<str> = format!("run_{}", uuid::Uuid::now_v7().simple()).into();
@@ -308,10 +317,11 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Runs one tool call; every failure becomes an error result.
+    /// Runs one tool call once the session's gates allow it; every failure and refusal becomes an
+    /// error result.
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput {
         if self.cancel.is_cancelled() {
-            return ToolOutput::error("not executed: run aborted");
+            return ToolOutput::error(NOT_EXECUTED_ABORTED);
         }
         self.emit(EventKind::ToolStart {
             call_id: call.id.clone(),
@@ -327,6 +337,10 @@ impl<'a> Run<'a> {
                 names.join(", ")
             ));
         };
+        if let Err(refusal) = self.pass_gates(call).await {
+            let redactor = self.inner.redactor.current();
+            return ToolOutput::error(redactor.redact(&refusal).into_owned());
+        }
         let updates = {
             let inner = self.inner.clone();
             let run_id = self.run_id.clone();
@@ -370,6 +384,39 @@ impl<'a> Run<'a> {
         output.content = redactor.redact(&output.content).into_owned();
         redactor.redact_json_values(&mut output.details);
         output
+    }
+
+    /// Asks the session's gates about a call, in registration order, until one refuses.
+    ///
+    /// # Errors
+    /// The text of the call's error result when it must not run: a gate refused it (its reason),
+    /// a gate panicked, or the run was aborted while a gate held it.
+    async fn pass_gates(&self, call: &ToolCall) -> std::result::Result<(), String> {
+        if self.inner.gates.is_empty() {
+            return Ok(());
+        }
+        let asked =
+            GateCall { call_id: call.id.clone(), name: call.name.clone(), args: call.args.clone() };
+        for gate in &self.inner.gates {
+            // Inside the async block, so a panic while making the future is caught as well.
+            let check = AssertUnwindSafe(async { gate.check(&asked).await }).catch_unwind();
+            let decision = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Err(NOT_EXECUTED_ABORTED.to_string()),
+                decision = check => decision,
+            };
+            match decision {
+                Ok(GateDecision::Allow) => {}
+                Ok(GateDecision::Refuse { reason }) => {
+                    return Err(format!("not executed: {reason}"));
+                }
+                Err(_) => {
+                    tracing::error!(scope = %self.inner.scope, tool = %call.name, "a tool gate panicked");
+                    return Err(format!("not executed: {GATE_FAILED}"));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn record_assistant(&mut self, index: u32, answer: AssistantMessage) -> Result<()> {

@@ -8,3 +8,4 @@ mod providers;
 mod retry;
 mod session;
 mod support;
+mod tool_gate;

@@ -31,7 +31,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use volcanic_core::redact::Redactor;
 
-pub use types::{Chat, ChatKind, Document, File, Message, MessageOrigin, PhotoSize, Update, User};
+pub use types::{
+    Button, CallbackQuery, Chat, ChatKind, Document, File, InlineKeyboardButton,
+    InlineKeyboardMarkup, Message, MessageOrigin, PhotoSize, Update, User,
+};
 
 use crate::config::{Backoff, TelegramConfig};
 
@@ -165,6 +168,19 @@ struct Envelope {
 struct Parameters {
     #[serde(default)]
     retry_after: Option<u64>,
+}
+
+/// The `reply_markup` of an inline keyboard of callback buttons.
+fn inline_keyboard(buttons: &[Vec<Button>]) -> Value {
+    let rows: Vec<Value> = buttons
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|button| json!({"text": button.text, "callback_data": button.data}))
+                .collect()
+        })
+        .collect();
+    json!({"inline_keyboard": rows})
 }
 
 /// What a call sends.
@@ -407,7 +423,7 @@ impl BotApi {
     ) -> Result<Vec<Update>, ApiError> {
         let mut body = json!({
             "timeout": self.inner.poll_timeout.as_secs(),
-            "allowed_updates": ["message"],
+            "allowed_updates": ["message", "callback_query"],
         });
         if let Some(offset) = offset {
             body["offset"] = json!(offset);
@@ -469,7 +485,8 @@ impl BotApi {
         self.call("sendMessage", body, self.sends(), self.inner.call_timeout, cancel).await
     }
 
-    /// `editMessageText`; "message is not modified" counts as success.
+    /// `editMessageText`; "message is not modified" counts as success. An inline keyboard the
+    /// message had is removed (an edit without `reply_markup` has none).
     ///
     /// # Errors
     /// The last failure once attempts run out, or a refusal.
@@ -480,13 +497,76 @@ impl BotApi {
         text: &str,
         cancel: &CancellationToken,
     ) -> Result<(), ApiError> {
-        let body = Body::Json(json!({"chat_id": chat_id, "message_id": message_id, "text": text}));
+        self.edit_message_text_with_buttons(chat_id, message_id, text, &[], cancel).await
+    }
+
+    /// `sendMessage` with plain text and an inline keyboard of callback buttons (rows of
+    /// [`Button`]s), like [`BotApi::send_message`] otherwise.
+    ///
+    /// # Errors
+    /// The last failure once attempts run out, or a refusal (callback data that is empty or
+    /// over 64 bytes is refused with `BUTTON_DATA_INVALID`).
+    pub async fn send_message_with_buttons(
+        &self,
+        chat_id: i64,
+        text: &str,
+        buttons: &[Vec<Button>],
+        cancel: &CancellationToken,
+    ) -> Result<Message, ApiError> {
+        let body = Body::Json(json!({
+            "chat_id": chat_id, "text": text, "reply_markup": inline_keyboard(buttons),
+        }));
+        self.call("sendMessage", body, self.sends(), self.inner.call_timeout, cancel).await
+    }
+
+    /// `editMessageText` that also sets the message's inline keyboard: `buttons` replace the
+    /// ones it had, and no buttons remove them. "message is not modified" counts as success.
+    ///
+    /// # Errors
+    /// The last failure once attempts run out, or a refusal.
+    pub async fn edit_message_text_with_buttons(
+        &self,
+        chat_id: i64,
+        message_id: i64,
+        text: &str,
+        buttons: &[Vec<Button>],
+        cancel: &CancellationToken,
+    ) -> Result<(), ApiError> {
+        let mut body = json!({"chat_id": chat_id, "message_id": message_id, "text": text});
+        if !buttons.is_empty() {
+            body["reply_markup"] = inline_keyboard(buttons);
+        }
+        let body = Body::Json(body);
         let timeout = self.inner.call_timeout;
         match self.call::<Value>("editMessageText", body, self.safe(), timeout, cancel).await {
             Ok(_) => Ok(()),
             Err(err) if err.is_not_modified() => Ok(()),
             Err(err) => Err(err),
         }
+    }
+
+    /// `answerCallbackQuery`: ends the press's spinner in the user's client, showing `text` as
+    /// a short notice when given. Tried at most twice, and again only when Telegram certainly
+    /// did not handle it: Telegram refuses an answer after about 15 seconds, and a second
+    /// answer of a query it did handle ("query is too old … or query ID is invalid").
+    ///
+    /// # Errors
+    /// The failure (a refusal once the query expired).
+    pub async fn answer_callback_query(
+        &self,
+        callback_query_id: &str,
+        text: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<(), ApiError> {
+        let mut body = json!({"callback_query_id": callback_query_id});
+        if let Some(text) = text {
+            body["text"] = json!(text);
+        }
+        let policy = (Attempts::AtMost(2), Repeat::IfUnhandled);
+        let timeout = self.inner.call_timeout;
+        self.call::<Value>("answerCallbackQuery", Body::Json(body), policy, timeout, cancel)
+            .await?;
+        Ok(())
     }
 
     /// `sendChatAction` `typing`, tried once (it is renewed every few seconds anyway).

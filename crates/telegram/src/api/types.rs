@@ -4,12 +4,62 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One incoming update; only `message` updates are asked for.
+/// One incoming update; only `message` and `callback_query` updates are asked for.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Update {
     pub update_id: i64,
     #[serde(default)]
     pub message: Option<Message>,
+    #[serde(default)]
+    pub callback_query: Option<CallbackQuery>,
+}
+
+/// A press of an inline keyboard's callback button (`CallbackQuery`). It must be answered
+/// (`answerCallbackQuery`) within about 15 seconds, or the user's client shows a spinner and
+/// then gives up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallbackQuery {
+    pub id: String,
+    /// Who pressed the button.
+    pub from: User,
+    /// The message the button belongs to; missing for messages sent in inline mode (which this
+    /// bot does not use). An old message may come as an inaccessible one: its chat and id only.
+    #[serde(default)]
+    pub message: Option<Message>,
+    /// The button's `callback_data`, chosen by the bot but sent back by the user's client:
+    /// untrusted input.
+    #[serde(default)]
+    pub data: Option<String>,
+}
+
+/// A message's inline keyboard, as Telegram shows it (`InlineKeyboardMarkup`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InlineKeyboardMarkup {
+    #[serde(default)]
+    pub inline_keyboard: Vec<Vec<InlineKeyboardButton>>,
+}
+
+/// One button of an inline keyboard as read back; only callback buttons have `callback_data`
+/// (a URL button in a message another bot made has none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InlineKeyboardButton {
+    pub text: String,
+    #[serde(default)]
+    pub callback_data: Option<String>,
+}
+
+/// A callback button to send: its label and the data Telegram hands back when it is pressed
+/// (1 to 64 bytes, or Telegram refuses the message with `BUTTON_DATA_INVALID`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Button {
+    pub text: String,
+    pub data: String,
+}
+
+impl Button {
+    pub fn new(text: impl Into<String>, data: impl Into<String>) -> Self {
+        Button { text: text.into(), data: data.into() }
+    }
 }
 
 /// A message (incoming, or one the bot sent).
@@ -62,6 +112,9 @@ pub struct Message {
     pub contact: Option<serde_json::Value>,
     #[serde(default)]
     pub poll: Option<serde_json::Value>,
+    /// The inline keyboard of a message the bot sent (read back in a [`CallbackQuery`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_markup: Option<InlineKeyboardMarkup>,
 }
 
 /// Where a forwarded message came from (`MessageOrigin`).

@@ -235,3 +235,92 @@ async fn notify_owner_flood_is_limited_per_caller_with_one_notice() {
     assert!(texts.contains(&"🤖 A2A · calendar: calendar here".to_string()), "{texts:?}");
     bot.stop().await;
 }
+
+/// callers.json of the owner's workspace with travel-bot's tasks waiting for approval.
+fn approving_caller(bot: &Bot) {
+    let dir = bot.workspace(OWNER).join(".volcanic/a2a");
+    std::fs::create_dir_all(&dir).unwrap();
+    let list = json!([{"name": "travel-bot", "key": KEY, "approval": "every-task"}]);
+    std::fs::write(dir.join("callers.json"), list.to_string()).unwrap();
+}
+
+/// The task's state, by GetTask over A2A.
+async fn task_state(base: &str, task_id: &str) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}});
+    let response = reqwest::Client::new()
+        .post(format!("{base}/a2a"))
+        .header("X-API-Key", KEY)
+        .header("A2A-Version", "1.0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let body: serde_json::Value = response.json().await.unwrap();
+    body["result"]["status"]["state"].as_str().unwrap_or_default().to_string()
+}
+
+async fn wait_for_task_state(base: &str, task_id: &str, wanted: &str) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while task_state(base, task_id).await != wanted {
+        assert!(tokio::time::Instant::now() < deadline, "the task never became {wanted}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn approval_asks_the_owner_with_buttons_and_approve_runs_the_task() {
+    let bot = Bot::with(Setup { a2a: true, ..Setup::default() }).await;
+    approving_caller(&bot);
+    let base = bot.a2a_url.clone().unwrap();
+    let (status, body) = a2a_send(&base, KEY, &directive(json!([{"text": "trip booked"}]))).await;
+    assert_eq!(status, 200, "{body}");
+    let task = &body["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_AUTH_REQUIRED", "{body}");
+    let task_id = task["id"].as_str().unwrap().to_string();
+
+    let asked = bot.message(OWNER, |t| t.starts_with("🔐 A2A · travel-bot")).await;
+    assert!(asked.text.contains("trip booked"), "{}", asked.text);
+    let approve = asked.buttons[0][0].1.clone();
+    assert!(approve.starts_with("appr:y:"), "{:?}", asked.buttons);
+
+    // A stranger's press counts for nothing.
+    let refused = bot.api().push_callback_query(OWNER, STRANGER, asked.message_id, &approve);
+    let answer = bot.api().wait_for_callback_answer(&refused, DEADLINE).await;
+    assert_ne!(answer.text.as_deref(), Some("Approved"));
+    assert_eq!(task_state(&base, &task_id).await, "TASK_STATE_AUTH_REQUIRED");
+
+    let pressed = bot.api().push_callback_query(OWNER, OWNER, asked.message_id, &approve);
+    let answer = bot.api().wait_for_callback_answer(&pressed, DEADLINE).await;
+    assert_eq!(answer.text.as_deref(), Some("Approved"));
+    wait_for_task_state(&base, &task_id, "TASK_STATE_COMPLETED").await;
+    let edited = bot.message(OWNER, |t| t.contains("✅ Approved")).await;
+    assert!(edited.buttons.is_empty(), "the buttons are gone once decided");
+
+    // The same button again: no longer pending.
+    let again = bot.api().push_callback_query(OWNER, OWNER, asked.message_id, &approve);
+    let answer = bot.api().wait_for_callback_answer(&again, DEADLINE).await;
+    assert_eq!(answer.text.as_deref(), Some("This request is no longer pending."));
+    bot.stop().await;
+}
+
+#[tokio::test]
+async fn approval_deny_rejects_the_task_and_a_message_typed_meanwhile_takes_nothing_away() {
+    let bot = Bot::with(Setup { a2a: true, ..Setup::default() }).await;
+    approving_caller(&bot);
+    let base = bot.a2a_url.clone().unwrap();
+    let (_, body) = a2a_send(&base, KEY, "cancel all my meetings").await;
+    let task_id = body["result"]["task"]["id"].as_str().unwrap().to_string();
+    let asked = bot.message(OWNER, |t| t.starts_with("🔐 A2A · travel-bot")).await;
+    // The owner chats meanwhile: the request still waits, the buttons still work.
+    bot.api().push_text(OWNER, "what is on my calendar?");
+    bot.message(OWNER, |t| t.contains("what is on my calendar?")).await;
+    assert_eq!(task_state(&base, &task_id).await, "TASK_STATE_AUTH_REQUIRED");
+    let deny = asked.buttons[0][1].1.clone();
+    assert!(deny.starts_with("appr:n:"), "{:?}", asked.buttons);
+    let pressed = bot.api().push_callback_query(OWNER, OWNER, asked.message_id, &deny);
+    let answer = bot.api().wait_for_callback_answer(&pressed, DEADLINE).await;
+    assert_eq!(answer.text.as_deref(), Some("Denied"));
+    wait_for_task_state(&base, &task_id, "TASK_STATE_REJECTED").await;
+    bot.message(OWNER, |t| t.contains("❌ Denied.")).await;
+    bot.stop().await;
+}

@@ -5,6 +5,7 @@
 
 mod a2a;
 mod access;
+mod buttons;
 mod chat;
 mod delivery;
 mod intake;

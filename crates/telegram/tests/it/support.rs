@@ -10,7 +10,7 @@ use volcanic_a2a::A2aOptions;
 use volcanic_core::SessionFactory;
 use volcanic_core::provider::faux::FauxProvider;
 use volcanic_telegram::config::Backoff;
-use volcanic_telegram::{BotToken, TelegramConfig, TelegramHost};
+use volcanic_telegram::{BotToken, CallbackHandler, TelegramConfig, TelegramHost};
 use volcanic_test_support::telegram::{FakeBotApi, SentMessage};
 
 /// Every wait in these tests is bounded by this.
@@ -37,6 +37,11 @@ pub struct Setup {
     pub configure: Option<fn(&mut TelegramConfig)>,
     /// The Bot API call timeout, when not the default.
     pub call_timeout: Option<Duration>,
+    /// Where button presses go.
+    pub callbacks: Option<Arc<dyn CallbackHandler>>,
+    /// The workspace root and state folder of a host that ran before (what [`Bot::stop`]
+    /// returns), for a restart; fresh ones when `None`.
+    pub dirs: Option<(tempfile::TempDir, tempfile::TempDir)>,
 }
 
 impl Default for Setup {
@@ -49,6 +54,8 @@ impl Default for Setup {
             api_url: None,
             configure: None,
             call_timeout: None,
+            callbacks: None,
+            dirs: None,
         }
     }
 }
@@ -78,8 +85,10 @@ impl Bot {
                 (Some(api), url)
             }
         };
-        let root = tempfile::tempdir().unwrap();
-        let state = tempfile::tempdir().unwrap();
+        let (root, state) = match setup.dirs {
+            Some(dirs) => dirs,
+            None => (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()),
+        };
         let faux = Arc::new(FauxProvider::new());
         let shutdown = CancellationToken::new();
         let factory = Arc::new(
@@ -111,6 +120,9 @@ impl Bot {
             configure(&mut config);
         }
         let mut builder = TelegramHost::builder(config, factory).shutdown(shutdown.clone());
+        if let Some(handler) = setup.callbacks {
+            builder = builder.callback_handler(handler);
+        }
         let mut a2a_url = None;
         if setup.a2a {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,0 +1,407 @@
+//! Owner approval of a caller's new tasks (issue 22; docs/a2a.md, "Owner approval"): a task
+//! that needs the owner's yes is created in `TASK_STATE_AUTH_REQUIRED` and nothing of it
+//! reaches the model; the owner's decision (or the time running out) starts its run or rejects
+//! it. The records are `approval.rs`'s; this file is what a request and a decision do to tasks.
+//!
+//! Invariant: a request is decided once. [`Approvals::take`] hands it to one decider only, and
+//! a decision checks that the task still waits (a cancel may have come first).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a::{TaskState, TaskStatus};
+
+use crate::approval::{Decision, PendingApproval, REQUEST_CHARS, new_id};
+use crate::auth::{Caller, CallerApproval};
+use crate::error::{A2aError, Error};
+use crate::parts::text_of;
+use crate::task::status::{agent_message, now};
+use crate::task::{AcceptedMessage, TaskFile};
+
+use super::Service;
+use super::launch::{Started, launch, new_task_file, reserve};
+use super::retry;
+
+/// The most tasks of one caller that may wait for the owner at once.
+pub const MAX_WAITING_PER_CALLER: usize = 32;
+
+/// What the caller is told while the owner decides.
+pub const WAITING_TEXT: &str = "Waiting for the owner's approval.";
+
+/// Whether a new task of `caller` waits for the owner.
+pub(super) fn needed(service: &Service, caller: &Caller) -> bool {
+    match caller.approval.tasks {
+        CallerApproval::Never => false,
+        CallerApproval::EveryTask => true,
+        CallerApproval::FirstContact => {
+            !service.approvals.is_approved(&caller.workspace.path, &caller.name)
+        }
+    }
+}
+
+/// A new task's message, as the request for approval keeps it.
+pub(super) struct Request {
+    pub message: a2a::Message,
+    pub hops: u32,
+    pub accepted: AcceptedMessage,
+    pub window: Duration,
+}
+
+/// Creates the task in `TASK_STATE_AUTH_REQUIRED` and records the request (its message kept
+/// whole in the state folder for the run that approval starts); the owner is told through the
+/// log and `volcanic approvals`.
+///
+/// # Errors
+/// [`Error::TooManyAwaitingApproval`] over [`MAX_WAITING_PER_CALLER`]; the store's errors.
+pub(super) async fn request(
+    service: &Arc<Service>,
+    caller: &Caller,
+    request: Request,
+    register: &(dyn Fn(&mut TaskFile) + Sync),
+) -> Result<Started, Error> {
+    let Request { message, hops, accepted, window } = request;
+    let waiting = service
+        .approvals
+        .list()
+        .iter()
+        .filter(|r| r.workspace == caller.workspace.path && r.caller == caller.name)
+        .count();
+    if waiting >= MAX_WAITING_PER_CALLER {
+        return Err(Error::TooManyAwaitingApproval { max: MAX_WAITING_PER_CALLER });
+    }
+    let task_id = message.task_id.clone().unwrap_or_default();
+    let context_id = message.context_id.clone().unwrap_or_default();
+    let mut file = new_task_file(caller, &message);
+    file.task.status = TaskStatus {
+        state: TaskState::AuthRequired,
+        message: Some(agent_message(&task_id, &context_id, WAITING_TEXT)),
+        timestamp: Some(now()),
+    };
+    // The stored history keeps no file bytes (as for any task); the run gets the message as it
+    // came, from the request's own file.
+    crate::files::strip_bytes(&mut file.task);
+    register(&mut file);
+    file.events.record_status_change();
+    retry::remember(&mut file, accepted, window);
+
+    let requested_at = crate::approval::millis_now();
+    let timeout = service.options.approval_timeout;
+    let text: String = message.parts.iter().map(text_of).collect::<Vec<_>>().join("\n");
+    let record = PendingApproval {
+        id: new_id(),
+        workspace: caller.workspace.path.clone(),
+        caller: caller.name.clone(),
+        task_id: task_id.clone(),
+        context_id: context_id.clone(),
+        hops,
+        requested_at,
+        expires_at: requested_at
+            .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+        // For the owner's eyes only (never logged, never sent to a caller).
+        request: crate::approval::cut(&text, REQUEST_CHARS),
+        tool: None,
+    };
+    // The request first, then the task: a task that says it waits always has its request.
+    let approvals = service.approvals.clone();
+    let (stored, kept) = (record.clone(), message.clone());
+    tokio::task::spawn_blocking(move || approvals.add(stored, Some(&kept)))
+        .await
+        .map_err(|_| A2aError::Internal)?
+        .map_err(|err| {
+            tracing::error!(error = %err, "cannot record an approval request");
+            A2aError::Internal
+        })?;
+    if let Err(err) = service.tasks.save(&caller.workspace, &file).await {
+        let approvals = service.approvals.clone();
+        let id = record.id.clone();
+        let _ = tokio::task::spawn_blocking(move || approvals.take(&id)).await;
+        return Err(err);
+    }
+    service.push.notify(&file.task, &file.push_configs);
+    tracing::info!(
+        approval = %record.id,
+        caller = %caller.name,
+        task_id = %task_id,
+        "a task waits for the owner's approval: volcanic approve {} (or deny)",
+        record.id
+    );
+    schedule_timeout(service, &record);
+    if let Some(notifier) = service.approval_notifier.clone() {
+        let (caller, record) = (caller.clone(), record.clone());
+        service.tracker.spawn(async move { notifier.requested(&caller, &record).await });
+    }
+    let position = file.events.status_position();
+    let generation = file.events.generation();
+    Ok(Started::Finished(Box::new(file.task), position, generation))
+}
+
+/// Rejects the request when its time runs out (at once for one already past it: after a
+/// restart).
+pub(crate) fn schedule_timeout(service: &Arc<Service>, record: &PendingApproval) {
+    let wait =
+        Duration::from_millis(record.expires_at.saturating_sub(crate::approval::millis_now()));
+    let (service_ref, id) = (service.clone(), record.id.clone());
+    let timeout = service.options.approval_timeout;
+    service.tracker.spawn(async move {
+        tokio::time::sleep(wait).await;
+        let reason = format!("no decision from the owner within {}", crate::approval::describe(timeout));
+        match decide(&service_ref, &id, Decision::Deny { reason: Some(reason) }, true).await {
+            Ok(_) | Err(DecideError::NotPending) => {}
+            Err(err) => tracing::warn!(approval = %id, error = %err, "an approval that timed out could not be rejected"),
+        }
+    });
+}
+
+/// What a decision did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    pub task_id: String,
+    pub caller: String,
+    /// The task's state after the decision (`working` once approved, `rejected`).
+    pub state: &'static str,
+}
+
+/// Why a decision was not applied.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecideError {
+    #[error(
+        "no approval request with this id is waiting (decided already, canceled, or never made)"
+    )]
+    NotPending,
+    #[error("the caller of this request is no longer in callers.json; its task was rejected")]
+    CallerGone,
+    #[error("the task's context is busy; try again in a moment")]
+    Busy,
+    #[error("the task could not be changed: {0}")]
+    Failed(String),
+}
+
+/// Applies the owner's decision on request `id`. `timed_out` marks the decision the timer
+/// makes (logged as such).
+///
+/// # Errors
+/// See [`DecideError`].
+pub(crate) async fn decide(
+    service: &Arc<Service>,
+    id: &str,
+    decision: Decision,
+    timed_out: bool,
+) -> Result<Decided, DecideError> {
+    let record = service.approvals.get(id).ok_or(DecideError::NotPending)?;
+    if record.tool.is_some() {
+        return decide_tool_call(service, record, decision).await;
+    }
+    let caller = {
+        let directory = service.directory.clone();
+        let (workspace, name) = (record.workspace.clone(), record.caller.clone());
+        tokio::task::spawn_blocking(move || directory.caller(&workspace, &name))
+            .await
+            .map_err(|err| DecideError::Failed(err.to_string()))?
+    };
+    let Some(caller) = caller else {
+        // Nobody may run a task for a caller the owner removed: reject it in place, as its
+        // owner would see it (the file is the caller's, under the workspace).
+        take(service, id).await.ok_or(DecideError::NotPending)?;
+        tracing::warn!(approval = %id, caller = %record.caller, "the caller of an approval request is gone");
+        return Err(DecideError::CallerGone);
+    };
+    let file = match service.tasks.load(&caller, &record.task_id).await {
+        Ok(file) => file,
+        Err(err) => {
+            take(service, id).await;
+            return Err(DecideError::Failed(err.to_string()));
+        }
+    };
+    if file.task.status.state != TaskState::AuthRequired {
+        take(service, id).await;
+        return Err(DecideError::NotPending);
+    }
+    match decision {
+        Decision::Approve => approve(service, &caller, record, file).await,
+        Decision::Deny { reason } => {
+            take(service, id).await.ok_or(DecideError::NotPending)?;
+            reject(service, &caller, &record, reason, timed_out).await
+        }
+    }
+}
+
+async fn approve(
+    service: &Arc<Service>,
+    caller: &Caller,
+    record: PendingApproval,
+    mut file: TaskFile,
+) -> Result<Decided, DecideError> {
+    // The context first: nothing else can start in it while the request waits, so a busy
+    // context here is a moment's race (the request stays, the owner may retry).
+    let reserved = reserve(service, caller, &record.context_id).await.map_err(|err| match err {
+        Error::ContextBusy => DecideError::Busy,
+        other => DecideError::Failed(A2aError::from(other).to_string()),
+    })?;
+    let message = {
+        let approvals = service.approvals.clone();
+        let id = record.id.clone();
+        tokio::task::spawn_blocking(move || approvals.message(&id)).await.ok().flatten()
+    };
+    // Decided by whoever takes it: a second decision (a timer, another channel) finds nothing.
+    let Some(record) = take(service, &record.id).await else {
+        return Err(DecideError::NotPending);
+    };
+    let message = match message {
+        Some(message) => message,
+        // Without the kept message, the one in the task's history (file bytes stripped).
+        None => match file.task.history.as_ref().and_then(|h| h.first()).cloned() {
+            Some(message) => message,
+            None => return Err(DecideError::Failed("the task has no message to run".into())),
+        },
+    };
+    if caller.approval.tasks == CallerApproval::FirstContact {
+        let approvals = service.approvals.clone();
+        let (workspace, name) = (caller.workspace.path.clone(), caller.name.clone());
+        let at = crate::approval::millis_now();
+        let remembered =
+            tokio::task::spawn_blocking(move || approvals.remember_approved(&workspace, &name, at))
+                .await;
+        if !matches!(remembered, Ok(Ok(()))) {
+            tracing::warn!(caller = %caller.name, "cannot remember an approved caller; its next task asks again");
+        }
+    }
+    // The waiting text goes into the history with the status change, as any old status does.
+    file.task.status.message = None;
+    launch(service, caller, file, reserved, message, record.hops, false)
+        .await
+        .map_err(|err| DecideError::Failed(A2aError::from(err).to_string()))?;
+    tracing::info!(approval = %record.id, caller = %caller.name, task_id = %record.task_id, "the owner approved a task; its run starts");
+    Ok(Decided { task_id: record.task_id, caller: caller.name.clone(), state: "working" })
+}
+
+async fn reject(
+    service: &Arc<Service>,
+    caller: &Caller,
+    record: &PendingApproval,
+    reason: Option<String>,
+    timed_out: bool,
+) -> Result<Decided, DecideError> {
+    let text = match reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+        Some(reason) if timed_out => format!("The request was rejected: {reason}."),
+        Some(reason) => format!("The owner declined this request: {reason}"),
+        None => "The owner declined this request.".to_string(),
+    };
+    let (task_id, context_id) = (record.task_id.clone(), record.context_id.clone());
+    let mut rejected = None;
+    let changed = service
+        .tasks
+        .change(
+            caller,
+            &record.task_id,
+            tokio::time::Instant::now() + Duration::from_secs(10),
+            |_| Box::pin(async { None::<Result<(), Error>> }),
+            |file| {
+                if file.task.status.state == TaskState::AuthRequired {
+                    Ok(())
+                } else {
+                    Err(Error::Ended { task_id: file.task.id.clone(), state: "decided" })
+                }
+            },
+            |file| {
+                if let Some(old) = file.task.status.message.take() {
+                    file.task.history.get_or_insert_with(Vec::new).push(old);
+                }
+                file.task.status = TaskStatus {
+                    state: TaskState::Rejected,
+                    message: Some(agent_message(&task_id, &context_id, text.clone())),
+                    timestamp: Some(now()),
+                };
+                file.events.record_status_change();
+                rejected = Some(());
+                true
+            },
+        )
+        .await;
+    match changed {
+        Ok(crate::tasks::Changed::File(file)) => {
+            service.push.notify(&file.task, &file.push_configs);
+        }
+        Ok(crate::tasks::Changed::Live(())) => {}
+        Err(Error::Ended { .. }) => return Err(DecideError::NotPending),
+        Err(err) => return Err(DecideError::Failed(A2aError::from(err).to_string())),
+    }
+    let how = if timed_out { "timed out" } else { "denied" };
+    tracing::info!(approval = %record.id, caller = %caller.name, task_id = %record.task_id, how, "an approval request was rejected");
+    Ok(Decided { task_id: record.task_id.clone(), caller: caller.name.clone(), state: "rejected" })
+}
+
+/// Takes request `id` out (its files go on the blocking pool).
+async fn take(service: &Arc<Service>, id: &str) -> Option<PendingApproval> {
+    let approvals = service.approvals.clone();
+    let id = id.to_string();
+    tokio::task::spawn_blocking(move || approvals.take(&id)).await.ok().flatten()
+}
+
+/// The owner's decision on a tool call: handed to the run that waits for it. With no run
+/// waiting (the process restarted since: the run is gone), the task fails with the reason.
+async fn decide_tool_call(
+    service: &Arc<Service>,
+    record: PendingApproval,
+    decision: Decision,
+) -> Result<Decided, DecideError> {
+    let Some(record) = take(service, &record.id).await else {
+        return Err(DecideError::NotPending);
+    };
+    let approved = decision == Decision::Approve;
+    if service.approvals.wake(&record.id, decision) {
+        let state = if approved { "working" } else { "working (the call was refused)" };
+        return Ok(Decided { task_id: record.task_id, caller: record.caller, state });
+    }
+    fail_interrupted_tool_call(service, &record).await;
+    Err(DecideError::NotPending)
+}
+
+/// What a task whose run waited on a tool call when the process stopped becomes.
+pub const INTERRUPTED_TOOL_CALL: &str = "The server restarted while a tool call waited for the owner's approval; send the request again.";
+
+/// Fails the task of a tool-call request whose run is gone (a restart), and drops the request.
+pub(crate) async fn fail_interrupted_tool_call(service: &Arc<Service>, record: &PendingApproval) {
+    take(service, &record.id).await;
+    let caller = {
+        let directory = service.directory.clone();
+        let (workspace, name) = (record.workspace.clone(), record.caller.clone());
+        tokio::task::spawn_blocking(move || directory.caller(&workspace, &name))
+            .await
+            .ok()
+            .flatten()
+    };
+    let Some(caller) = caller else { return };
+    let (task_id, context_id) = (record.task_id.clone(), record.context_id.clone());
+    let changed = service
+        .tasks
+        .change(
+            &caller,
+            &record.task_id,
+            tokio::time::Instant::now() + Duration::from_secs(10),
+            |_| Box::pin(async { Some(Ok::<(), Error>(())) }),
+            |file| {
+                if file.task.status.state == TaskState::AuthRequired {
+                    Ok(())
+                } else {
+                    Err(Error::Ended { task_id: file.task.id.clone(), state: "decided" })
+                }
+            },
+            |file| {
+                if let Some(old) = file.task.status.message.take() {
+                    file.task.history.get_or_insert_with(Vec::new).push(old);
+                }
+                file.task.status = TaskStatus {
+                    state: TaskState::Failed,
+                    message: Some(agent_message(&task_id, &context_id, INTERRUPTED_TOOL_CALL)),
+                    timestamp: Some(now()),
+                };
+                file.events.record_status_change();
+                true
+            },
+        )
+        .await;
+    if let Ok(crate::tasks::Changed::File(file)) = changed {
+        service.push.notify(&file.task, &file.push_configs);
+        tracing::warn!(task_id = %record.task_id, "a tool call's approval outlived its run; the task failed");
+    }
+}

@@ -1,0 +1,151 @@
+//! `volcanic approvals`, `volcanic approve ID`, `volcanic deny ID [--reason TEXT]`: the owner's
+//! decisions on what callers ask (docs/a2a.md, "Owner approval"), sent to the running server
+//! through its control socket in the state folder (`volcanic_a2a::control`). No session can
+//! reach that socket, so only the owner at their own shell decides.
+
+#![allow(clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::Value;
+use volcanic_a2a::control::{self, ControlRequest};
+
+use crate::{Failure, config};
+
+/// Where the server runs: the folders `volcanic serve` (or `volcanic telegram`) was given.
+#[derive(Args)]
+pub struct ServerArgs {
+    /// The assistant's workspace; default: the current folder.
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// The server's state folder; default: Agent__StateDir, else ~/.local/state/volcanic.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// A TOML config file; default: volcanic.toml in the workspace, if present.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// One JSON value per request instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ApproveArgs {
+    /// The request's id, as `volcanic approvals` lists it.
+    id: String,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Args)]
+pub struct DenyArgs {
+    /// The request's id, as `volcanic approvals` lists it.
+    id: String,
+    /// Why: the caller sees it in the rejected task's status.
+    #[arg(long)]
+    reason: Option<String>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+/// `volcanic approvals`: the requests waiting, oldest first.
+pub async fn list(args: ListArgs) -> Result<u8, Failure> {
+    let socket = socket(&args.server)?;
+    let answer = ask(&socket, &ControlRequest::List).await?;
+    let approvals = answer["approvals"].as_array().cloned().unwrap_or_default();
+    if args.json {
+        for approval in &approvals {
+            println!("{approval}");
+        }
+        return Ok(0);
+    }
+    if approvals.is_empty() {
+        println!("No request waits for your approval.");
+        return Ok(0);
+    }
+    for approval in &approvals {
+        let text = |key: &str| approval[key].as_str().unwrap_or("?").to_string();
+        println!(
+            "{}  {}  task {}  (expires in {})\n    {}",
+            text("id"),
+            text("caller"),
+            text("taskId"),
+            remaining(approval["expiresAt"].as_u64().unwrap_or(0)),
+            text("request").replace('\n', "\n    ")
+        );
+    }
+    println!("\nDecide with: volcanic approve ID, or volcanic deny ID --reason TEXT");
+    Ok(0)
+}
+
+/// `volcanic approve ID`: the task's run starts.
+pub async fn approve(args: ApproveArgs) -> Result<u8, Failure> {
+    decide(&args.server, ControlRequest::Approve { id: args.id }).await
+}
+
+/// `volcanic deny ID`: the task is rejected with the reason.
+pub async fn deny(args: DenyArgs) -> Result<u8, Failure> {
+    decide(&args.server, ControlRequest::Deny { id: args.id, reason: args.reason }).await
+}
+
+async fn decide(server: &ServerArgs, request: ControlRequest) -> Result<u8, Failure> {
+    let socket = socket(server)?;
+    let answer = ask(&socket, &request).await?;
+    let decided = &answer["decided"];
+    println!(
+        "Task {} of {} is {} now.",
+        decided["taskId"].as_str().unwrap_or("?"),
+        decided["caller"].as_str().unwrap_or("?"),
+        decided["state"].as_str().unwrap_or("?")
+    );
+    Ok(0)
+}
+
+fn socket(args: &ServerArgs) -> Result<PathBuf, Failure> {
+    let env = super::host_env();
+    let workspace = super::workspace(args.workspace.as_deref())?;
+    let settings = config::load(args.config.as_deref(), &workspace, &env)?;
+    let state_dir = super::state_dir(args.state_dir.as_deref(), &settings, &env)?;
+    Ok(control::socket_path(&state_dir))
+}
+
+/// One request; a refusal or an unreachable server is exit 1 with what to do.
+async fn ask(socket: &Path, request: &ControlRequest) -> Result<Value, Failure> {
+    let answer = control::request(socket, request).await.map_err(|err| Failure {
+        code: 1,
+        message: format!(
+            "cannot reach the server's control socket {} ({err}): is `volcanic serve` (or `volcanic telegram`) running with this workspace and state folder?",
+            socket.display()
+        ),
+    })?;
+    if answer["ok"] != true {
+        return Err(Failure {
+            code: 1,
+            message: answer["error"]
+                .as_str()
+                .unwrap_or("the server refused the request")
+                .to_string(),
+        });
+    }
+    Ok(answer)
+}
+
+/// How long until `expires_at` (milliseconds since the epoch), roughly.
+fn remaining(expires_at: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let secs = expires_at.saturating_sub(now) / 1000;
+    match secs {
+        0..=119 => format!("{secs} s"),
+        120..=7199 => format!("{} min", secs / 60),
+        _ => format!("{} h", secs / 3600),
+    }
+}

@@ -1,0 +1,191 @@
+//! Owner approval with the real binaries (issue 22): `volcanic approvals`, `approve` and `deny`
+//! decide against a running `volcanic serve` through its control socket; and only a human
+//! can: a prompt-injected caller session's bash, told exactly where the socket and the records
+//! are, cannot approve anything (connecting to the socket, writing or removing the records, or
+//! running `volcanic approve` itself). The same attack with the sandbox turned off does approve:
+//! the sandbox (the state folder out of the session's view) is the mechanism.
+
+use std::process::Command;
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::{Value, json};
+
+use crate::containment::{Fixture, Mode, Server, bash, directive};
+
+/// Makes alice's tasks wait for the owner; mallory (the attacker) needs no approval.
+fn alice_needs_approval(fixture: &Fixture) {
+    let path = fixture.ws.join(".volcanic/a2a/callers.json");
+    let mut callers: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for caller in &mut callers {
+        if caller["name"] == "alice" {
+            caller["approval"] = json!("every-task");
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec(&callers).unwrap()).unwrap();
+}
+
+/// `volcanic <args> --workspace WS --state-dir STATE` as the owner at their shell: exit code and
+/// stdout, stderr.
+fn owner(fixture: &Fixture, args: &[&str]) -> (i32, String, String) {
+    let output = Command::cargo_bin("volcanic")
+        .unwrap()
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &fixture.home)
+        .args(args)
+        .arg("--workspace")
+        .arg(&fixture.ws)
+        .arg("--state-dir")
+        .arg(&fixture.state)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The ids `volcanic approvals --json` lists.
+fn waiting(fixture: &Fixture) -> Vec<String> {
+    let (code, stdout, stderr) = owner(fixture, &["approvals", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["id"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+fn state_of(server: &Server, key: &str, task_id: &str) -> String {
+    let reply = server.rpc(key, "GetTask", json!({"id": task_id}));
+    reply["result"]["status"]["state"].as_str().unwrap_or_default().to_string()
+}
+
+/// Everything a caller's bash could try to approve request `id`.
+fn attack(fixture: &Fixture, id: &str) -> String {
+    let state = fixture.state.display();
+    let volcanic =
+        Command::cargo_bin("volcanic").unwrap().get_program().to_string_lossy().into_owned();
+    let ws = fixture.ws.display();
+    let connect = format!(
+        "import socket; s = socket.socket(socket.AF_UNIX); s.connect('{state}/a2a/control.sock'); \
+         s.sendall(b'{{\"op\":\"approve\",\"id\":\"{id}\"}}\\n'); print(s.recv(4096))"
+    );
+    directive(json!([
+        bash(&format!("ls -la {state}/a2a/ 2>&1; python3 -c \"{connect}\" 2>&1")),
+        bash(&format!("rm -f {state}/a2a/approvals/* 2>&1; echo x > {state}/a2a/approvals/{id}.json 2>&1")),
+        bash(&format!("{volcanic} approve {id} --workspace {ws} --state-dir {state} 2>&1")),
+        {"text": "tried"},
+    ]))
+}
+
+fn attack_in(mode: Mode) -> (bool, Fixture) {
+    let fixture = Fixture::new(mode);
+    alice_needs_approval(&fixture);
+    let server = Server::start(&fixture, mode);
+    let asked = server.send(&fixture.secrets.alice_key, "please book the trip");
+    let task = asked["result"]["task"]["id"].as_str().expect("alice's task").to_string();
+    assert_eq!(state_of(&server, &fixture.secrets.alice_key, &task), "TASK_STATE_AUTH_REQUIRED");
+    let ids = waiting(&fixture);
+    assert_eq!(ids.len(), 1, "{ids:?}");
+
+    let reply = server.send(&fixture.mallory_key, &attack(&fixture, &ids[0]));
+    assert_eq!(reply["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{reply}");
+    let approved =
+        state_of(&server, &fixture.secrets.alice_key, &task) != "TASK_STATE_AUTH_REQUIRED";
+    if !approved {
+        // Still waiting, and the owner's own decision still works.
+        assert_eq!(waiting(&fixture), ids);
+        let (code, stdout, stderr) = owner(&fixture, &["approve", &ids[0]]);
+        assert_eq!(code, 0, "{stdout} {stderr}");
+        assert!(stdout.contains("working"), "{stdout}");
+    }
+    server.stop();
+    (approved, fixture)
+}
+
+#[test]
+fn approvals_a_caller_sessions_bash_cannot_approve_a_request() {
+    let (approved, _) = attack_in(Mode::Sandboxed);
+    assert!(!approved, "a sandboxed caller session approved a request");
+}
+
+#[test]
+fn approvals_without_the_sandbox_the_same_attack_approves_so_the_sandbox_is_what_holds() {
+    let (approved, _) = attack_in(Mode::OptOut);
+    assert!(approved, "the attack should reach the socket when nothing contains the session");
+}
+
+#[test]
+fn approvals_deny_with_a_reason_and_clear_errors_without_a_server() {
+    let fixture = Fixture::new(Mode::Sandboxed);
+    alice_needs_approval(&fixture);
+    // No server: a clear error, exit 1.
+    let (code, _, stderr) = owner(&fixture, &["approvals"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("is `volcanic serve`"), "{stderr}");
+
+    let server = Server::start(&fixture, Mode::Sandboxed);
+    let (code, stdout, _) = owner(&fixture, &["approvals"]);
+    assert_eq!((code, stdout.trim()), (0, "No request waits for your approval."));
+    let asked = server.send(&fixture.secrets.alice_key, "delete my calendar");
+    let task = asked["result"]["task"]["id"].as_str().unwrap().to_string();
+    let (_, listing, _) = owner(&fixture, &["approvals"]);
+    assert!(listing.contains("alice") && listing.contains("delete my calendar"), "{listing}");
+    let id = waiting(&fixture).remove(0);
+    let (code, stdout, stderr) = owner(&fixture, &["deny", &id, "--reason", "not without me"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("rejected"), "{stdout}");
+    let reply = server.rpc(&fixture.secrets.alice_key, "GetTask", json!({"id": task}));
+    assert_eq!(reply["result"]["status"]["state"], "TASK_STATE_REJECTED");
+    assert!(reply.to_string().contains("not without me"), "{reply}");
+    // Decided: a second decision is exit 1 with the reason.
+    let (code, _, stderr) = owner(&fixture, &["approve", &id]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no approval request"), "{stderr}");
+    server.stop();
+}
+
+#[test]
+fn approvals_a_tool_call_waiting_when_the_server_is_killed_fails_its_task_at_the_next_start() {
+    let fixture = Fixture::new(Mode::Sandboxed);
+    let path = fixture.ws.join(".volcanic/a2a/callers.json");
+    let mut callers: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for caller in &mut callers {
+        if caller["name"] == "mallory" {
+            caller["approveTools"] = json!(["write"]);
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec(&callers).unwrap()).unwrap();
+    let server = Server::start(&fixture, Mode::Sandboxed);
+    let script = directive(json!([
+        {"tool": "write", "args": {"path": "paused.txt", "content": "x"}},
+        {"text": "never"},
+    ]));
+    let reply = server.send(&fixture.mallory_key, &script);
+    let task = reply["result"]["task"]["id"].as_str().expect("the task").to_string();
+    assert_eq!(reply["result"]["task"]["status"]["state"], "TASK_STATE_AUTH_REQUIRED", "{reply}");
+    assert_eq!(waiting(&fixture).len(), 1);
+    let killed = Command::new("kill").arg("-KILL").arg(server.pid().to_string()).status().unwrap();
+    assert!(killed.success());
+    drop(server);
+
+    let server = Server::start(&fixture, Mode::Sandboxed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let failed = loop {
+        let reply = server.rpc(&fixture.mallory_key, "GetTask", json!({"id": task}));
+        if reply["result"]["status"]["state"] == "TASK_STATE_FAILED" {
+            break reply;
+        }
+        assert!(std::time::Instant::now() < deadline, "never failed: {reply}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(failed.to_string().contains("waited for the owner's approval"), "{failed}");
+    assert!(waiting(&fixture).is_empty());
+    assert!(!fixture.ws.join("paused.txt").exists());
+    server.stop();
+}
