@@ -77,6 +77,7 @@ fuzz_target!(|data: &[u8]| {
         name: "peer".into(),
         mode: CallerMode::Isolated,
         tier: CallerTier::Workspace,
+        approval: Default::default(),
         workspace: Arc::new(A2aWorkspace {
             path: workspace_dir.clone(),
             scope_prefix: "fuzz".into(),

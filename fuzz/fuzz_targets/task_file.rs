@@ -28,6 +28,7 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
         name: "peer".into(),
         mode: CallerMode::Isolated,
         tier: CallerTier::Workspace,
+        approval: Default::default(),
         workspace: Arc::new(workspace),
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
