@@ -57,9 +57,22 @@ pub struct DenyArgs {
 
 /// `volcanic approvals`: the requests waiting, oldest first.
 pub async fn list(args: ListArgs) -> Result<u8, Failure> {
-    let socket = socket(&args.server)?;
-    let answer = ask(&socket, &ControlRequest::List).await?;
-    let approvals = answer["approvals"].as_array().cloned().unwrap_or_default();
+    let state_dir = state_dir(&args.server)?;
+    let socket = control::socket_path(&state_dir);
+    // From the running server; with none, from the records in the state folder (a listing
+    // needs no server; a decision does).
+    let (approvals, running) = match control::request(&socket, &ControlRequest::List).await {
+        Ok(answer) if answer["ok"] == true => {
+            (answer["approvals"].as_array().cloned().unwrap_or_default(), true)
+        }
+        Ok(answer) => {
+            return Err(Failure {
+                code: 1,
+                message: answer["error"].as_str().unwrap_or("the server refused").to_string(),
+            });
+        }
+        Err(_) => (recorded(&state_dir)?, false),
+    };
     if args.json {
         for approval in &approvals {
             println!("{approval}");
@@ -68,12 +81,15 @@ pub async fn list(args: ListArgs) -> Result<u8, Failure> {
     }
     if approvals.is_empty() {
         println!("No request waits for your approval.");
-        return Ok(0);
     }
     for approval in &approvals {
         let text = |key: &str| approval[key].as_str().unwrap_or("?").to_string();
+        let what = match approval["tool"].as_str() {
+            Some(tool) => format!("a call of {tool} in task"),
+            None => "task".to_string(),
+        };
         println!(
-            "{}  {}  task {}  (expires in {})\n    {}",
+            "{}  {}  {what} {}  (expires in {})\n    {}",
             text("id"),
             text("caller"),
             text("taskId"),
@@ -81,8 +97,26 @@ pub async fn list(args: ListArgs) -> Result<u8, Failure> {
             text("request").replace('\n', "\n    ")
         );
     }
-    println!("\nDecide with: volcanic approve ID, or volcanic deny ID --reason TEXT");
+    if !running {
+        println!(
+            "\n(No server is running with this state folder: these are its records. Start it to decide.)"
+        );
+    } else if !approvals.is_empty() {
+        println!("\nDecide with: volcanic approve ID, or volcanic deny ID --reason TEXT");
+    }
     Ok(0)
+}
+
+/// The waiting requests as the state folder records them (no server running).
+fn recorded(state_dir: &Path) -> Result<Vec<Value>, Failure> {
+    if !state_dir.join("a2a").join("approvals").is_dir() {
+        return Ok(Vec::new());
+    }
+    let approvals = volcanic_a2a::approval::Approvals::open(state_dir).map_err(|err| Failure {
+        code: 1,
+        message: format!("cannot read the approval records in {}: {err}", state_dir.display()),
+    })?;
+    Ok(approvals.list().iter().filter_map(|r| serde_json::to_value(r).ok()).collect())
 }
 
 /// `volcanic approve ID`: the task's run starts.
@@ -109,11 +143,14 @@ async fn decide(server: &ServerArgs, request: ControlRequest) -> Result<u8, Fail
 }
 
 fn socket(args: &ServerArgs) -> Result<PathBuf, Failure> {
+    Ok(control::socket_path(&state_dir(args)?))
+}
+
+fn state_dir(args: &ServerArgs) -> Result<PathBuf, Failure> {
     let env = super::host_env();
     let workspace = super::workspace(args.workspace.as_deref())?;
     let settings = config::load(args.config.as_deref(), &workspace, &env)?;
-    let state_dir = super::state_dir(args.state_dir.as_deref(), &settings, &env)?;
-    Ok(control::socket_path(&state_dir))
+    super::state_dir(args.state_dir.as_deref(), &settings, &env)
 }
 
 /// One request; a refusal or an unreachable server is exit 1 with what to do.

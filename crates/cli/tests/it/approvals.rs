@@ -123,8 +123,14 @@ fn approvals_without_the_sandbox_the_same_attack_approves_so_the_sandbox_is_what
 fn approvals_deny_with_a_reason_and_clear_errors_without_a_server() {
     let fixture = Fixture::new(Mode::Sandboxed);
     alice_needs_approval(&fixture);
-    // No server: a clear error, exit 1.
-    let (code, _, stderr) = owner(&fixture, &["approvals"]);
+    // No server: the listing reads the records (none yet); a decision is exit 1 saying why.
+    let (code, stdout, stderr) = owner(&fixture, &["approvals"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("No request waits") && stdout.contains("No server is running"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = owner(&fixture, &["approve", "0123abcd"]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("is `volcanic serve`"), "{stderr}");
 
@@ -146,7 +152,15 @@ fn approvals_deny_with_a_reason_and_clear_errors_without_a_server() {
     let (code, _, stderr) = owner(&fixture, &["approve", &id]);
     assert_eq!(code, 1);
     assert!(stderr.contains("no approval request"), "{stderr}");
+    // A request still waiting when the server stops is listed from its record.
+    server.send(&fixture.secrets.alice_key, "rename my files");
     server.stop();
+    let (code, stdout, _) = owner(&fixture, &["approvals"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("rename my files") && stdout.contains("No server is running"),
+        "{stdout}"
+    );
 }
 
 #[test]
