@@ -54,6 +54,11 @@ pub const REQUEST_CHARS: usize = 500;
 #[async_trait::async_trait]
 pub trait ApprovalNotifier: Send + Sync {
     async fn requested(&self, caller: &crate::auth::Caller, request: &PendingApproval);
+
+    /// Request `id` is no longer pending (`outcome`: "approved", "denied", "timed out",
+    /// "canceled"), however it was decided, so that what asked the owner can say so. The
+    /// default does nothing.
+    async fn settled(&self, _id: &str, _outcome: &'static str) {}
 }
 
 /// The owner's answer.

@@ -9,7 +9,8 @@
 //! decided already (at the shell, by its time limit, or by another press) answers that it is no
 //! longer pending and takes the buttons away.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -31,11 +32,15 @@ pub struct ApprovalButtons {
     cancel: CancellationToken,
     /// The server the presses decide on; set once it is built (it is built with this notifier).
     server: OnceLock<A2aServer>,
+    /// The messages that ask, by request id (chat, message, text), until the request is
+    /// settled: a request decided elsewhere (at the shell, by its time limit, a cancel) gets
+    /// its message edited and its buttons taken away.
+    asked: Mutex<HashMap<String, (i64, i64, String)>>,
 }
 
 impl ApprovalButtons {
     pub fn new(api: BotApi, config: Arc<TelegramConfig>, cancel: CancellationToken) -> Self {
-        ApprovalButtons { api, config, cancel, server: OnceLock::new() }
+        ApprovalButtons { api, config, cancel, server: OnceLock::new(), asked: Mutex::default() }
     }
 
     /// Gives the buttons the server to decide on. Set once; a second call is ignored.
@@ -68,11 +73,31 @@ impl ApprovalNotifier for ApprovalButtons {
             Button::new("✅ Approve", format!("{PREFIX}y:{}", request.id)),
             Button::new("❌ Deny", format!("{PREFIX}n:{}", request.id)),
         ]];
-        if let Err(err) =
-            self.api.send_message_with_buttons(target, &text, &buttons, &self.cancel).await
-        {
-            tracing::warn!(approval = %request.id, error = %err, "could not ask the owner in Telegram; the request waits for volcanic approve");
+        match self.api.send_message_with_buttons(target, &text, &buttons, &self.cancel).await {
+            Ok(message) => {
+                self.lock().insert(request.id.clone(), (target, message.message_id, text));
+            }
+            Err(err) => {
+                tracing::warn!(approval = %request.id, error = %err, "could not ask the owner in Telegram; the request waits for volcanic approve");
+            }
         }
+    }
+
+    async fn settled(&self, id: &str, outcome: &'static str) {
+        // Gone when a press here decided (the press edits its own message).
+        let Some((chat, message, text)) = self.lock().remove(id) else { return };
+        let text = format!("{text}\n\n(Decided elsewhere: {outcome}.)");
+        if let Err(err) =
+            self.api.edit_message_text_with_buttons(chat, message, &text, &[], &self.cancel).await
+        {
+            tracing::warn!(approval = %id, error = %err, "could not mark a decided approval in Telegram");
+        }
+    }
+}
+
+impl ApprovalButtons {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (i64, i64, String)>> {
+        self.asked.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -83,6 +108,8 @@ impl CallbackHandler for ApprovalButtons {
                 return CallbackReply::Unknown;
             };
             let Some(server) = self.server.get() else { return CallbackReply::Unknown };
+            // This press edits its own message: the settled notice must not edit it again.
+            let asked = self.lock().remove(id);
             let decision =
                 if approve { Decision::Approve } else { Decision::Deny { reason: None } };
             let shown = query.message.as_ref().and_then(|m| m.text.clone()).unwrap_or_default();
@@ -99,8 +126,14 @@ impl CallbackHandler for ApprovalButtons {
                 Err(DecideError::CallerGone) => {
                     done("The caller is gone; the request was rejected.", "(Caller removed.)")
                 }
-                // A busy moment or a failure: the buttons stay, the owner may press again.
-                Err(err) => CallbackReply::Handled { answer: Some(err.to_string()), edit: None },
+                // A busy moment or a failure: the buttons stay, the owner may press again (or
+                // decide elsewhere, which then edits the message).
+                Err(err) => {
+                    if let Some(asked) = asked {
+                        self.lock().insert(id.to_string(), asked);
+                    }
+                    CallbackReply::Handled { answer: Some(err.to_string()), edit: None }
+                }
             }
         })
     }

@@ -187,6 +187,24 @@ pub(crate) async fn decide(
     decision: Decision,
     timed_out: bool,
 ) -> Result<Decided, DecideError> {
+    let outcome = match (&decision, timed_out) {
+        (Decision::Approve, _) => "approved",
+        (Decision::Deny { .. }, false) => "denied",
+        (Decision::Deny { .. }, true) => "timed out",
+    };
+    let decided = decide_once(service, id, decision, timed_out).await;
+    if decided.is_ok() {
+        service.approval_settled(id, outcome);
+    }
+    decided
+}
+
+async fn decide_once(
+    service: &Arc<Service>,
+    id: &str,
+    decision: Decision,
+    timed_out: bool,
+) -> Result<Decided, DecideError> {
     let record = service.approvals.get(id).ok_or(DecideError::NotPending)?;
     if record.tool.is_some() {
         return decide_tool_call(service, record, decision).await;

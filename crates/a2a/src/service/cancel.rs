@@ -65,7 +65,11 @@ pub(super) async fn cancel(
             // A task that waited for the owner's approval waits no more.
             let approvals = service.approvals.clone();
             let (workspace, id) = (caller.workspace.path.clone(), file.task.id.clone());
-            let _ = tokio::task::spawn_blocking(move || approvals.take_task(&workspace, &id)).await;
+            let taken =
+                tokio::task::spawn_blocking(move || approvals.take_task(&workspace, &id)).await;
+            if let Ok(Some(request)) = taken {
+                service.approval_settled(&request.id, "canceled");
+            }
             service.push.notify(&file.task, &file.push_configs);
             let generation = file.events.generation();
             Ok((file.task, generation))

@@ -96,6 +96,15 @@ impl Outcome {
 }
 
 impl Service {
+    /// Tells the host's approval notifier that request `id` is no longer pending (`outcome`:
+    /// approved, denied, timed out, canceled), on a task of its own.
+    pub(crate) fn approval_settled(&self, id: &str, outcome: &'static str) {
+        if let Some(notifier) = self.approval_notifier.clone() {
+            let id = id.to_string();
+            self.tracker.spawn(async move { notifier.settled(&id, outcome).await });
+        }
+    }
+
     /// Runs one operation for an authenticated caller. `base_url` gives the server's base URL as
     /// the request names it; only the extended card needs it, so it is built only then.
     ///

@@ -105,6 +105,9 @@ impl volcanic_core::extension::ToolGate for ToolApproval {
             service.tracker.spawn(async move { notifier.requested(&caller, &notice).await });
         }
         let outcome = tokio::time::timeout(timeout, decided).await;
+        if outcome.is_err() {
+            service.approval_settled(&record.id, "timed out");
+        }
         live.set_status(TaskState::Working, Some(format!("using {}", call.name))).await;
         match outcome {
             Ok(Ok(Decision::Approve)) => GateDecision::Allow,

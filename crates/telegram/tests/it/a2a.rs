@@ -324,3 +324,25 @@ async fn approval_deny_rejects_the_task_and_a_message_typed_meanwhile_takes_noth
     bot.message(OWNER, |t| t.contains("❌ Denied.")).await;
     bot.stop().await;
 }
+
+#[tokio::test]
+async fn approval_decided_at_the_shell_takes_the_buttons_away() {
+    use volcanic_a2a::control::{self, ControlRequest};
+    let bot = Bot::with(Setup { a2a: true, ..Setup::default() }).await;
+    approving_caller(&bot);
+    let base = bot.a2a_url.clone().unwrap();
+    let (_, body) = a2a_send(&base, KEY, "plan my week").await;
+    let task_id = body["result"]["task"]["id"].as_str().unwrap().to_string();
+    let asked = bot.message(OWNER, |t| t.starts_with("🔐 A2A · travel-bot")).await;
+    let id = asked.buttons[0][0].1.trim_start_matches("appr:y:").to_string();
+    // The owner decides at the shell (what `volcanic deny` sends).
+    let socket = control::socket_path(bot.state.path());
+    let reason = Some("busy week".to_string());
+    let decided = control::request(&socket, &ControlRequest::Deny { id, reason }).await.unwrap();
+    assert_eq!(decided["ok"], true, "{decided}");
+    wait_for_task_state(&base, &task_id, "TASK_STATE_REJECTED").await;
+    let edited = bot.message(OWNER, |t| t.contains("(Decided elsewhere: denied.)")).await;
+    assert_eq!(edited.message_id, asked.message_id);
+    assert!(edited.buttons.is_empty(), "no button left to press");
+    bot.stop().await;
+}
