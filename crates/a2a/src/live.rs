@@ -260,6 +260,11 @@ impl LiveTask {
         self.state.lock().await.task.clone()
     }
 
+    /// The task's state now (no copy of the task).
+    pub async fn state(&self) -> a2a::TaskState {
+        self.state.lock().await.task.status.state.clone()
+    }
+
     /// The current task and its generation, read together.
     pub async fn view(&self) -> (a2a::Task, u64) {
         let file = self.state.lock().await;

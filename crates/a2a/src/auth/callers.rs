@@ -98,6 +98,22 @@ fn is_valid_tool_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
+/// A field whose value is one word of a fixed set (`tier`, `approval`): the default when it is
+/// absent or null, else what `parse` makes of it. `Err` carries what a warning may echo of a
+/// value that is none of the set: the word when it looks like one, never free text ("?").
+fn word_field<'a, T: Default>(
+    fields: &'a serde_json::Map<String, Value>,
+    key: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<T, &'a str> {
+    match fields.get(key) {
+        None | Some(Value::Null) => Ok(T::default()),
+        Some(value) => value.as_str().and_then(&parse).ok_or_else(|| {
+            value.as_str().filter(|w| w.len() <= 20 && is_valid_caller_name(w)).unwrap_or("?")
+        }),
+    }
+}
+
 fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
     let Value::Object(fields) = item else {
         warn!(file = %file.display(), index, "callers.json entry is not an object, skipping it");
@@ -175,35 +191,27 @@ fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
             return None;
         }
     };
-    let tier = match fields.get("tier") {
-        None | Some(Value::Null) => CallerTier::default(),
-        Some(Value::String(tier)) if CallerTier::parse(tier).is_some() => {
-            CallerTier::parse(tier).unwrap_or_default()
-        }
-        Some(other) => {
-            let tier = other.as_str().filter(|t| t.len() <= 20 && is_valid_caller_name(t));
+    let tier = match word_field(fields, "tier", CallerTier::parse) {
+        Ok(tier) => tier,
+        Err(word) => {
             warn!(
                 file = %file.display(),
                 index,
                 name = %name,
-                tier = tier.unwrap_or("?"),
+                tier = word,
                 "callers.json entry has an unknown tier (chat, read or workspace), skipping it"
             );
             return None;
         }
     };
-    let approval = match fields.get("approval") {
-        None | Some(Value::Null) => CallerApproval::default(),
-        Some(Value::String(mode)) if CallerApproval::parse(mode).is_some() => {
-            CallerApproval::parse(mode).unwrap_or_default()
-        }
-        Some(other) => {
-            let mode = other.as_str().filter(|m| m.len() <= 20 && is_valid_caller_name(m));
+    let approval = match word_field(fields, "approval", CallerApproval::parse) {
+        Ok(approval) => approval,
+        Err(word) => {
             warn!(
                 file = %file.display(),
                 index,
                 name = %name,
-                approval = mode.unwrap_or("?"),
+                approval = word,
                 "callers.json entry has an unknown approval (never, first-contact or every-task), skipping it"
             );
             return None;

@@ -304,42 +304,8 @@ async fn reject(
         Some(reason) => format!("The owner declined this request: {reason}"),
         None => "The owner declined this request.".to_string(),
     };
-    let (task_id, context_id) = (record.task_id.clone(), record.context_id.clone());
-    let mut rejected = None;
-    let changed = service
-        .tasks
-        .change(
-            caller,
-            &record.task_id,
-            tokio::time::Instant::now() + Duration::from_secs(10),
-            |_| Box::pin(async { None::<Result<(), Error>> }),
-            |file| {
-                if file.task.status.state == TaskState::AuthRequired {
-                    Ok(())
-                } else {
-                    Err(Error::Ended { task_id: file.task.id.clone(), state: "decided" })
-                }
-            },
-            |file| {
-                if let Some(old) = file.task.status.message.take() {
-                    file.task.history.get_or_insert_with(Vec::new).push(old);
-                }
-                file.task.status = TaskStatus {
-                    state: TaskState::Rejected,
-                    message: Some(agent_message(&task_id, &context_id, text.clone())),
-                    timestamp: Some(now()),
-                };
-                file.events.record_status_change();
-                rejected = Some(());
-                true
-            },
-        )
-        .await;
-    match changed {
-        Ok(crate::tasks::Changed::File(file)) => {
-            service.push.notify(&file.task, &file.push_configs);
-        }
-        Ok(crate::tasks::Changed::Live(())) => {}
+    match end_waiting_task(service, caller, record, TaskState::Rejected, &text).await {
+        Ok(()) => {}
         Err(Error::Ended { .. }) => return Err(DecideError::NotPending),
         Err(err) => return Err(DecideError::Failed(A2aError::from(err).to_string())),
     }
@@ -389,19 +355,39 @@ pub(crate) async fn fail_interrupted_tool_call(service: &Arc<Service>, record: &
             .flatten()
     };
     let Some(caller) = caller else { return };
-    let (task_id, context_id) = (record.task_id.clone(), record.context_id.clone());
+    let ended =
+        end_waiting_task(service, &caller, record, TaskState::Failed, INTERRUPTED_TOOL_CALL).await;
+    if ended.is_ok() {
+        tracing::warn!(task_id = %record.task_id, "a tool call's approval outlived its run; the task failed");
+    }
+}
+
+/// Ends the task of `record`, which waits for the owner at rest, in `state` with `text` as its
+/// status message (the old status goes into the history), and tells its push configs.
+///
+/// # Errors
+/// [`Error::Ended`] when the task no longer waits (decided some other way, or running again);
+/// the store's errors.
+async fn end_waiting_task(
+    service: &Service,
+    caller: &Caller,
+    record: &PendingApproval,
+    state: TaskState,
+    text: &str,
+) -> Result<(), Error> {
+    let ended = || Error::Ended { task_id: record.task_id.clone(), state: "decided" };
     let changed = service
         .tasks
         .change(
-            &caller,
+            caller,
             &record.task_id,
             tokio::time::Instant::now() + Duration::from_secs(10),
-            |_| Box::pin(async { Some(Ok::<(), Error>(())) }),
+            |_| Box::pin(async { Some(Err::<(), Error>(ended())) }),
             |file| {
                 if file.task.status.state == TaskState::AuthRequired {
                     Ok(())
                 } else {
-                    Err(Error::Ended { task_id: file.task.id.clone(), state: "decided" })
+                    Err(ended())
                 }
             },
             |file| {
@@ -409,17 +395,17 @@ pub(crate) async fn fail_interrupted_tool_call(service: &Arc<Service>, record: &
                     file.task.history.get_or_insert_with(Vec::new).push(old);
                 }
                 file.task.status = TaskStatus {
-                    state: TaskState::Failed,
-                    message: Some(agent_message(&task_id, &context_id, INTERRUPTED_TOOL_CALL)),
+                    state: state.clone(),
+                    message: Some(agent_message(&record.task_id, &record.context_id, text)),
                     timestamp: Some(now()),
                 };
                 file.events.record_status_change();
                 true
             },
         )
-        .await;
-    if let Ok(crate::tasks::Changed::File(file)) = changed {
+        .await?;
+    if let crate::tasks::Changed::File(file) = changed {
         service.push.notify(&file.task, &file.push_configs);
-        tracing::warn!(task_id = %record.task_id, "a tool call's approval outlived its run; the task failed");
     }
+    Ok(())
 }

@@ -49,9 +49,10 @@ pub(super) async fn wait_settled(live: &LiveTask) -> (a2a::Task, u64) {
                     generations_open = false;
                     continue;
                 }
-                let (task, generation) = live.view().await;
-                if task.status.state == a2a::TaskState::AuthRequired {
-                    return (task, generation);
+                // Each event moves the generation (every chunk of a streamed answer): look at the
+                // state alone, and copy the task only to answer.
+                if live.state().await == a2a::TaskState::AuthRequired {
+                    return live.view().await;
                 }
             }
         }
