@@ -78,6 +78,7 @@ fuzz_target!(|data: &[u8]| {
         mode: CallerMode::Isolated,
         tier: CallerTier::Workspace,
         approval: Default::default(),
+        limits: Default::default(),
         workspace: Arc::new(A2aWorkspace {
             path: workspace_dir.clone(),
             scope_prefix: "fuzz".into(),

@@ -29,6 +29,7 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
         mode: CallerMode::Isolated,
         tier: CallerTier::Workspace,
         approval: Default::default(),
+        limits: Default::default(),
         workspace: Arc::new(workspace),
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");

@@ -122,6 +122,10 @@ pub struct A2aOptions {
     /// How long a task waits for the owner's approval (callers.json `"approval"`) before it is
     /// rejected with that reason. Default 24 h.
     pub approval_timeout: Duration,
+    /// Caps over all callers of a workspace, the model price table and the day's time zone
+    /// (`A2A__Limits__*`, `A2A__Prices`; docs/configuration.md). Default: no caps, no prices,
+    /// UTC.
+    pub usage: crate::usage::UsageOptions,
 }
 
 impl Default for A2aOptions {
@@ -160,6 +164,7 @@ impl Default for A2aOptions {
             retry_records_per_caller: 10_000,
             max_generation_wait: Duration::from_secs(30),
             approval_timeout: Duration::from_secs(24 * 60 * 60),
+            usage: crate::usage::UsageOptions::default(),
         }
     }
 }

@@ -126,6 +126,7 @@ mod tests {
             name: "peer".into(),
             tier,
             approval: Default::default(),
+            limits: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: workspace.to_path_buf(),
                 scope_prefix: "serve".into(),

@@ -22,7 +22,7 @@ use crate::fair::CallerShares;
 use crate::fair::{Admission, ConnectionShare, Held};
 use crate::http::{
     asks_to_close, body_error, check_content_type, header_text, json_bytes, json_response,
-    read_body, refusal, sse, unauthorized,
+    read_body, refusal, sse, unauthorized, with_retry_after,
 };
 use crate::public_card::PublicCards;
 use crate::request::{Generations, Request, Version};
@@ -81,7 +81,8 @@ async fn authenticated(
 /// cap counts); then the request itself is counted.
 ///
 /// # Errors
-/// The caller is at its connection or request cap (answered by [`refusal`]).
+/// The caller is at its connection or request cap, or over its requests per minute (answered
+/// by [`refusal`]).
 fn admit(
     inner: &ServerInner,
     parts: &axum::http::request::Parts,
@@ -94,6 +95,7 @@ fn admit(
             connection.claim(&inner.shares, caller)?;
         }
     }
+    inner.service.meter.admit(caller)?;
     inner.shares.admit(caller)
 }
 
@@ -257,7 +259,8 @@ pub(crate) async fn rest_endpoint(
     let base = || base_url(&inner, &parts.headers);
     let rest_error = |version, err: &A2aError| {
         let (status, body) = rest::encode_error(version, err);
-        json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), body)
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+        with_retry_after(err, json_response(status, body))
     };
     // Taken before the body is read, so a caller over its cap costs no body buffer.
     let mut admission = match admit(&inner, &parts, &caller) {

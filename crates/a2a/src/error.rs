@@ -178,6 +178,26 @@ pub enum A2aError {
         "Too many open connections for this caller (limit {limit}); reuse an open connection or close idle ones"
     )]
     TooManyCallerConnections { limit: usize },
+    /// The caller's `requestsPerMinute` (or the workspace's over all callers) is used up
+    /// (HTTP 429, [`FAIR_SHARE_CODE`], `Retry-After` the wait until one more is allowed).
+    #[error("{}", rate_limited_text(*per_minute, *workspace, *retry_after_secs))]
+    RateLimited { per_minute: u32, workspace: bool, retry_after_secs: u64 },
+    /// A daily token or spending cap is reached: the reason says which, `Retry-After` is the
+    /// wait until the day ends (HTTP 429, [`FAIR_SHARE_CODE`]).
+    #[error("{reason}")]
+    DailyLimitReached { reason: String, retry_after_secs: u64 },
+}
+
+fn rate_limited_text(per_minute: u32, workspace: bool, wait: u64) -> String {
+    if workspace {
+        format!(
+            "Too many requests: this assistant's callers may make {per_minute} per minute together; retry in {wait} s"
+        )
+    } else {
+        format!(
+            "Too many requests: this caller may make {per_minute} per minute; retry in {wait} s"
+        )
+    }
 }
 
 impl A2aError {
@@ -200,7 +220,9 @@ impl A2aError {
             A2aError::TooManyStreams { .. }
             | A2aError::TooManyRequests { .. }
             | A2aError::TooManyConnections { .. }
-            | A2aError::TooManyCallerConnections { .. } => FAIR_SHARE_CODE,
+            | A2aError::TooManyCallerConnections { .. }
+            | A2aError::RateLimited { .. }
+            | A2aError::DailyLimitReached { .. } => FAIR_SHARE_CODE,
         }
     }
 
@@ -216,7 +238,9 @@ impl A2aError {
             A2aError::TooManyStreams { .. }
             | A2aError::TooManyRequests { .. }
             | A2aError::TooManyConnections { .. }
-            | A2aError::TooManyCallerConnections { .. } => 429,
+            | A2aError::TooManyCallerConnections { .. }
+            | A2aError::RateLimited { .. }
+            | A2aError::DailyLimitReached { .. } => 429,
             A2aError::TaskNotCancelable { .. }
             | A2aError::UnsupportedOperation(_)
             | A2aError::ContentTypeNotSupported(_)
@@ -236,7 +260,9 @@ impl A2aError {
             | A2aError::TooManyStreams { .. }
             | A2aError::TooManyRequests { .. }
             | A2aError::TooManyConnections { .. }
-            | A2aError::TooManyCallerConnections { .. } => "RESOURCE_EXHAUSTED",
+            | A2aError::TooManyCallerConnections { .. }
+            | A2aError::RateLimited { .. }
+            | A2aError::DailyLimitReached { .. } => "RESOURCE_EXHAUSTED",
             A2aError::BodyTimeout { .. } => "DEADLINE_EXCEEDED",
             A2aError::TaskGenerationMismatch { .. } => "ABORTED",
             A2aError::TaskNotCancelable { .. }
@@ -271,6 +297,8 @@ impl A2aError {
             A2aError::TooManyRequests { .. } => "TOO_MANY_REQUESTS",
             A2aError::TooManyConnections { .. } => "TOO_MANY_CONNECTIONS",
             A2aError::TooManyCallerConnections { .. } => "TOO_MANY_CALLER_CONNECTIONS",
+            A2aError::RateLimited { .. } => "RATE_LIMITED",
+            A2aError::DailyLimitReached { .. } => "DAILY_LIMIT_REACHED",
         }
     }
 
@@ -282,6 +310,8 @@ impl A2aError {
             | A2aError::TooManyRequests { .. }
             | A2aError::TooManyConnections { .. }
             | A2aError::TooManyCallerConnections { .. } => Some(RETRY_AFTER_SECS),
+            A2aError::RateLimited { retry_after_secs, .. }
+            | A2aError::DailyLimitReached { retry_after_secs, .. } => Some(*retry_after_secs),
             A2aError::TaskNotFound { .. }
             | A2aError::TaskNotCancelable { .. }
             | A2aError::UnsupportedOperation(_)
@@ -329,6 +359,21 @@ impl A2aError {
             | A2aError::TooManyConnections { limit }
             | A2aError::TooManyCallerConnections { limit } => {
                 metadata.insert("limit".into(), Value::String(limit.to_string()));
+            }
+            A2aError::RateLimited { per_minute, workspace, retry_after_secs } => {
+                metadata.insert("requestsPerMinute".into(), Value::String(per_minute.to_string()));
+                let scope = if *workspace { "workspace" } else { "caller" };
+                metadata.insert("scope".into(), Value::String(scope.into()));
+                metadata.insert(
+                    "retryAfterSeconds".into(),
+                    Value::String(retry_after_secs.to_string()),
+                );
+            }
+            A2aError::DailyLimitReached { retry_after_secs, .. } => {
+                metadata.insert(
+                    "retryAfterSeconds".into(),
+                    Value::String(retry_after_secs.to_string()),
+                );
             }
         }
         let mut info = json!({
@@ -392,7 +437,9 @@ impl A2aError {
             A2aError::TooManyStreams { .. }
             | A2aError::TooManyRequests { .. }
             | A2aError::TooManyConnections { .. }
-            | A2aError::TooManyCallerConnections { .. } => None,
+            | A2aError::TooManyCallerConnections { .. }
+            | A2aError::RateLimited { .. }
+            | A2aError::DailyLimitReached { .. } => None,
         }
     }
 }

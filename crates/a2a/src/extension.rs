@@ -35,6 +35,9 @@ pub struct A2aSessionExtension {
     pub secrets: Arc<dyn SecretSource>,
     /// Holds calls of the tools the owner approves one by one (callers.json `approveTools`).
     pub gate: Option<Arc<dyn volcanic_core::extension::ToolGate>>,
+    /// Counts the model usage of the session's runs, and stops a run at its next model call
+    /// once a daily cap is reached (callers.json `limits`, `A2A__Limits__*`).
+    pub meter: Option<Arc<crate::usage::Meter>>,
 }
 
 /// The plaintext caller keys of a workspace's callers.json and the push tokens and credentials
@@ -114,6 +117,37 @@ impl Extension for A2aSessionExtension {
         if let Some(gate) = &self.gate {
             registrar.tool_gate(gate.clone());
         }
+        if let Some(meter) = &self.meter {
+            registrar.model_gate(Arc::new(DailyCaps {
+                meter: meter.clone(),
+                caller: self.caller.clone(),
+            }));
+            let (meter, caller) = (meter.clone(), self.caller.clone());
+            registrar.listener(Arc::new(move |event: &volcanic_core::SessionEvent| {
+                if let volcanic_core::EventKind::MessageEnd { message, .. } = &event.kind
+                    && let volcanic_core::message::Message::Assistant(answer) = &**message
+                {
+                    meter.record(
+                        &caller.workspace.path,
+                        &caller.name,
+                        &answer.model,
+                        &answer.usage,
+                    );
+                }
+            }));
+        }
+    }
+}
+
+/// Stops a caller's run before a model call once one of its daily caps is reached.
+struct DailyCaps {
+    meter: Arc<crate::usage::Meter>,
+    caller: Caller,
+}
+
+impl volcanic_core::extension::ModelGate for DailyCaps {
+    fn check(&self, model: &str) -> Result<(), String> {
+        self.meter.check(&self.caller, model).map_err(|exhausted| exhausted.reason)
     }
 }
 

@@ -319,6 +319,7 @@ mod tests {
             mode: CallerMode::Isolated,
             tier: crate::auth::CallerTier::Workspace,
             approval: Default::default(),
+            limits: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: workspace.into(),
                 scope_prefix: "test".into(),

@@ -391,6 +391,7 @@ mod tests {
             mode: CallerMode::Isolated,
             tier: crate::auth::CallerTier::Workspace,
             approval: Default::default(),
+            limits: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: dir.to_path_buf(),
                 scope_prefix: "serve".into(),

@@ -27,7 +27,8 @@ pub(crate) fn asks_to_close(headers: &HeaderMap) -> bool {
 
 /// A fair-share refusal: the error's status (429) and `Retry-After`, with the binding's body,
 /// and `Connection: close`, so that a refused client does not keep holding a connection slot
-/// (hyper closes the connection after the answer).
+/// (hyper closes the connection after the answer). A rate-limited client keeps its connection:
+/// it is within its share of connections, only early.
 pub(crate) fn refusal(err: &A2aError, body: Value) -> Response {
     let status = StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
     let mut response = json_response(status, body);
@@ -35,7 +36,17 @@ pub(crate) fn refusal(err: &A2aError, body: Value) -> Response {
     if let Some(secs) = err.retry_after_secs() {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
-    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    if !matches!(err, A2aError::RateLimited { .. }) {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// An error response with the error's `Retry-After` when it has one (a daily cap reached).
+pub(crate) fn with_retry_after(err: &A2aError, mut response: Response) -> Response {
+    if let Some(secs) = err.retry_after_secs() {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
     response
 }
 

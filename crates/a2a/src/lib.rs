@@ -54,6 +54,7 @@ mod service;
 pub mod signing;
 pub mod task;
 mod tasks;
+pub mod usage;
 
 #[cfg(test)]
 mod test_logs;

@@ -265,6 +265,11 @@ impl SessionPool {
 
     /// The pool with its background work on `tracker` (default: a tracker of its own, for tests
     /// of the pool alone; the server passes the one shutdown waits for).
+    /// The model the pool's sessions call.
+    pub fn model(&self) -> String {
+        self.factory.model()
+    }
+
     pub fn with_tracker(mut self, tracker: TaskTracker) -> Self {
         self.tracker = tracker;
         self
@@ -563,6 +568,7 @@ mod tests {
             mode: CallerMode::Isolated,
             tier: crate::auth::CallerTier::Workspace,
             approval: Default::default(),
+            limits: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path,
                 scope_prefix: "t".into(),

@@ -100,9 +100,24 @@ pub struct A2aServerBuilder {
     approval_notifier: Option<Arc<dyn crate::approval::ApprovalNotifier>>,
     on_push: Option<PushHandler>,
     containment: Containment,
+    usage_notifier: Option<Arc<dyn crate::usage::UsageNotifier>>,
+    clock: crate::usage::Clock,
 }
 
 impl A2aServerBuilder {
+    /// How the owner hears of a daily cap reaching 80 % and 100 % (besides the log).
+    pub fn usage_notifier(mut self, notifier: Arc<dyn crate::usage::UsageNotifier>) -> Self {
+        self.usage_notifier = Some(notifier);
+        self
+    }
+
+    /// The clock the daily caps follow. Default: the system clock; tests set one to cross
+    /// midnight.
+    pub fn clock(mut self, clock: crate::usage::Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// How callers' tools are contained. Default: [`Containment::Unavailable`], so a host that
     /// sets nothing gives callers no workspace tools rather than unconfined ones.
     pub fn containment(mut self, containment: Containment) -> Self {
@@ -231,9 +246,16 @@ impl A2aServerBuilder {
             self.options.retry_records_per_caller,
             file_cap,
         ));
+        let meter = Arc::new(crate::usage::Meter::new(
+            self.options.usage.clone(),
+            self.clock,
+            &approvals_dir,
+            self.usage_notifier,
+        ));
         Ok(A2aServer {
             inner: Arc::new(ServerInner {
                 service: Arc::new(Service {
+                    meter,
                     options: self.options,
                     directory: self.directory,
                     tasks: Tasks::new(store, pool.clone()),
@@ -271,6 +293,8 @@ impl A2aServer {
             approval_notifier: None,
             on_push: None,
             containment: Containment::default(),
+            usage_notifier: None,
+            clock: crate::usage::system_clock(),
         }
     }
 
@@ -300,6 +324,22 @@ impl A2aServer {
         decision: crate::approval::Decision,
     ) -> Result<crate::service::approve::Decided, crate::DecideError> {
         crate::service::approve::decide(&self.inner.service, id, decision, false).await
+    }
+
+    /// Today's usage of `workspace`'s callers against their caps (`volcanic usage` reads the
+    /// same from the state folder; Telegram's `/a2a` asks here).
+    pub fn usage_report(
+        &self,
+        workspace: &crate::auth::A2aWorkspace,
+    ) -> crate::usage::ledger::WorkspaceReport {
+        let service = &self.inner.service;
+        let callers: Vec<(String, crate::usage::Limits)> = service
+            .directory
+            .entries(workspace)
+            .iter()
+            .map(|entry| (entry.name.clone(), entry.limits))
+            .collect();
+        service.meter.report(&workspace.path, &callers)
     }
 
     /// The routes, to mount in a host's router or serve alone.
@@ -385,8 +425,9 @@ impl A2aServer {
         if tokio::time::timeout(SHUTDOWN_GRACE, service.pool.close_runs()).await.is_err() {
             tracing::warn!("session runs still ending at shutdown");
         }
-        // After the runs: their last state changes are queued by now.
+        // After the runs: their last state changes are queued by now, and their usage counted.
         service.push.close().await;
+        service.meter.flush().await;
         eviction.abort();
         service.pool.close_all().await;
         Ok(())
@@ -490,6 +531,7 @@ mod tests {
             mode: CallerMode::Isolated,
             tier: CallerTier::Chat,
             approval: Default::default(),
+            limits: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: workspace.path().to_path_buf(),
                 scope_prefix: "t".into(),

@@ -45,6 +45,18 @@ pub trait ToolGate: Send + Sync {
     async fn check(&self, call: &GateCall) -> GateDecision;
 }
 
+/// A check before each model call of a session's runs (for example the owner's daily spending
+/// caps): a refusal ends the run before the call is made, failed with the reason.
+///
+/// The run asks a session's model gates in registration order before every model call (not
+/// before retries of the same call); the first refusal wins. It must not block: it runs on the
+/// run's task.
+pub trait ModelGate: Send + Sync {
+    /// `Err(reason)` stops the run; `reason` becomes the run's failure text
+    /// ([`crate::RunFailure::Stopped`]), shown to whoever waits for the run after redaction.
+    fn check(&self, model: &str) -> Result<(), String>;
+}
+
 /// A tool call as a [`ToolGate`] sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateCall {
@@ -72,6 +84,7 @@ pub struct Registrar {
     pub(crate) fragments: Vec<String>,
     pub(crate) listeners: Vec<Listener>,
     pub(crate) gates: Vec<Arc<dyn ToolGate>>,
+    pub(crate) model_gates: Vec<Arc<dyn ModelGate>>,
     pub(crate) secrets: Vec<Secret>,
     pub(crate) secret_sources: Vec<Arc<dyn SecretSource>>,
     bus: EventBus,
@@ -84,6 +97,7 @@ impl Registrar {
             fragments: Vec::new(),
             listeners: Vec::new(),
             gates: Vec::new(),
+            model_gates: Vec::new(),
             secrets: Vec::new(),
             secret_sources: Vec::new(),
             bus,
@@ -109,6 +123,12 @@ impl Registrar {
     /// in the order they were added.
     pub fn tool_gate(&mut self, gate: Arc<dyn ToolGate>) {
         self.gates.push(gate);
+    }
+
+    /// Adds a check every model call must pass (see [`ModelGate`]); gates are asked in the
+    /// order they were added.
+    pub fn model_gate(&mut self, gate: Arc<dyn ModelGate>) {
+        self.model_gates.push(gate);
     }
 
     /// Adds values to redact wherever the session writes (for example caller keys).

@@ -140,6 +140,10 @@ pub struct Usage {
     pub cache_read_tokens: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    /// The provider reported no usage, so these counts are an estimate from the text's length
+    /// (see [`crate::provider::estimate_usage`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -153,5 +157,19 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
+        self.estimated |= other.estimated;
+    }
+
+    /// Every token of the counts: input, output and cached input.
+    pub fn total(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.output_tokens)
+            .saturating_add(self.cache_read_tokens)
+            .saturating_add(self.cache_write_tokens)
+    }
+
+    /// Whether the counts are all zero: a provider that reports no usage leaves them so.
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
     }
 }

@@ -172,6 +172,7 @@ mod tests {
             mode: CallerMode::Isolated,
             tier: crate::auth::CallerTier::Workspace,
             approval: Default::default(),
+            limits: Default::default(),
             workspace: Arc::new(A2aWorkspace {
                 path: PathBuf::from(format!("/ws/{owner}")),
                 scope_prefix: format!("telegram-{owner}"),

@@ -235,8 +235,23 @@ fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
         }
     };
     let approval = ApprovalPolicy { tasks: approval, tools: tools.into() };
+    let limits = match fields.get("limits") {
+        None | Some(Value::Null) => crate::usage::Limits::default(),
+        Some(value) => match crate::usage::Limits::parse(value) {
+            Ok(limits) => limits,
+            Err(problem) => {
+                warn!(
+                    file = %file.display(),
+                    index,
+                    name = %name,
+                    "callers.json entry has invalid limits ({problem}), skipping it"
+                );
+                return None;
+            }
+        },
+    };
     let note = fields.get("note").and_then(Value::as_str).map(str::to_string);
-    Some(CallerEntry { name, key, mode, tier, approval, note })
+    Some(CallerEntry { name, key, mode, tier, approval, limits, note })
 }
 
 /// Parsed callers files by path, re-validated by (mtime, size) on every read.
@@ -404,6 +419,7 @@ impl WorkspaceCallerDirectory {
                         mode: entry.mode,
                         tier: entry.tier,
                         approval: entry.approval.clone(),
+                        limits: entry.limits,
                         workspace: workspace.clone(),
                     });
                 }
@@ -438,6 +454,7 @@ impl CallerDirectory for WorkspaceCallerDirectory {
             mode: entry.mode,
             tier: entry.tier,
             approval: entry.approval.clone(),
+            limits: entry.limits,
             workspace: Arc::new(workspace),
         })
     }
@@ -455,6 +472,7 @@ mod tests {
             mode: CallerMode::Isolated,
             tier: CallerTier::Workspace,
             approval: Default::default(),
+            limits: Default::default(),
             note: note.map(str::to_string),
         }
     }
@@ -709,6 +727,7 @@ mod tests {
                     mode: CallerMode::Isolated,
                     tier: CallerTier::Workspace,
                     approval: Default::default(),
+                    limits: Default::default(),
                     workspace: Arc::new(workspace(one.path(), "41")),
                 },
                 Caller {
@@ -716,6 +735,7 @@ mod tests {
                     mode: CallerMode::Isolated,
                     tier: CallerTier::Workspace,
                     approval: Default::default(),
+                    limits: Default::default(),
                     workspace: Arc::new(workspace(two.path(), "42")),
                 },
             ]

@@ -272,7 +272,7 @@ impl CallerKey {
 }
 
 /// An authenticated caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Caller {
     /// `[a-z0-9-]{1,40}`, unique in its callers.json.
     pub name: String,
@@ -281,11 +281,13 @@ pub struct Caller {
     pub tier: CallerTier,
     /// What waits for the owner's approval (callers.json `"approval"`, `"approveTools"`).
     pub approval: ApprovalPolicy,
+    /// What the caller may use (callers.json `"limits"`); no cap when absent.
+    pub limits: crate::usage::Limits,
     pub workspace: Arc<A2aWorkspace>,
 }
 
 /// One entry of a callers.json.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CallerEntry {
     pub name: String,
     /// `"key"` (plain) or `"keyHash"` (SHA-256): exactly one of them.
@@ -295,6 +297,8 @@ pub struct CallerEntry {
     pub tier: CallerTier,
     /// `"approval"` and `"approveTools"`; nothing waits when absent.
     pub approval: ApprovalPolicy,
+    /// `"limits"`: `requestsPerMinute`, `tokensPerDay`, `usdPerDay`; no cap when absent.
+    pub limits: crate::usage::Limits,
     pub note: Option<String>,
 }
 
@@ -335,6 +339,7 @@ mod tests {
             mode: CallerMode::Isolated,
             tier: CallerTier::Workspace,
             approval: Default::default(),
+            limits: Default::default(),
             note: None,
         };
         assert_eq!(format!("{:?}", entry.key), "Plain([redacted])");

@@ -67,6 +67,8 @@ pub(crate) struct Service {
     pub(crate) push_url_check: UrlCheck,
     /// POSTs task updates to the webhooks of push configs.
     pub(crate) push: Arc<PushSender>,
+    /// Each caller's requests per minute and model usage per day, against their caps.
+    pub(crate) meter: Arc<crate::usage::Meter>,
 }
 
 /// A stream of A2A events for SSE, each with its position (the SSE `id:`).

@@ -48,6 +48,7 @@ pub(super) async fn run(
             let extension = {
                 let caller = caller.clone();
                 let notifier = service.notifier.clone();
+                let meter = Some(service.meter.clone());
                 let secrets: Arc<dyn volcanic_core::redact::SecretSource> =
                     Arc::new(WorkspaceSecrets::new(
                         service.directory.clone(),
@@ -64,7 +65,7 @@ pub(super) async fn run(
                             channel.clone(),
                         )) as Arc<dyn volcanic_core::extension::ToolGate>
                     });
-                    Arc::new(A2aSessionExtension { caller, notifier, secrets, gate })
+                    Arc::new(A2aSessionExtension { caller, notifier, secrets, gate, meter })
                 }
             };
             let opened = opening.open(extension).await;
@@ -183,9 +184,9 @@ async fn drive(service: Arc<Service>, live: Arc<LiveTask>, mut handle: RunHandle
                 }
                 RunOutcome::StoppedByTool { .. } => (TaskState::Completed, None),
                 RunOutcome::Aborted => (TaskState::Canceled, None),
-                RunOutcome::Failed { error: RunFailure::Provider { message } } => {
-                    (TaskState::Failed, Some(message))
-                }
+                RunOutcome::Failed {
+                    error: RunFailure::Provider { message: reason } | RunFailure::Stopped { reason },
+                } => (TaskState::Failed, Some(reason)),
                 RunOutcome::Failed { error: RunFailure::Unexpected } => {
                     (TaskState::Failed, Some(UNEXPECTED_FAILURE.to_string()))
                 }

@@ -90,6 +90,14 @@ pub(super) async fn send(
             return retry::repeat(service, caller, &task_id, &answer).await;
         }
     };
+    // Over a daily cap nothing starts: no task, no session (the claim gives its id back).
+    if let Err(exhausted) = service.meter.check(caller, &service.pool.model()) {
+        return Err(A2aError::DailyLimitReached {
+            reason: exhausted.reason,
+            retry_after_secs: exhausted.retry_after_secs,
+        }
+        .into());
+    }
 
     // From here on the work runs on its own task: a client that disconnects must not leave a
     // context claimed or a task half-created.

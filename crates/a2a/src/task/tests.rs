@@ -33,6 +33,7 @@ fn caller(workspace: &Arc<A2aWorkspace>, name: &str) -> Caller {
         mode: CallerMode::Isolated,
         tier: crate::auth::CallerTier::Workspace,
         approval: Default::default(),
+        limits: Default::default(),
         workspace: workspace.clone(),
     }
 }

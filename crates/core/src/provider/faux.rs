@@ -5,7 +5,8 @@
 //! - A line `faux> {"steps": [...]}` in the latest user message scripts the run; each model call
 //!   takes the next step: `{"text", "chunk"?, "delay_ms"?}`, `{"tool", "args"}`,
 //!   `{"calls": [{"tool", "args"}, ...]}`, `{"error"}`, `{"sleep_ms"}` (a wait before the next
-//!   step, within the same call). A text step directly followed by a tool step is one answer
+//!   step, within the same call), `{"usage": {"input", "output"}}` (the token counts the next
+//!   answer reports; otherwise a length-based count). A text step directly followed by a tool step is one answer
 //!   (text, then the calls), so text ends the run only as the last step. When the steps run out
 //!   the answer is `done`.
 //! - A script file (`--faux-script`) gives `{"rules": [{"match": REGEX, "steps": [...]}],
@@ -40,6 +41,8 @@ pub enum Step {
     Error(String),
     /// A wait before the next step.
     Sleep(Duration),
+    /// The token counts the next answer reports instead of Faux's estimate.
+    Usage { input: u64, output: u64 },
 }
 
 /// A list of steps.
@@ -144,7 +147,16 @@ fn parse_step(step: &Value) -> Result<Step, String> {
     if obj.contains_key("sleep_ms") {
         return Ok(Step::Sleep(millis("sleep_ms")?));
     }
-    Err("expected one of \"text\", \"tool\", \"calls\", \"error\", \"sleep_ms\"".into())
+    if let Some(usage) = obj.get("usage") {
+        let count = |key: &str| {
+            usage
+                .get(key)
+                .and_then(Value::as_u64)
+                .ok_or(format!("\"usage\" must be {{\"input\": N, \"output\": N}} (\"{key}\")"))
+        };
+        return Ok(Step::Usage { input: count("input")?, output: count("output")? });
+    }
+    Err("expected one of \"text\", \"tool\", \"calls\", \"error\", \"sleep_ms\", \"usage\"".into())
 }
 
 fn parse_call(tool: &Value, args: Option<&Value>) -> Result<(String, Value), String> {
@@ -226,6 +238,8 @@ struct Answer {
     text: Option<(String, usize, Duration)>,
     calls: Vec<(String, Value)>,
     error: Option<String>,
+    /// Input and output tokens to report (a `usage` step), else Faux's estimate.
+    usage: Option<(u64, u64)>,
 }
 
 /// Groups steps into answers: sleeps add to the wait of the next answer, and a text step directly
@@ -234,36 +248,53 @@ struct Answer {
 fn answers(steps: Steps) -> Vec<Answer> {
     let mut out = Vec::new();
     let mut wait = Duration::ZERO;
+    let mut usage = None;
     let mut steps = steps.0.into_iter().peekable();
     while let Some(step) = steps.next() {
         match step {
             Step::Sleep(d) => wait = wait.saturating_add(d),
+            Step::Usage { input, output } => usage = Some((input, output)),
             Step::Text { text, chunk, delay } => {
                 let calls = match steps.peek() {
                     Some(Step::Calls(_)) => match steps.next() {
                         Some(Step::Calls(calls)) => calls,
-                        Some(Step::Text { .. } | Step::Error(_) | Step::Sleep(_)) | None => {
-                            Vec::new()
-                        }
+                        Some(
+                            Step::Text { .. }
+                            | Step::Error(_)
+                            | Step::Sleep(_)
+                            | Step::Usage { .. },
+                        )
+                        | None => Vec::new(),
                     },
-                    Some(Step::Text { .. } | Step::Error(_) | Step::Sleep(_)) | None => Vec::new(),
+                    Some(
+                        Step::Text { .. } | Step::Error(_) | Step::Sleep(_) | Step::Usage { .. },
+                    )
+                    | None => Vec::new(),
                 };
-                out.push(Answer { wait, text: Some((text, chunk, delay)), calls, error: None });
+                let text = Some((text, chunk, delay));
+                out.push(Answer { wait, text, calls, error: None, usage: usage.take() });
                 wait = Duration::ZERO;
             }
             Step::Calls(calls) => {
-                out.push(Answer { wait, text: None, calls, error: None });
+                out.push(Answer { wait, text: None, calls, error: None, usage: usage.take() });
                 wait = Duration::ZERO;
             }
             Step::Error(error) => {
-                out.push(Answer { wait, text: None, calls: Vec::new(), error: Some(error) });
+                let calls = Vec::new();
+                out.push(Answer {
+                    wait,
+                    text: None,
+                    calls,
+                    error: Some(error),
+                    usage: usage.take(),
+                });
                 wait = Duration::ZERO;
             }
         }
     }
-    // Trailing sleeps wait before the final `done`.
-    if !wait.is_zero() {
-        out.push(Answer { wait, ..Answer::default() });
+    // Trailing sleeps wait before the final `done`, which reports a trailing usage.
+    if !wait.is_zero() || usage.is_some() {
+        out.push(Answer { wait, usage, ..Answer::default() });
     }
     out
 }
@@ -318,40 +349,28 @@ impl Provider for FauxProvider {
         }
         let stop_reason =
             if answer.calls.is_empty() { StopReason::Stop } else { StopReason::ToolUse };
-        let output =
-            text.len() + answer.calls.iter().map(|(_, a)| a.to_string().len()).sum::<usize>();
         for (name, args) in answer.calls {
             let id = format!("faux_{}", uuid::Uuid::now_v7().simple());
             content.push(AssistantBlock::ToolCall(ToolCall { id, name, args }));
         }
-        Ok(AssistantMessage {
+        let mut message = AssistantMessage {
             content,
             stop_reason,
             error: None,
-            usage: Usage {
-                input_tokens: estimate_tokens(request),
-                output_tokens: (output / 4).max(1) as u64,
-                ..Usage::default()
-            },
+            usage: Usage::default(),
             provider: "faux".into(),
             model: request.model.clone(),
-        })
+        };
+        // Faux reports usage like a real backend: the scripted counts, else the length-based
+        // estimate (deterministic for the same conversation), as reported figures.
+        message.usage = match answer.usage {
+            Some((input, output)) => {
+                Usage { input_tokens: input, output_tokens: output, ..Usage::default() }
+            }
+            None => Usage { estimated: false, ..super::estimate_usage(request, &message) },
+        };
+        Ok(message)
     }
-}
-
-/// A rough token count (four characters a token) so usage figures are not all zero.
-fn estimate_tokens(request: &ModelRequest) -> u64 {
-    let chars: usize = request.system.len()
-        + request
-            .messages
-            .iter()
-            .map(|m| match m {
-                Message::User { text } | Message::Note { text } => text.len(),
-                Message::Assistant(a) => a.text().len(),
-                Message::ToolResult(r) => r.content.len(),
-            })
-            .sum::<usize>();
-    (chars / 4) as u64
 }
 
 /// A shared handle, for hosts that want to keep the provider to look at its requests.

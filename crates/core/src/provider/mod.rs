@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::message::{AssistantMessage, Message};
+use crate::message::{AssistantMessage, Message, Usage};
 
 pub mod anthropic;
 mod http;
@@ -46,6 +46,35 @@ impl ModelRequest {
             Message::User { text } => Some(text.as_str()),
             Message::Assistant(_) | Message::ToolResult(_) | Message::Note { .. } => None,
         })
+    }
+}
+
+/// Characters counted as one token by [`estimate_usage`]: the usual rule of thumb for English
+/// text and code with the common tokenizers.
+const CHARS_PER_TOKEN: usize = 4;
+
+/// The usage of a model call estimated from the length of its request and answer (four
+/// characters a token, at least one token of output), marked as estimated. The run loop uses it
+/// when a provider reports no usage, so a usage-less backend is never counted as free.
+pub fn estimate_usage(request: &ModelRequest, answer: &AssistantMessage) -> Usage {
+    let input: usize = request.system.len()
+        + request.tools.iter().map(|t| t.name.len() + t.description.len()).sum::<usize>()
+        + request
+            .messages
+            .iter()
+            .map(|m| match m {
+                Message::User { text } | Message::Note { text } => text.len(),
+                Message::Assistant(a) => a.text().len(),
+                Message::ToolResult(r) => r.content.len(),
+            })
+            .sum::<usize>();
+    let output = answer.text().len()
+        + answer.tool_calls().map(|c| c.name.len() + c.args.to_string().len()).sum::<usize>();
+    Usage {
+        input_tokens: (input / CHARS_PER_TOKEN) as u64,
+        output_tokens: (output / CHARS_PER_TOKEN).max(1) as u64,
+        estimated: true,
+        ..Usage::default()
     }
 }
 

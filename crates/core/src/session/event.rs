@@ -117,6 +117,9 @@ pub enum RunFailure {
     /// The provider failed (after retries, or at once for an error not worth retrying);
     /// `message` is its error, redacted, and safe to show.
     Provider { message: String },
+    /// A model gate of the session ([`crate::extension::ModelGate`]) refused the next model
+    /// call; `reason` is its text (for example a daily token cap that is reached).
+    Stopped { reason: String },
     /// Something that is not the provider's fault broke the run (the journal could not be
     /// written, the run panicked): the detail is only in the log, the text is fixed.
     Unexpected,
@@ -126,6 +129,7 @@ impl std::fmt::Display for RunFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RunFailure::Provider { message } => f.write_str(message),
+            RunFailure::Stopped { reason } => f.write_str(reason),
             RunFailure::Unexpected => f.write_str("the run failed unexpectedly"),
         }
     }

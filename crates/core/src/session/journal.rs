@@ -114,6 +114,7 @@ mod failure_line {
     #[serde(rename_all = "snake_case")]
     enum Cause {
         Provider,
+        Stopped,
         Unexpected,
     }
 
@@ -123,6 +124,7 @@ mod failure_line {
     ) -> Result<S::Ok, S::Error> {
         let cause = match failure {
             RunFailure::Provider { .. } => Cause::Provider,
+            RunFailure::Stopped { .. } => Cause::Stopped,
             RunFailure::Unexpected => Cause::Unexpected,
         };
         Line { error: failure.to_string(), cause: Some(cause) }.serialize(serializer)
@@ -134,6 +136,7 @@ mod failure_line {
         let Line { error, cause } = Line::deserialize(deserializer)?;
         Ok(match cause {
             Some(Cause::Provider) => RunFailure::Provider { message: error },
+            Some(Cause::Stopped) => RunFailure::Stopped { reason: error },
             Some(Cause::Unexpected) => RunFailure::Unexpected,
             None if error == LEGACY_UNEXPECTED => RunFailure::Unexpected,
             None => RunFailure::Provider { message: error },

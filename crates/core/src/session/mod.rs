@@ -312,6 +312,15 @@ impl SessionFactory {
         self.shared.runs.wait().await;
     }
 
+    /// The model the factory's sessions call: the configured one, else the provider's default.
+    pub fn model(&self) -> String {
+        self.shared
+            .config
+            .model
+            .clone()
+            .unwrap_or_else(|| self.shared.provider.default_model().to_string())
+    }
+
     /// The host's state folder (journals under `sessions/`; hosts keep their own records there
     /// too, out of every session's reach).
     pub fn state_dir(&self) -> &Path {
@@ -394,6 +403,7 @@ impl SessionFactory {
                 fragments: registrar.fragments,
                 listeners: registrar.listeners,
                 gates: registrar.gates,
+                model_gates: registrar.model_gates,
                 channel: options.channel,
                 redactor,
                 bus,
@@ -458,6 +468,8 @@ pub(crate) struct Inner {
     pub listeners: Vec<Listener>,
     /// What every tool call passes before it runs, in registration order.
     pub gates: Vec<Arc<dyn ToolGate>>,
+    /// What every model call passes before it is made, in registration order.
+    pub model_gates: Vec<Arc<dyn crate::extension::ModelGate>>,
     pub channel: Option<Arc<dyn ChatChannel>>,
     pub redactor: Arc<LiveRedactor>,
     pub bus: EventBus,

@@ -39,6 +39,9 @@ const NOT_EXECUTED_ABORTED: &str = "not executed: run aborted";
 /// The refusal of a gate that panicked: its own words are lost, and the call must not run.
 const GATE_FAILED: &str = "the approval check failed unexpectedly";
 
+/// The failure of a run whose model gate panicked (the panic is logged).
+const MODEL_GATE_FAILED: &str = "the check before the model call failed unexpectedly";
+
 pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
     let run_id: Arc<str> = format!("run_{}", uuid::Uuid::now_v7().simple()).into();
     let cancel = inner.shared.shutdown.child_token();
@@ -85,6 +88,8 @@ struct Run<'a> {
     usage: Usage,
     message_index: u32,
     final_text: String,
+    /// Whether this run warned that the provider reports no usage (once per run).
+    warned_estimate: bool,
 }
 
 /// How a model call ended.
@@ -104,6 +109,7 @@ impl<'a> Run<'a> {
             usage: Usage::default(),
             message_index: 0,
             final_text: String::new(),
+            warned_estimate: false,
         }
     }
 
@@ -187,6 +193,11 @@ impl<'a> Run<'a> {
             }
             if self.turns >= config.max_turns {
                 return Ok(RunOutcome::MaxTurns);
+            }
+            if let Err(reason) = self.pass_model_gates(&model) {
+                let reason = self.inner.redactor.current().redact(&reason).into_owned();
+                tracing::info!(scope = %self.inner.scope, reason = %reason, "a model gate stopped the run");
+                return Ok(RunOutcome::Failed { error: RunFailure::Stopped { reason } });
             }
             self.turns += 1;
             self.emit(EventKind::TurnStart { turn: self.turns });
@@ -278,6 +289,14 @@ impl<'a> Run<'a> {
                 Some(Ok(mut answer)) => {
                     if answer.provider.is_empty() {
                         answer.provider = provider.name().to_string();
+                    }
+                    if answer.usage.is_empty() {
+                        // Never counted as free: caps and the owner's usage figures rely on it.
+                        answer.usage = crate::provider::estimate_usage(request, &answer);
+                        if !self.warned_estimate {
+                            self.warned_estimate = true;
+                            tracing::warn!(scope = %self.inner.scope, provider = provider.name(), model = %request.model, "the provider reported no token usage; counting an estimate (four characters a token)");
+                        }
                     }
                     self.usage.add(&answer.usage);
                     self.final_text = answer.text();
@@ -384,6 +403,22 @@ impl<'a> Run<'a> {
         output.content = redactor.redact(&output.content).into_owned();
         redactor.redact_json_values(&mut output.details);
         output
+    }
+
+    /// Asks the session's model gates about the next model call, in registration order, until
+    /// one refuses (its reason). A gate that panics refuses with a fixed reason.
+    fn pass_model_gates(&self, model: &str) -> std::result::Result<(), String> {
+        for gate in &self.inner.model_gates {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| gate.check(model))) {
+                Ok(Ok(())) => {}
+                Ok(Err(reason)) => return Err(reason),
+                Err(_) => {
+                    tracing::error!(scope = %self.inner.scope, "a model gate panicked");
+                    return Err(MODEL_GATE_FAILED.to_string());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Asks the session's gates about a call, in registration order, until one refuses.

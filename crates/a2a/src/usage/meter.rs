@@ -1,0 +1,388 @@
+//! The server's meter: admits requests against `requestsPerMinute`, counts the model's usage
+//! of each caller's runs, refuses sends and model calls over a daily cap, and alerts the owner.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use volcanic_core::message::Usage;
+
+use super::ledger::{self, Counts, DayFile, WorkspaceDay, WorkspaceReport};
+use super::rate::Rates;
+use super::{Cap, Clock, Limits, UsageAlert, UsageNotifier, UsageOptions};
+use crate::auth::Caller;
+use crate::error::A2aError;
+
+/// How long after a change the day's file is written (and the most a crash can lose).
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// The thresholds the owner hears of, in percent of a cap.
+const ALERT_PERCENTS: [u8; 2] = [80, 100];
+
+/// Counts usage against the caps; one per server.
+pub struct Meter {
+    options: UsageOptions,
+    clock: Clock,
+    state_dir: PathBuf,
+    rates: Rates,
+    state: Mutex<State>,
+    /// The counts changed since the file was last written.
+    dirty: AtomicBool,
+    flusher: AtomicBool,
+    notifier: Option<Arc<dyn UsageNotifier>>,
+}
+
+struct State {
+    date: NaiveDate,
+    ends: DateTime<Utc>,
+    day: DayFile,
+    /// A finished day not yet written.
+    finished: Option<DayFile>,
+    /// Each caller's caps as its latest request had them (callers.json may change while a
+    /// session is open; its runs are held to the current caps).
+    limits: HashMap<PathBuf, HashMap<String, Limits>>,
+}
+
+/// A send or model call over a daily cap: the caller's text and when the day ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exhausted {
+    pub reason: String,
+    pub retry_after_secs: u64,
+}
+
+impl Meter {
+    /// A meter that continues today's counts from the state folder.
+    pub fn new(
+        options: UsageOptions,
+        clock: Clock,
+        state_dir: &Path,
+        notifier: Option<Arc<dyn UsageNotifier>>,
+    ) -> Self {
+        let (date, ends) = ledger::day_of(clock(), options.time_zone);
+        let day = load(state_dir, date, options.zone_name());
+        Meter {
+            clock,
+            state_dir: state_dir.to_path_buf(),
+            rates: Rates::default(),
+            state: Mutex::new(State { date, ends, day, finished: None, limits: HashMap::new() }),
+            dirty: AtomicBool::new(false),
+            flusher: AtomicBool::new(false),
+            notifier,
+            options,
+        }
+    }
+
+    /// Admits an authenticated request of `caller`: refused over `requestsPerMinute` (the
+    /// caller's or the workspace's), else counted in today's requests.
+    ///
+    /// # Errors
+    /// [`A2aError::RateLimited`], with the wait until one more is allowed.
+    pub(crate) fn admit(self: &Arc<Self>, caller: &Caller) -> Result<(), A2aError> {
+        let workspace_cap = self.options.workspace.requests_per_minute;
+        if caller.limits.requests_per_minute.is_some() || workspace_cap.is_some() {
+            self.rates
+                .check(
+                    &caller.workspace.path,
+                    &caller.name,
+                    caller.limits.requests_per_minute,
+                    workspace_cap,
+                )
+                .map_err(|refused| A2aError::RateLimited {
+                    per_minute: refused.per_minute.get(),
+                    workspace: refused.workspace,
+                    retry_after_secs: refused.wait.as_secs_f64().ceil().max(1.0) as u64,
+                })?;
+        }
+        {
+            let mut state = self.lock();
+            let limits = state.limits.entry(caller.workspace.path.clone()).or_default();
+            match limits.get_mut(&caller.name) {
+                Some(known) => *known = caller.limits,
+                None => {
+                    limits.insert(caller.name.clone(), caller.limits);
+                }
+            }
+            counts(&mut state.day, &caller.workspace.path, &caller.name).requests += 1;
+        }
+        self.changed();
+        Ok(())
+    }
+
+    /// Whether `caller` may start a run of `model` now: refused when the caller's or the
+    /// workspace's daily token or spending cap is reached, or when a spending cap applies and
+    /// `model` has no price.
+    ///
+    /// # Errors
+    /// [`Exhausted`], with the reason for the caller.
+    pub fn check(&self, caller: &Caller, model: &str) -> Result<(), Exhausted> {
+        let state = self.lock();
+        let limits = state
+            .limits
+            .get(&caller.workspace.path)
+            .and_then(|l| l.get(&caller.name))
+            .copied()
+            .unwrap_or(caller.limits);
+        let workspace = &self.options.workspace;
+        if !limits.has_daily() && !workspace.has_daily() {
+            return Ok(());
+        }
+        let day = state.day.workspace(&caller.workspace.path);
+        let own = day.and_then(|d| d.callers.get(&caller.name)).copied().unwrap_or_default();
+        let total = day.map(WorkspaceDay::total).unwrap_or_default();
+        let refuse = |reason: String| Exhausted {
+            reason: format!(
+                "{reason} for {} ({}); it resets in {}",
+                state.date,
+                self.options.zone_name(),
+                until(state.ends, (self.clock)())
+            ),
+            retry_after_secs: (state.ends - (self.clock)()).num_seconds().max(1) as u64,
+        };
+        if (limits.usd_per_day.is_some() || workspace.usd_per_day.is_some())
+            && !self.options.prices.contains_key(model)
+        {
+            tracing::warn!(
+                model,
+                "a usdPerDay cap applies but the model has no price (A2A__Prices): refusing its runs"
+            );
+            return Err(Exhausted {
+                reason: format!(
+                    "the model {model} has no price in the assistant's configuration, so its daily spending cap cannot be kept; ask the assistant's owner to add one"
+                ),
+                retry_after_secs: (state.ends - (self.clock)()).num_seconds().max(1) as u64,
+            });
+        }
+        let name = &caller.name;
+        if let Some(cap) = limits.tokens_per_day
+            && own.tokens() >= cap
+        {
+            return Err(refuse(format!(
+                "{name} has used its daily token cap ({} of {} tokens)",
+                own.tokens(),
+                cap
+            )));
+        }
+        if let Some(cap) = limits.usd_per_day
+            && own.usd >= cap
+        {
+            return Err(refuse(format!(
+                "{name} has used its daily spending cap (${:.2} of ${cap:.2})",
+                own.usd
+            )));
+        }
+        if let Some(cap) = workspace.tokens_per_day
+            && total.tokens() >= cap
+        {
+            return Err(refuse(format!(
+                "this assistant's callers have used their daily token cap together ({} of {} tokens)",
+                total.tokens(),
+                cap
+            )));
+        }
+        if let Some(cap) = workspace.usd_per_day
+            && total.usd >= cap
+        {
+            return Err(refuse(format!(
+                "this assistant's callers have used their daily spending cap together (${:.2} of ${cap:.2})",
+                total.usd
+            )));
+        }
+        Ok(())
+    }
+
+    /// Counts one model call of a run of `caller` (by workspace and name), and alerts the owner
+    /// of each cap it takes past 80 % or 100 % for the first time today.
+    pub fn record(self: &Arc<Self>, workspace: &Path, caller: &str, model: &str, usage: &Usage) {
+        if usage.is_empty() {
+            return;
+        }
+        let price = self.options.prices.get(model);
+        let alerts = {
+            let mut guard = self.lock();
+            let state = &mut *guard;
+            let limits = state
+                .limits
+                .get(workspace)
+                .and_then(|l| l.get(caller))
+                .copied()
+                .unwrap_or_default();
+            let date = state.date.to_string();
+            let entry =
+                state.day.workspaces.entry(workspace.to_string_lossy().into_owned()).or_default();
+            let counts = entry.callers.entry(caller.to_string()).or_default();
+            counts.input_tokens += usage.input_tokens;
+            counts.output_tokens += usage.output_tokens;
+            counts.cached_tokens += usage.cache_read_tokens + usage.cache_write_tokens;
+            match price {
+                Some(price) => counts.usd += price.cost(usage),
+                None => counts.unpriced_calls += 1,
+            }
+            if usage.estimated {
+                counts.estimated_calls += 1;
+            }
+            let own = *counts;
+            let total = entry.total();
+            let mut alerts = Vec::new();
+            for (who, limits, used) in
+                [(Some(caller), limits, own), (None, self.options.workspace, total)]
+            {
+                let caps = [
+                    (Cap::Tokens, limits.tokens_per_day.map(|c| c as f64), used.tokens() as f64),
+                    (Cap::Usd, limits.usd_per_day, used.usd),
+                ];
+                for (cap, limit, used) in caps {
+                    let Some(limit) = limit else { continue };
+                    for percent in ALERT_PERCENTS {
+                        if used < limit * f64::from(percent) / 100.0 {
+                            continue;
+                        }
+                        let key = match who {
+                            Some(name) => format!("caller:{name}:{}:{percent}", cap.as_str()),
+                            None => format!("workspace:{}:{percent}", cap.as_str()),
+                        };
+                        // Once per day per cap and threshold (the set is in the day's file,
+                        // so a restart does not repeat one).
+                        if entry.alerts.insert(key) {
+                            alerts.push(UsageAlert {
+                                workspace: workspace.to_path_buf(),
+                                caller: who.map(str::to_string),
+                                cap,
+                                percent,
+                                used,
+                                limit,
+                                date: date.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+            alerts
+        };
+        self.changed();
+        for alert in alerts {
+            // Owner notifications are logged (ARCHITECTURE.md); the notifier tells the owner.
+            tracing::warn!(
+                caller = alert.caller.as_deref().unwrap_or("all callers"),
+                cap = alert.cap.as_str(),
+                percent = alert.percent,
+                "{}",
+                alert.text()
+            );
+            if let Some(notifier) = self.notifier.clone() {
+                tokio::spawn(async move { notifier.alert(&alert).await });
+            }
+        }
+    }
+
+    /// Today's usage of `workspace`'s callers against their caps (`callers`: each caller of
+    /// callers.json, in order, with its caps).
+    pub fn report(&self, workspace: &Path, callers: &[(String, Limits)]) -> WorkspaceReport {
+        let state = self.lock();
+        WorkspaceReport::new(
+            &state.date.to_string(),
+            self.options.zone_name(),
+            state.day.workspace(workspace),
+            callers,
+            self.options.workspace,
+        )
+    }
+
+    /// Writes the counts now if they changed (the server calls it when it stops).
+    pub async fn flush(&self) {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let (finished, day) = {
+            let mut state = self.lock();
+            (state.finished.take(), state.day.clone())
+        };
+        let dir = self.state_dir.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            if let Some(finished) = &finished {
+                ledger::write(&dir, finished)?;
+            }
+            ledger::write(&dir, &day)
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::error!(dir = %ledger::dir(&self.state_dir).display(), error = %err, "cannot write the usage file; trying again in a second");
+                self.dirty.store(true, Ordering::Release);
+            }
+            Err(err) => tracing::error!(error = %err, "writing the usage file panicked"),
+        }
+    }
+
+    /// The state, with the day moved on when it ended: the finished day is kept to be
+    /// written, and the new day continues a file of its date if there is one.
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = (self.clock)();
+        if now >= state.ends {
+            let (date, ends) = ledger::day_of(now, self.options.time_zone);
+            if date != state.date {
+                // Small and once a day: read while holding the lock, so no count is lost.
+                let day = load(&self.state_dir, date, self.options.zone_name());
+                let finished = std::mem::replace(&mut state.day, day);
+                state.finished = Some(finished);
+                state.date = date;
+                self.dirty.store(true, Ordering::Release);
+                ledger::prune(&self.state_dir, date);
+            }
+            state.ends = ends;
+        }
+        state
+    }
+
+    /// Marks the counts changed and makes sure a task writes them within [`FLUSH_EVERY`].
+    fn changed(self: &Arc<Self>) {
+        self.dirty.store(true, Ordering::Release);
+        if self.flusher.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.flusher.store(false, Ordering::Release);
+            return;
+        };
+        let meter: Weak<Meter> = Arc::downgrade(self);
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(FLUSH_EVERY).await;
+                let Some(meter) = meter.upgrade() else { return };
+                meter.flush().await;
+            }
+        });
+    }
+}
+
+/// The day's file, or a new day when there is none (or it cannot be read: logged).
+fn load(state_dir: &Path, date: NaiveDate, zone: &str) -> DayFile {
+    match ledger::read(state_dir, date) {
+        Ok(Some(day)) => day,
+        Ok(None) => DayFile::new(date, zone),
+        Err(err) => {
+            tracing::error!(dir = %ledger::dir(state_dir).display(), error = %err, "cannot read today's usage file; counting from zero");
+            DayFile::new(date, zone)
+        }
+    }
+}
+
+/// The counts of `caller` in `workspace`, made when missing.
+fn counts<'a>(day: &'a mut DayFile, workspace: &Path, caller: &str) -> &'a mut Counts {
+    let entry = day.workspaces.entry(workspace.to_string_lossy().into_owned()).or_default();
+    entry.callers.entry(caller.to_string()).or_default()
+}
+
+/// `3 h 12 min` until `ends`.
+fn until(ends: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let minutes = (ends - now).num_minutes().max(1);
+    match (minutes / 60, minutes % 60) {
+        (0, m) => format!("{m} min"),
+        (h, 0) => format!("{h} h"),
+        (h, m) => format!("{h} h {m} min"),
+    }
+}
