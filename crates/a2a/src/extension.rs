@@ -127,12 +127,7 @@ impl Extension for A2aSessionExtension {
                 if let volcanic_core::EventKind::MessageEnd { message, .. } = &event.kind
                     && let volcanic_core::message::Message::Assistant(answer) = &**message
                 {
-                    meter.record(
-                        &caller.workspace.path,
-                        &caller.name,
-                        &answer.model,
-                        &answer.usage,
-                    );
+                    meter.record(&caller.workspace, &caller.name, &answer.model, &answer.usage);
                 }
             }));
         }

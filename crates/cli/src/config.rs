@@ -12,6 +12,8 @@ use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Deserializer};
 use volcanic_core::config::AgentConfig;
 
+mod usage;
+
 /// Sections whose environment variables we read (matched case-insensitively).
 const ENV_SECTIONS: &[&str] = &["provider", "agent", "a2a", "telegram"];
 
@@ -189,6 +191,11 @@ pub struct A2aSettings {
     pub card: CardSettings,
     pub card_signing: CardSigningSettings,
     pub sandbox: SandboxSettings,
+    /// `[a2a.limits]`, `A2A__Limits__*`: caps over all callers of a workspace, the day's zone.
+    pub limits: usage::LimitsSettings,
+    /// `[a2a.prices]`, `A2A__Prices`: US dollars per million tokens, per model.
+    #[serde(deserialize_with = "usage::prices")]
+    pub prices: std::collections::BTreeMap<String, usage::PriceSettings>,
 }
 
 /// `[a2a.card_signing]`, `A2A__CardSigning__*`: the signed 1.0 cards (docs/a2a.md, "Signed card").
@@ -394,6 +401,7 @@ impl A2aSettings {
         if let Some(v) = &self.card.description {
             options.card_description = v.clone();
         }
+        options.usage = usage::to_options(&self.limits, &self.prices)?;
         Ok(options)
     }
 }

@@ -43,6 +43,8 @@ enum Command {
     Approve(cmd::approvals::ApproveArgs),
     /// Deny a waiting request: its task is rejected, with your reason.
     Deny(cmd::approvals::DenyArgs),
+    /// Today's usage of each A2A caller against its caps (tokens, spending, requests).
+    Usage(cmd::usage::UsageArgs),
     /// Internal: the tool host a sandboxed session's tools run in (started by the server inside
     /// bubblewrap; talks JSON lines on stdin and stdout).
     #[command(name = "sandbox-tool-host", hide = true)]
@@ -111,7 +113,8 @@ fn main() -> ExitCode {
         | Command::Callers(_)
         | Command::Approvals(_)
         | Command::Approve(_)
-        | Command::Deny(_) => "warn",
+        | Command::Deny(_)
+        | Command::Usage(_) => "warn",
         Command::Serve(_) | Command::Telegram(_) | Command::SandboxToolHost => "info",
     });
     // The servers' threads yield to each other instead of preempting (see `sched`); before the
@@ -151,6 +154,7 @@ fn main() -> ExitCode {
             Command::Approvals(args) => cmd::approvals::list(args).await,
             Command::Approve(args) => cmd::approvals::approve(args).await,
             Command::Deny(args) => cmd::approvals::deny(args).await,
+            Command::Usage(args) => cmd::usage::run(args),
             Command::SandboxToolHost => Ok(0),
         }
     });

@@ -122,6 +122,11 @@ impl TelegramHostBuilder {
                     .options(options)
                     .notifier(notifier)
                     .approval_notifier(buttons.clone())
+                    .usage_notifier(Arc::new(crate::usage::UsageAlerts::new(
+                        api.clone(),
+                        config.clone(),
+                        self.shutdown.clone(),
+                    )))
                     .containment(self.containment.clone())
                     .build()
                     .map_err(|err| Error::A2a(err.into()))?;
@@ -207,6 +212,7 @@ impl TelegramHost {
     pub async fn run(mut self) -> Result<()> {
         let shutdown = self.shutdown.clone();
         let tracker = self.tracker.clone();
+        let a2a_server = self.a2a.as_ref().map(|(server, _)| server.clone());
         let server = self.a2a.take().map(|(server, listener)| {
             let stop = shutdown.clone();
             tracker.spawn(async move { server.serve(listener, stop).await })
@@ -230,6 +236,7 @@ impl TelegramHost {
                 directory: self.directory.clone(),
                 tasks: self.tasks.clone(),
                 a2a_enabled: server.is_some(),
+                server: a2a_server.clone(),
                 chats: HashMap::new(),
                 refused: HashSet::new(),
                 username: username.clone(),
@@ -301,6 +308,8 @@ struct Router {
     directory: Arc<WorkspaceCallerDirectory>,
     tasks: Arc<TaskStore>,
     a2a_enabled: bool,
+    /// The A2A server, for `/a2a`'s usage figures.
+    server: Option<A2aServer>,
     chats: HashMap<i64, Chat>,
     /// Chats that got their one refusal (private chats) or their one warning line (groups) in
     /// this process.
@@ -529,8 +538,17 @@ I'll tell you how many once I'm through.)"
         let (directory, tasks, enabled) =
             (self.directory.clone(), self.tasks.clone(), self.a2a_enabled);
         let workspace = chat_workspace(&ctx.config, chat_id);
+        let server = self.server.clone();
         self.ctx.tracker.spawn(async move {
             let path = workspace.path.clone();
+            // Today's usage against the caps (the server reads callers.json: off this thread).
+            let usage = match server {
+                Some(server) => {
+                    let workspace = workspace.clone();
+                    tokio::task::spawn_blocking(move || server.usage_report(&workspace)).await.ok()
+                }
+                None => None,
+            };
             let callers = tokio::task::spawn_blocking(move || directory.entries(&workspace))
                 .await
                 .map(|entries| entries.to_vec())
@@ -542,7 +560,11 @@ I'll tell you how many once I'm through.)"
                     Vec::new()
                 }
             };
-            let text = command::a2a_listing(enabled, &callers, &recent, chrono::Utc::now());
+            let mut text = command::a2a_listing(enabled, &callers, &recent, chrono::Utc::now());
+            if let Some(usage) = usage {
+                text.push_str("\n\n");
+                text.push_str(&usage.lines().join("\n"));
+            }
             ctx.say(chat_id, &text).await;
         });
     }

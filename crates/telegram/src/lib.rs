@@ -36,6 +36,7 @@ mod notifier;
 mod pending;
 mod poll;
 mod render;
+mod usage;
 
 pub use callback::{CallbackHandler, CallbackReply, MessageEdit};
 pub use config::{BotToken, TelegramConfig};

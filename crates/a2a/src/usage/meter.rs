@@ -13,7 +13,7 @@ use volcanic_core::message::Usage;
 use super::ledger::{self, Counts, DayFile, WorkspaceDay, WorkspaceReport};
 use super::rate::Rates;
 use super::{Cap, Clock, Limits, UsageAlert, UsageNotifier, UsageOptions};
-use crate::auth::Caller;
+use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
 
 /// How long after a change the day's file is written (and the most a crash can lose).
@@ -195,10 +195,17 @@ impl Meter {
 
     /// Counts one model call of a run of `caller` (by workspace and name), and alerts the owner
     /// of each cap it takes past 80 % or 100 % for the first time today.
-    pub fn record(self: &Arc<Self>, workspace: &Path, caller: &str, model: &str, usage: &Usage) {
+    pub fn record(
+        self: &Arc<Self>,
+        workspace: &A2aWorkspace,
+        caller: &str,
+        model: &str,
+        usage: &Usage,
+    ) {
         if usage.is_empty() {
             return;
         }
+        let (owner_id, workspace) = (&workspace.owner_id, workspace.path.as_path());
         let price = self.options.prices.get(model);
         let alerts = {
             let mut guard = self.lock();
@@ -248,6 +255,7 @@ impl Meter {
                         if entry.alerts.insert(key) {
                             alerts.push(UsageAlert {
                                 workspace: workspace.to_path_buf(),
+                                owner_id: owner_id.clone(),
                                 caller: who.map(str::to_string),
                                 cap,
                                 percent,

@@ -174,6 +174,8 @@ impl Cap {
 pub struct UsageAlert {
     /// The workspace the usage is of.
     pub workspace: PathBuf,
+    /// Its owner, as the host names them (Telegram: the chat id).
+    pub owner_id: String,
     /// The caller whose cap it is; `None` for the workspace's cap over all callers.
     pub caller: Option<String>,
     pub cap: Cap,
@@ -281,6 +283,7 @@ mod tests {
     fn alert_text_names_the_cap_and_the_amounts() {
         let alert = UsageAlert {
             workspace: "/ws".into(),
+            owner_id: "42".into(),
             caller: Some("travel-bot".into()),
             cap: Cap::Tokens,
             percent: 80,

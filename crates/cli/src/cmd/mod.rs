@@ -5,6 +5,7 @@ pub mod callers;
 pub mod chat;
 pub mod serve;
 pub mod telegram;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 
