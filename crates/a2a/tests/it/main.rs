@@ -31,4 +31,5 @@ mod tasks;
 mod tenancy;
 mod test_logs;
 mod tiers;
+mod usage;
 mod v03;

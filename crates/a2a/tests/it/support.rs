@@ -48,6 +48,17 @@ impl Extension for Inbound {
     }
 }
 
+/// Records usage alerts.
+#[derive(Default)]
+pub struct Alerts(pub Mutex<Vec<volcanic_a2a::usage::UsageAlert>>);
+
+#[async_trait::async_trait]
+impl volcanic_a2a::usage::UsageNotifier for Alerts {
+    async fn alert(&self, alert: &volcanic_a2a::usage::UsageAlert) {
+        self.0.lock().unwrap().push(alert.clone());
+    }
+}
+
 /// A push the receiver accepted: (watch id, token, body).
 pub type Push = (String, Option<String>, Value);
 
@@ -59,6 +70,10 @@ pub struct Setup {
     pub extra_workspaces: usize,
     /// Install a push handler that knows the watch `known-watch` and records what it gets.
     pub push_receiver: bool,
+    /// The clock of the daily caps (default: the system's).
+    pub clock: Option<volcanic_a2a::usage::Clock>,
+    /// The model backend instead of Faux (a fake API on 127.0.0.1).
+    pub provider: Option<Arc<dyn volcanic_core::Provider>>,
 }
 
 impl Default for Setup {
@@ -68,6 +83,8 @@ impl Default for Setup {
             options: A2aOptions::default(),
             extra_workspaces: 0,
             push_receiver: false,
+            clock: None,
+            provider: None,
         }
     }
 }
@@ -84,6 +101,9 @@ pub struct TestServer {
     pub inbound: Arc<Mutex<Vec<Value>>>,
     /// Pushes the receiver accepted.
     pub pushes: Arc<Mutex<Vec<Push>>>,
+    /// Usage alerts the owner was sent.
+    pub alerts: Arc<Alerts>,
+    pub server: A2aServer,
     shutdown: CancellationToken,
     handle: Option<tokio::task::JoinHandle<()>>,
 }
@@ -123,8 +143,12 @@ impl TestServer {
             },
             ..AgentConfig::default()
         };
+        let provider: Arc<dyn volcanic_core::Provider> = match setup.provider {
+            Some(provider) => provider,
+            None => faux.clone(),
+        };
         let factory = Arc::new(
-            SessionFactory::builder(faux.clone(), state.path())
+            SessionFactory::builder(provider, state.path())
                 .config(config)
                 .extension(Arc::new(inbound))
                 .shutdown(shutdown.clone())
@@ -153,6 +177,11 @@ impl TestServer {
         if setup.notifier {
             builder = builder.notifier(notes.clone());
         }
+        let alerts = Arc::new(Alerts::default());
+        builder = builder.usage_notifier(alerts.clone());
+        if let Some(clock) = setup.clock {
+            builder = builder.clock(clock);
+        }
         let pushes: Arc<Mutex<Vec<Push>>> = Arc::default();
         if setup.push_receiver {
             let seen = pushes.clone();
@@ -173,7 +202,8 @@ impl TestServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let stop = shutdown.clone();
-        let handle = tokio::spawn(async move { server.serve(listener, stop).await.unwrap() });
+        let serving = server.clone();
+        let handle = tokio::spawn(async move { serving.serve(listener, stop).await.unwrap() });
         TestServer {
             base,
             client: reqwest::Client::new(),
@@ -184,6 +214,8 @@ impl TestServer {
             notes,
             inbound: seen,
             pushes,
+            alerts,
+            server,
             shutdown,
             handle: Some(handle),
         }
