@@ -576,6 +576,24 @@ mod tests {
     }
 
     #[test]
+    fn parse_callers_reads_limits_and_skips_an_entry_whose_limits_are_wrong() {
+        let text = r#"[{"name":"a","key":"k1","limits":{"requestsPerMinute":30,"tokensPerDay":5000}},
+            {"name":"b","key":"k2","limits":null},
+            {"name":"c","key":"k3","limits":{"tokenPerDay":5000}},
+            {"name":"d","key":"k4","limits":{"usdPerDay":-1}},
+            {"name":"e","key":"k5","limits":"lots"}]"#;
+        let limits = crate::usage::Limits {
+            requests_per_minute: std::num::NonZeroU32::new(30),
+            tokens_per_day: Some(5000),
+            usd_per_day: None,
+        };
+        assert_eq!(
+            parse_callers(Path::new("callers.json"), text),
+            vec![CallerEntry { limits, ..entry("a", "k1", None) }, entry("b", "k2", None)]
+        );
+    }
+
+    #[test]
     fn parse_callers_takes_exactly_one_of_key_and_key_hash() {
         let hash = KeyHash::of("the-key").to_text();
         let text = format!(

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod journal;
+mod model_gate;
 mod providers;
 mod retry;
 mod session;

@@ -217,6 +217,7 @@ async fn anthropic_text_answer_streams_deltas_and_returns_message() {
                 output_tokens: 12,
                 cache_read_tokens: 2048,
                 cache_write_tokens: 128,
+                estimated: false,
             },
             provider: "anthropic".into(),
             model: MODEL.into(),

@@ -158,7 +158,8 @@ async fn openai_text_answer_streams_deltas_and_returns_message() {
                 input_tokens: 93,
                 output_tokens: 4,
                 cache_read_tokens: 1024,
-                cache_write_tokens: 0
+                cache_write_tokens: 0,
+                estimated: false,
             },
         )
     );
