@@ -299,12 +299,16 @@ impl WorkspaceReport {
 }
 
 /// `12 requests, 45,210 tokens of 100,000 (45%), $0.31 of $2.00 (15%), at most 30 requests/min`.
+/// Money shows where there is a spending cap or a cost.
 fn describe(counts: &Counts, limits: &Limits) -> String {
-    let percent = |used: f64, limit: f64| (used / limit * 100.0).floor() as u64;
+    // The small epsilon keeps 1,150 of 1,000 at 115 % despite the float's rounding.
+    let percent = |used: f64, limit: f64| (used * 100.0 / limit + 1e-9).floor() as u64;
+    let plural = |n: u64, word: &str| {
+        format!("{} {word}{}", group_thousands(n), if n == 1 { "" } else { "s" })
+    };
     let mut text = format!(
-        "{} request{}, {} tokens",
-        group_thousands(counts.requests),
-        if counts.requests == 1 { "" } else { "s" },
+        "{}, {} tokens",
+        plural(counts.requests, "request"),
         group_thousands(counts.tokens())
     );
     if let Some(cap) = limits.tokens_per_day {
@@ -314,18 +318,23 @@ fn describe(counts: &Counts, limits: &Limits) -> String {
             percent(counts.tokens() as f64, cap as f64)
         ));
     }
-    text.push_str(&format!(", ${:.2}", counts.usd));
+    if counts.usd > 0.0 || limits.usd_per_day.is_some() {
+        text.push_str(&format!(", ${:.2}", counts.usd));
+    }
     if let Some(cap) = limits.usd_per_day {
         text.push_str(&format!(" of ${cap:.2} ({}%)", percent(counts.usd, cap)));
+        if counts.unpriced_calls > 0 {
+            text.push_str(&format!(
+                ", {} without a price",
+                plural(counts.unpriced_calls, "model call")
+            ));
+        }
     }
     if let Some(n) = limits.requests_per_minute {
         text.push_str(&format!(", at most {n} requests/min"));
     }
     if counts.estimated_calls > 0 {
-        text.push_str(&format!(", {} model calls estimated", counts.estimated_calls));
-    }
-    if counts.unpriced_calls > 0 {
-        text.push_str(&format!(", {} model calls without a price", counts.unpriced_calls));
+        text.push_str(&format!(", {} estimated", plural(counts.estimated_calls, "model call")));
     }
     text
 }
@@ -426,8 +435,8 @@ mod tests {
             [
                 "Usage on 2026-12-04 (UTC):",
                 "  a: 1 request, 1,000 tokens of 1,000 (100%), $0.50 of $2.00 (25%)",
-                "  b: 0 requests, 0 tokens, $0.00",
-                "  gone (no longer in callers.json): 3 requests, 0 tokens, $0.00",
+                "  b: 0 requests, 0 tokens",
+                "  gone (no longer in callers.json): 3 requests, 0 tokens",
                 "  all callers: 4 requests, 1,000 tokens, $0.50",
             ]
         );

@@ -16,3 +16,4 @@ mod retries;
 mod serve;
 mod support;
 mod telegram;
+mod usage;
