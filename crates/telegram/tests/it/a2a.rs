@@ -346,3 +346,43 @@ async fn approval_decided_at_the_shell_takes_the_buttons_away() {
     assert!(edited.buttons.is_empty(), "no button left to press");
     bot.stop().await;
 }
+
+/// callers.json of the owner's workspace: travel-bot with a daily token cap.
+fn capped_caller(bot: &Bot, tokens: u64) {
+    let dir = bot.workspace(OWNER).join(".volcanic/a2a");
+    std::fs::create_dir_all(&dir).unwrap();
+    let callers = json!([{"name": "travel-bot", "key": KEY, "limits": {"tokensPerDay": tokens}}]);
+    std::fs::write(dir.join("callers.json"), callers.to_string()).unwrap();
+}
+
+#[tokio::test]
+async fn usage_alerts_reach_the_owner_at_80_and_100_percent_and_a2a_lists_the_day() {
+    let bot = Bot::with(Setup { a2a: true, ..Setup::default() }).await;
+    capped_caller(&bot, 1000);
+    let base = bot.a2a_url.clone().unwrap();
+    let costing = |input: u64| {
+        directive(json!([{"usage": {"input": input, "output": 50}}, {"text": "done"}]))
+    };
+    let (status, body) = a2a_send(&base, KEY, &costing(800)).await;
+    assert_eq!(status, 200, "{body}");
+    let alert = bot.message(OWNER, |t| t.starts_with("📊")).await.text;
+    assert!(
+        alert.starts_with(
+            "📊 A2A usage: A2A caller travel-bot has used 80% of the daily token cap (850 tokens of 1,000 tokens)"
+        ),
+        "{alert}"
+    );
+    let (status, _) = a2a_send(&base, KEY, &costing(150)).await;
+    assert_eq!(status, 200);
+    let full = bot.message(OWNER, |t| t.contains("used 100%")).await.text;
+    assert!(full.contains("Further requests that need the model are refused"), "{full}");
+    // Over the cap: refused, and no third alert.
+    let (_, refused) = a2a_send(&base, KEY, "more").await;
+    assert_eq!(refused["error"]["data"][0]["reason"], "DAILY_LIMIT_REACHED", "{refused}");
+    bot.api().push_text(OWNER, "/a2a");
+    let listing = bot.message(OWNER, |t| t.starts_with("A2A server")).await.text;
+    assert!(listing.contains("travel-bot: 3 requests, 1,050 tokens of 1,000 (105%)"), "{listing}");
+    let alerts = bot.api().messages(OWNER).iter().filter(|m| m.text.starts_with("📊")).count();
+    assert_eq!(alerts, 2);
+    bot.stop().await;
+}
