@@ -37,6 +37,20 @@ pub fn host_env() -> Vec<(String, String)> {
     env
 }
 
+/// A workspace spending cap needs the price of the model the sessions call.
+///
+/// # Errors
+/// Exit 2 naming both keys when `A2A__Limits__UsdPerDay` is set and `A2A__Prices` has no price
+/// for `model`.
+pub fn check_prices(options: &volcanic_a2a::A2aOptions, model: &str) -> Result<(), Failure> {
+    if options.usage.workspace.usd_per_day.is_some() && !options.usage.prices.contains_key(model) {
+        return Err(Failure::usage(format!(
+            "A2A__Limits__UsdPerDay is set but A2A__Prices has no price for the model {model:?}: add one (docs/configuration.md, \"Spend caps and prices\")"
+        )));
+    }
+    Ok(())
+}
+
 /// The workspace folder: the given one (must exist) or the current folder.
 pub fn workspace(dir: Option<&Path>) -> Result<PathBuf, Failure> {
     let dir = match dir {

@@ -69,6 +69,7 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
         &env,
         shutdown.clone(),
     ));
+    super::check_prices(&options, &factory.model())?;
     let ws = A2aWorkspace {
         path: workspace.clone(),
         scope_prefix: "serve".into(),

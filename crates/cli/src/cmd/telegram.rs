@@ -69,6 +69,9 @@ pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
         &env,
         shutdown.clone(),
     ));
+    if let Some(options) = &a2a_options {
+        super::check_prices(options, &factory.model())?;
+    }
     let config_file = args.config.clone().unwrap_or_else(|| cwd.join("volcanic.toml"));
     let owner = super::owner_confinement(&settings, Some(&config_file)).await?;
     let mut builder = TelegramHost::builder(telegram, factory)

@@ -267,6 +267,34 @@ fn serve_bad_a2a_config_exits_2_naming_the_key() {
 }
 
 #[test]
+fn serve_with_a_spending_cap_but_no_price_for_the_model_exits_2_naming_both_keys() {
+    let ws = workspace_with_caller();
+    let state = tempfile::tempdir().unwrap();
+    let serve = |prices: &str| {
+        Command::cargo_bin("volcanic")
+            .unwrap()
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("A2A__Limits__UsdPerDay", "5")
+            .env("A2A__Prices", prices)
+            .args(["serve", "--faux", "--listen", "127.0.0.1:0", "--state-dir"])
+            .arg(state.path())
+            .arg("--workspace")
+            .arg(ws.path())
+            .output()
+            .unwrap()
+    };
+    let out = serve("claude-sonnet-4-5=3/15");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("A2A__Limits__UsdPerDay") && stderr.contains("\"faux\""), "{stderr}");
+    let out = serve("faux=3/x");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("MODEL=INPUT/OUTPUT"), "{stderr}");
+}
+
+#[test]
 fn serve_with_an_unreadable_or_invalid_ca_file_stops_naming_it() {
     let ws = workspace_with_caller();
     let state = tempfile::tempdir().unwrap();

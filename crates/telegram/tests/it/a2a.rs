@@ -85,7 +85,13 @@ async fn a2a_command_lists_masked_callers_and_tasks() {
     assert!(listing.contains("• travel-bot · isolated · tier workspace · key …1234"), "{listing}");
     assert!(listing.contains("• calendar · isolated · tier workspace · key …5678"), "{listing}");
     assert!(listing.contains("Last 1 tasks:\n• travel-bot · completed · "), "{listing}");
-    assert!(listing.trim_end().ends_with("ago"), "{listing}");
+    // The tasks, then today's usage per caller (no caps set).
+    assert!(listing.contains(" ago\n\nUsage on "), "{listing}");
+    assert!(listing.contains("\n  travel-bot: 1 request, "), "{listing}");
+    assert!(
+        listing.trim_end().lines().last().unwrap().starts_with("  all callers: 1 request"),
+        "{listing}"
+    );
     assert!(!listing.contains(KEY) && !listing.contains(OTHER_KEY), "a key leaked: {listing}");
     bot.stop().await;
 }
