@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, NaiveDate, Utc};
 use volcanic_core::message::Usage;
 
-use super::ledger::{self, Counts, DayFile, WorkspaceDay, WorkspaceReport};
+use super::ledger::{self, DayFile, WorkspaceDay, WorkspaceReport};
 use super::rate::Rates;
 use super::{Cap, Clock, Limits, UsageAlert, UsageNotifier, UsageOptions};
 use crate::auth::{A2aWorkspace, Caller};
@@ -97,15 +97,22 @@ impl Meter {
                 })?;
         }
         {
-            let mut state = self.lock();
-            let limits = state.limits.entry(caller.workspace.path.clone()).or_default();
-            match limits.get_mut(&caller.name) {
-                Some(known) => *known = caller.limits,
+            let mut guard = self.lock();
+            let state = &mut *guard;
+            // Found without allocating in the common case (a caller seen before, caps unchanged).
+            match state.limits.get_mut(&caller.workspace.path) {
+                Some(known) => match known.get_mut(&caller.name) {
+                    Some(limits) => *limits = caller.limits,
+                    None => {
+                        known.insert(caller.name.clone(), caller.limits);
+                    }
+                },
                 None => {
-                    limits.insert(caller.name.clone(), caller.limits);
+                    let limits = HashMap::from([(caller.name.clone(), caller.limits)]);
+                    state.limits.insert(caller.workspace.path.clone(), limits);
                 }
             }
-            counts(&mut state.day, &caller.workspace.path, &caller.name).requests += 1;
+            count_request(&mut state.day, &caller.workspace.path, &caller.name);
         }
         self.changed();
         Ok(())
@@ -379,10 +386,17 @@ fn load(state_dir: &Path, date: NaiveDate, zone: &str) -> DayFile {
     }
 }
 
-/// The counts of `caller` in `workspace`, made when missing.
-fn counts<'a>(day: &'a mut DayFile, workspace: &Path, caller: &str) -> &'a mut Counts {
-    let entry = day.workspaces.entry(workspace.to_string_lossy().into_owned()).or_default();
-    entry.callers.entry(caller.to_string()).or_default()
+/// Counts a request of `caller` in `workspace` (without allocating once both are known).
+fn count_request(day: &mut DayFile, workspace: &Path, caller: &str) {
+    let key = workspace.to_string_lossy();
+    if let Some(counts) =
+        day.workspaces.get_mut(key.as_ref()).and_then(|ws| ws.callers.get_mut(caller))
+    {
+        counts.requests += 1;
+        return;
+    }
+    let entry = day.workspaces.entry(key.into_owned()).or_default();
+    entry.callers.entry(caller.to_string()).or_default().requests += 1;
 }
 
 /// `3 h 12 min` until `ends`.
