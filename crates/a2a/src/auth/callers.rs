@@ -576,6 +576,29 @@ mod tests {
     }
 
     #[test]
+    fn parse_callers_reads_approvals_and_skips_unknown_ones() {
+        let text = r#"[{"name":"a","key":"k1","approval":"first-contact","approveTools":["bash","write"]},
+            {"name":"b","key":"k2","approval":"every-task"},
+            {"name":"c","key":"k3","approval":"sometimes"},
+            {"name":"d","key":"k4","approveTools":"bash"},
+            {"name":"e","key":"k5","approveTools":["rm -rf"]}]"#;
+        let with = |name: &str, key: &str, tasks, tools: &[&str]| CallerEntry {
+            approval: ApprovalPolicy {
+                tasks,
+                tools: tools.iter().map(|t| t.to_string()).collect::<Vec<_>>().into(),
+            },
+            ..entry(name, key, None)
+        };
+        assert_eq!(
+            parse_callers(Path::new("callers.json"), text),
+            vec![
+                with("a", "k1", CallerApproval::FirstContact, &["bash", "write"]),
+                with("b", "k2", CallerApproval::EveryTask, &[]),
+            ]
+        );
+    }
+
+    #[test]
     fn parse_callers_reads_limits_and_skips_an_entry_whose_limits_are_wrong() {
         let text = r#"[{"name":"a","key":"k1","limits":{"requestsPerMinute":30,"tokensPerDay":5000}},
             {"name":"b","key":"k2","limits":null},

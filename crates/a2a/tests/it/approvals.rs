@@ -389,3 +389,31 @@ async fn after_a_tool_call_is_approved_a_resubscription_follows_the_run_to_its_e
     assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED", "{followed:?}");
     assert!(format!("{followed:?}").contains("slow answer"), "{followed:?}");
 }
+
+#[tokio::test]
+async fn a_caller_may_have_at_most_32_tasks_waiting_and_a_decision_makes_room() {
+    let server = TestServer::start().await;
+    approving_callers(&server);
+    let mut first = None;
+    for i in 0..32 {
+        let task = send_as(&server, KEY, &format!("request {i}"), None).await;
+        assert_eq!(state(&task), "TASK_STATE_AUTH_REQUIRED", "{task}");
+        first.get_or_insert(task["id"].as_str().unwrap().to_string());
+    }
+    let refused = server.rpc(KEY, "SendMessage", send_params("one too many", None)).await;
+    assert_eq!(refused["error"]["code"], -32004, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("32 of your tasks are already waiting"), "{message}");
+    // Another caller is not held by travel-bot's queue.
+    assert_eq!(
+        state(&send_as(&server, OTHER_KEY, "hello", None).await),
+        "TASK_STATE_AUTH_REQUIRED"
+    );
+    // Canceling one makes room for one more.
+    let canceled = server.rpc(KEY, "CancelTask", json!({"id": first.unwrap()})).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    let task = send_as(&server, KEY, "now there is room", None).await;
+    assert_eq!(state(&task), "TASK_STATE_AUTH_REQUIRED", "{task}");
+    assert_eq!(pending(&server).await.len(), 33);
+    assert!(server.faux.requests().is_empty());
+}
