@@ -32,6 +32,8 @@ pub struct Meter {
     /// The counts changed since the file was last written.
     dirty: AtomicBool,
     flusher: AtomicBool,
+    /// Held from a write's snapshot to its end, so an older snapshot never lands after a newer.
+    writing: tokio::sync::Mutex<()>,
     notifier: Option<Arc<dyn UsageNotifier>>,
 }
 
@@ -70,6 +72,7 @@ impl Meter {
             state: Mutex::new(State { date, ends, day, finished: None, limits: HashMap::new() }),
             dirty: AtomicBool::new(false),
             flusher: AtomicBool::new(false),
+            writing: tokio::sync::Mutex::new(()),
             notifier,
             options,
         }
@@ -307,6 +310,7 @@ impl Meter {
 
     /// Writes the counts now if they changed (the server calls it when it stops).
     pub async fn flush(&self) {
+        let _writing = self.writing.lock().await;
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return;
         }
