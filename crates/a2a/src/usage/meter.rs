@@ -320,16 +320,22 @@ impl Meter {
         };
         let dir = self.state_dir.clone();
         let written = tokio::task::spawn_blocking(move || {
-            if let Some(finished) = &finished {
-                ledger::write(&dir, finished)?;
+            // The finished day first; handed back when it could not be written.
+            if let Some(done) = &finished
+                && let Err(err) = ledger::write(&dir, done)
+            {
+                return (finished, Err(err));
             }
-            ledger::write(&dir, &day)
+            (None, ledger::write(&dir, &day))
         })
         .await;
         match written {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => {
+            Ok((_, Ok(()))) => {}
+            Ok((unwritten, Err(err))) => {
                 tracing::error!(dir = %ledger::dir(&self.state_dir).display(), error = %err, "cannot write the usage file; trying again in a second");
+                if let Some(unwritten) = unwritten {
+                    self.lock().finished.get_or_insert(unwritten);
+                }
                 self.dirty.store(true, Ordering::Release);
             }
             Err(err) => tracing::error!(error = %err, "writing the usage file panicked"),
