@@ -4,7 +4,6 @@
 
 /// A failed client call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum ClientError {
     /// No HTTP answer: refused connection, unknown host, TLS failure, timeout.
     #[error("cannot reach {url}: {reason}")]

@@ -504,7 +504,7 @@ fn unreachable(url: &str, error: &reqwest::Error) -> ClientError {
     ClientError::Unreachable { url: url.to_owned(), reason }
 }
 
-/// An error and its causes on one line, without reqwest's "for url (…)" (the URL is said once).
+/// What went wrong, without reqwest's "for url (…)" (the URL is said once).
 fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = Vec::new();
     let mut next = error.source();
@@ -512,11 +512,9 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
         parts.push(cause.to_string());
         next = cause.source();
     }
-    if parts.is_empty() {
-        parts.push(error.to_string());
-    }
-    parts.dedup();
-    parts.join(": ")
+    // The innermost cause says what happened ("Connection refused"); the outer ones are
+    // reqwest's and hyper's wrappers around it.
+    parts.pop().unwrap_or_else(|| error.to_string())
 }
 
 #[cfg(test)]
