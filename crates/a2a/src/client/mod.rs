@@ -489,12 +489,17 @@ fn stream_item(
     wire::decode(value, Shape::Event, binding, version).map_err(bad)
 }
 
+/// The `result` of a JSON-RPC response ([`Client::answer`] has taken out errors). A response
+/// without one is read as `null`: the Python SDK leaves out a `null` result (0.3 push config
+/// deletion).
 fn envelope_result(url: &str, mut json: Value) -> Result<Value, ClientError> {
+    let is_jsonrpc = json.get("jsonrpc").is_some();
     match json.get_mut("result") {
         Some(result) => Ok(result.take()),
+        None if is_jsonrpc => Ok(Value::Null),
         None => Err(ClientError::BadResponse {
             url: url.to_owned(),
-            reason: "a JSON-RPC answer without `result` or `error`".into(),
+            reason: "not a JSON-RPC response (no `jsonrpc`, `result` or `error`)".into(),
         }),
     }
 }

@@ -197,7 +197,18 @@ fn rest(op: Op<'_>, version: Version) -> Call {
         Op::CreatePush(config) => {
             let body = match version {
                 Version::V1_0 => wire_json(config),
-                Version::V0_3 => v03_rest::push_config(config),
+                // Both bodies servers read (PROTOCOL.md §10.6): the proto annotation's
+                // `{name, pushNotificationConfig}` (the JS SDK) and the whole request
+                // `{parent, configId, config}` (the Python SDK, which ignores unknown fields;
+                // ours reads either).
+                Version::V0_3 => {
+                    let resource = v03_rest::push_config(config);
+                    let mut body = resource.clone();
+                    body["parent"] = json!(format!("tasks/{}", config.task_id));
+                    body["configId"] = json!(config.id.clone().unwrap_or_default());
+                    body["config"] = resource;
+                    body
+                }
             };
             call(Verb::Post, configs(&config.task_id), Some(body))
         }
@@ -280,6 +291,16 @@ pub(super) fn decode<T: DeserializeOwned>(
         value = v03_to_v1(value, shape, binding);
     }
     params::normalize(&mut value);
+    if matches!(shape, Shape::Event) {
+        // ProtoJSON writers leave out empty strings, so an event whose agent did not fill in
+        // its ids arrives without them; the types require them.
+        for key in ["statusUpdate", "artifactUpdate"] {
+            if let Some(Value::Object(event)) = value.get_mut(key) {
+                event.entry("taskId").or_insert(json!(""));
+                event.entry("contextId").or_insert(json!(""));
+            }
+        }
+    }
     if matches!(shape, Shape::PushConfig) {
         let config = params::push_config(value).map_err(|e| e.to_string())?;
         value = wire_json(&config);
@@ -395,14 +416,15 @@ fn name_to_task_id(config: &mut Value) {
 /// The A2A error in an error answer: a JSON-RPC `error`, a REST `google.rpc.Status` whose
 /// ErrorInfo `reason` names it (PROTOCOL.md §6.2), or the top-level `code` 0.3 REST servers add.
 pub(super) fn agent_error(body: &Value) -> Option<(i32, String)> {
-    let error = body.get("error")?;
     let message =
         |v: &Value| v.get("message").and_then(Value::as_str).unwrap_or_default().to_owned();
+    // The JS SDK's 0.3 REST errors are only that: `{"code": -32001, "message": …}`.
     if let Some(code) = body.get("code").and_then(Value::as_i64).and_then(|c| i32::try_from(c).ok())
         && code < 0
     {
         return Some((code, message(body)));
     }
+    let error = body.get("error")?;
     if let Some(details) = error.get("details").and_then(Value::as_array) {
         let reason = details.iter().find_map(|d| d.get("reason").and_then(Value::as_str));
         if let Some(code) = reason.and_then(a2a::reason_to_error_code) {
@@ -533,6 +555,10 @@ mod tests {
             (
                 json!({"error": {"code": 404}, "code": -32001, "message": "Task not found"}),
                 Some((-32001, "Task not found")),
+            ),
+            (
+                json!({"code": -32001, "message": "Task not found: t"}),
+                Some((-32001, "Task not found: t")),
             ),
             (json!({"error": {"code": 401, "message": "no"}}), None),
             (json!({"error": "unknown key"}), None),
