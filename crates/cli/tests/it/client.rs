@@ -154,6 +154,12 @@ fn exercise(binding: &'static str, version: &'static str) {
     let text = json[0]["task"]["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
     assert!(text.ends_with("hello json"), "{text}");
 
+    // The extended card, in this interface's version (0.3 has `url`, 1.0 `supportedInterfaces`).
+    let extended = run(&["card", url, "--extended", "--json"]).json();
+    assert_eq!(extended[0]["name"], "Volcanic assistant", "{extended:?}");
+    let shape = if version == "0.3" { "url" } else { "supportedInterfaces" };
+    assert!(extended[0].get(shape).is_some(), "{extended:?}");
+
     // Streaming: the answer as it comes, a line per tool use and status change.
     let streamed = run(&["send", url, STREAMED, "--stream"]);
     assert_eq!(streamed.code, 0, "{}{}", streamed.stdout, streamed.stderr);
