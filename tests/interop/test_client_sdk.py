@@ -123,7 +123,8 @@ def test_client_against_sdk_agent(agent: Agent, binding: str, version: str, tmp_
     task, context = task_of(asked)
     assert asked.stdout.startswith(f'input-required · task {task}'), asked.stdout
     assert 'The agent asks: Which city?\n' in asked.stdout, asked.stdout
-    assert f'Answer with: volcanic a2a send {url} --task {task} --context {context} "<your answer>"' in asked.stdout
+    answer = f'Answer with: volcanic a2a send {url} --task {task} --context {context} --binding {binding} --version {version}'
+    assert f'{answer} "<your answer>"' in asked.stdout, asked.stdout
     answered = run('send', url, 'Paris', '--task', task)
     assert answered.code == 0, answered.stderr
     assert answered.stdout == f'completed · task {task} · context {context}\ngoing to Paris\n', answered.stdout

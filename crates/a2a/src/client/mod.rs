@@ -131,12 +131,13 @@ pub struct Client {
     next_id: AtomicU64,
 }
 
-/// The HTTP client every call uses: connect timeout, no overall timeout (set per call).
-fn http_client() -> Result<reqwest::Client, ClientError> {
+/// The HTTP client every call to `url` uses: connect timeout, no overall timeout (set per call).
+/// Building it fails only when TLS cannot be set up, which no call to `url` could then get past.
+fn http_client(url: &str) -> Result<reqwest::Client, ClientError> {
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .build()
-        .map_err(|e| ClientError::Unreachable { url: String::new(), reason: chain(&e) })
+        .map_err(|e| ClientError::Unreachable { url: url.to_owned(), reason: chain(&e) })
 }
 
 /// Reads an agent's public card from what the user typed ([`card_url`]).
@@ -150,7 +151,7 @@ fn http_client() -> Result<reqwest::Client, ClientError> {
 /// [`ClientError::BadCard`] for a body that is not a card with a usable interface.
 pub async fn fetch_card(base: &str) -> Result<AgentCard, ClientError> {
     let url = card_url(base);
-    let http = http_client()?;
+    let http = http_client(&url)?;
     let response = http
         .get(&url)
         .header(ACCEPT, "application/json")
@@ -183,7 +184,8 @@ impl Client {
         interface: Interface,
         credential: Option<Credential>,
     ) -> Result<Client, ClientError> {
-        Ok(Client { http: http_client()?, interface, credential, next_id: AtomicU64::new(1) })
+        let http = http_client(&interface.url)?;
+        Ok(Client { http, interface, credential, next_id: AtomicU64::new(1) })
     }
 
     /// The interface this client talks to.

@@ -178,7 +178,7 @@ fn exercise(binding: &'static str, version: &'static str) {
     assert!(asked.stdout.starts_with("input-required · task "), "{}", asked.stdout);
     assert!(asked.stdout.contains("The agent asks: Which city?"), "{}", asked.stdout);
     let answer = format!(
-        "Answer with: volcanic a2a send {url} --task {task} --context {context} \"<your answer>\""
+        "Answer with: volcanic a2a send {url} --task {task} --context {context} --binding {binding} --version {version} \"<your answer>\""
     );
     assert!(asked.stdout.contains(&answer), "{}", asked.stdout);
     let answered = run(&["send", url, "Paris", "--task", &task, "--context", &context]);

@@ -219,7 +219,8 @@ struct Setup {
     binding: Option<Binding>,
     version: Option<Version>,
     json: bool,
-    key_from_flag: bool,
+    /// The connection flags an answer to the agent's question repeats (never the key itself).
+    answer_flags: String,
 }
 
 impl Setup {
@@ -235,7 +236,7 @@ impl Setup {
     }
 
     fn printer(&self, url: &str, out: Option<PathBuf>) -> Printer {
-        Printer::new(self.json, url, out, self.key_from_flag)
+        Printer::new(self.json, url, out, &self.answer_flags)
     }
 }
 
@@ -254,7 +255,7 @@ pub async fn run(args: A2aArgs) -> Result<u8, Failure> {
             VersionArg::V0_3 => Version::V0_3,
         }),
         json: connection.json,
-        key_from_flag: connection.key.is_some() && std::env::var_os(KEY_VAR).is_none(),
+        answer_flags: answer_flags(&connection),
     };
     match args.command {
         A2aCommand::Card { url, extended } => {
@@ -363,6 +364,32 @@ async fn follow(printer: &mut Printer, mut events: client::EventStream) -> Resul
     }
     printer.end_line();
     Ok(verdict.code())
+}
+
+/// The flags of this call that the command answering a question needs again: the interface if it
+/// was forced, and `--key <your key>` (a placeholder) when the key came from the flag rather than
+/// the environment.
+fn answer_flags(connection: &Connection) -> String {
+    let mut flags = String::new();
+    if let Some(binding) = connection.binding {
+        flags.push_str(match binding {
+            BindingArg::Jsonrpc => " --binding jsonrpc",
+            BindingArg::Rest => " --binding rest",
+        });
+    }
+    if let Some(version) = connection.protocol {
+        flags.push_str(match version {
+            VersionArg::V1_0 => " --version 1.0",
+            VersionArg::V0_3 => " --version 0.3",
+        });
+    }
+    if connection.key.is_some() && std::env::var_os(KEY_VAR).is_none() {
+        flags.push_str(" --key <your key>");
+    }
+    if connection.bearer {
+        flags.push_str(" --bearer");
+    }
+    flags
 }
 
 fn credential(connection: &Connection) -> Result<Option<Credential>, Failure> {

@@ -49,7 +49,7 @@ pub struct Printer {
     json: bool,
     url: String,
     out: Option<PathBuf>,
-    key_from_flag: bool,
+    answer_flags: String,
     /// Text was printed without its line's end (a streaming answer).
     open_line: bool,
     /// Artifacts whose text has been printed, so that a replacing update starts a new line.
@@ -58,12 +58,13 @@ pub struct Printer {
 
 impl Printer {
     /// `out` is where files in artifacts are saved (text output only; JSON carries the bytes).
-    pub fn new(json: bool, url: &str, out: Option<PathBuf>, key_from_flag: bool) -> Printer {
+    /// `answer_flags` are the connection flags the command answering a question repeats.
+    pub fn new(json: bool, url: &str, out: Option<PathBuf>, answer_flags: &str) -> Printer {
         Printer {
             json,
             url: url.to_owned(),
             out,
-            key_from_flag,
+            answer_flags: answer_flags.to_owned(),
             open_line: false,
             shown: HashSet::new(),
         }
@@ -259,10 +260,9 @@ impl Printer {
         match status.state {
             a2a::TaskState::InputRequired => {
                 self.line(&format!("The agent asks: {text}"));
-                let key = if self.key_from_flag { " --key <your key>" } else { "" };
                 self.line(&format!(
-                    "Answer with: volcanic a2a send {} --task {task_id} --context {context_id}{key} \"<your answer>\"",
-                    self.url
+                    "Answer with: volcanic a2a send {} --task {task_id} --context {context_id}{} \"<your answer>\"",
+                    self.url, self.answer_flags
                 ));
             }
             _ if !text.is_empty() => self.line(&text),
