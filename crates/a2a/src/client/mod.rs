@@ -158,9 +158,9 @@ pub async fn fetch_card(base: &str) -> Result<AgentCard, ClientError> {
         .timeout(CALL_TIMEOUT)
         .send()
         .await
-        .map_err(|e| unreachable(&url, &e))?;
+        .map_err(|e| unreachable_at(&url, &e))?;
     let status = response.status();
-    let body = response.text().await.map_err(|e| unreachable(&url, &e))?;
+    let body = response.text().await.map_err(|e| unreachable_at(&url, &e))?;
     if !status.is_success() {
         return Err(ClientError::BadCard {
             url,
@@ -328,16 +328,16 @@ impl Client {
             Some(timeout) => builder.timeout(timeout),
             None => builder,
         };
-        let response = builder.send().await.map_err(|e| unreachable(&url, &e))?;
+        let response = builder.send().await.map_err(|e| unreachable_at(&url, &e))?;
         let status = response.status();
-        let body = response.text().await.map_err(|e| unreachable(&url, &e))?;
+        let body = response.text().await.map_err(|e| unreachable_at(&url, &e))?;
         let value = self.answer(&url, status, &body)?;
         self.decode(&url, value, shape)
     }
 
     async fn stream(&self, op: Op<'_>) -> Result<EventStream, ClientError> {
         let (url, builder) = self.request(op, "text/event-stream")?;
-        let response = builder.send().await.map_err(|e| unreachable(&url, &e))?;
+        let response = builder.send().await.map_err(|e| unreachable_at(&url, &e))?;
         let status = response.status();
         let is_sse = response
             .headers()
@@ -347,7 +347,7 @@ impl Client {
         if !is_sse || !status.is_success() {
             // An early error as plain JSON (PROTOCOL.md §5.3, §6.3), or an agent that answered
             // the whole result at once.
-            let body = response.text().await.map_err(|e| unreachable(&url, &e))?;
+            let body = response.text().await.map_err(|e| unreachable_at(&url, &e))?;
             let value = self.answer(&url, status, &body)?;
             let event = self.decode(&url, value, Shape::Event);
             return Ok(Box::pin(futures_util::stream::iter([event])));
@@ -506,7 +506,7 @@ fn envelope_result(url: &str, mut json: Value) -> Result<Value, ClientError> {
     }
 }
 
-fn unreachable(url: &str, error: &reqwest::Error) -> ClientError {
+fn unreachable_at(url: &str, error: &reqwest::Error) -> ClientError {
     let reason = if error.is_timeout() { "timed out".to_owned() } else { chain(error) };
     ClientError::Unreachable { url: url.to_owned(), reason }
 }
