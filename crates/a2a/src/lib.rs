@@ -18,6 +18,8 @@
 //! - `fair`: fair share, the per-caller caps on requests and streams and the per-peer cap on
 //!   unauthenticated connections; `connection`: the accept loop and connection limits.
 //! - [`inbox`]: the workspace's `inbox/` (safe names, no overwrites), shared with other hosts.
+//! - [`client`]: an A2A client for calling other agents (the `volcanic a2a` command; later
+//!   delegation), on the same wire shapes as the server.
 //! - [`push`]: push configs and the sender, and all outbound HTTP (webhooks, file downloads)
 //!   behind the SSRF guard.
 //!
@@ -28,6 +30,7 @@ pub mod approval;
 pub mod auth;
 pub mod binding;
 pub mod card;
+pub mod client;
 pub mod config;
 mod connection;
 pub mod containment;

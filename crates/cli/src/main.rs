@@ -39,6 +39,8 @@ enum Command {
     Callers(cmd::callers::CallersArgs),
     /// List the callers' requests waiting for your approval on a running server.
     Approvals(cmd::approvals::ListArgs),
+    /// Talk to any A2A agent: read its card, send messages, follow and manage tasks.
+    A2a(cmd::a2a::A2aArgs),
     /// Approve a waiting request: its task's run starts.
     Approve(cmd::approvals::ApproveArgs),
     /// Deny a waiting request: its task is rejected, with your reason.
@@ -110,6 +112,7 @@ fn main() -> ExitCode {
     // The server logs its lifecycle and owner notifications; chat keeps the terminal quiet.
     logging::init(match cli.command {
         Command::Chat(_)
+        | Command::A2a(_)
         | Command::Callers(_)
         | Command::Approvals(_)
         | Command::Approve(_)
@@ -153,6 +156,7 @@ fn main() -> ExitCode {
             Command::Callers(args) => cmd::callers::run(args),
             Command::Approvals(args) => cmd::approvals::list(args).await,
             Command::Approve(args) => cmd::approvals::approve(args).await,
+            Command::A2a(args) => cmd::a2a::run(args).await,
             Command::Deny(args) => cmd::approvals::deny(args).await,
             Command::Usage(args) => cmd::usage::run(args),
             Command::SandboxToolHost => Ok(0),

@@ -18,10 +18,10 @@
 
 pub mod generations;
 pub mod jsonrpc;
-mod params;
+pub(crate) mod params;
 pub mod rest;
 pub(crate) mod url;
-mod v03;
+pub(crate) mod v03;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -138,7 +138,7 @@ fn write_wire<T: Serialize>(out: &mut Vec<u8>, value: &T) {
 }
 
 /// Serializes an `a2a` wire type.
-fn wire_json<T: Serialize>(value: &T) -> Value {
+pub(crate) fn wire_json<T: Serialize>(value: &T) -> Value {
     #[allow(clippy::expect_used)]
     serde_json::to_value(value).expect(WIRE_INFALLIBLE)
 }
@@ -163,7 +163,7 @@ const ROLES: [(&str, i64); 3] = [("ROLE_UNSPECIFIED", 0), ("ROLE_USER", 1), ("RO
 /// The 1.0 name of a task state given by name, proto number, 0.3 name or short name in any case
 /// (`TASK_STATE_WORKING`, `2`, `working`, `Working`, `input-required`, `InputRequired`,
 /// `cancelled`).
-fn task_state_name(raw: &str) -> Option<&'static str> {
+pub(crate) fn task_state_name(raw: &str) -> Option<&'static str> {
     if let Ok(number) = raw.trim().parse::<i64>() {
         return TASK_STATES.iter().find(|(_, n, _)| *n == number).map(|(name, _, _)| *name);
     }

@@ -1,5 +1,6 @@
 //! One module per subcommand, plus the wiring they share.
 
+pub mod a2a;
 pub mod approvals;
 pub mod callers;
 pub mod chat;

@@ -6,6 +6,8 @@
 mod approvals;
 mod callers;
 mod chat;
+mod client;
+mod client_errors;
 mod containment;
 mod crash;
 mod host_secrets;

@@ -119,7 +119,7 @@ fn message_to_v1(value: &mut Value) {
 
 /// Rewrites 0.3 part JSON into 1.0 part JSON, in place. A part without `kind` is read by the
 /// keys it has (§10.1). The 0.3 gRPC names `fileWithBytes` / `fileWithUri` are tolerated too.
-fn part_to_v1(value: &mut Value) {
+pub(crate) fn part_to_v1(value: &mut Value) {
     let Some(map) = value.as_object_mut() else { return };
     map.remove("kind");
     let Some(Value::Object(mut file)) = map.remove("file") else { return };

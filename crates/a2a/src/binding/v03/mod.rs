@@ -13,7 +13,7 @@ pub(crate) mod rest;
 mod task;
 
 pub(crate) use card::{add_security_scheme_fields, card, card_fields};
-pub(crate) use message::send_params_to_v1;
+pub(crate) use message::{message, part_to_v1, send_params_to_v1};
 pub(crate) use push::{
     delete_params_to_v1, get_params_to_v1, list_params_to_v1, push_config, push_configs,
 };

@@ -198,7 +198,7 @@ pub(crate) fn card(card: &a2a::AgentCard) -> Value {
 }
 
 /// The 0.3 proto JSON of a message.
-fn message(message: &a2a::Message) -> Value {
+pub(crate) fn message(message: &a2a::Message) -> Value {
     let mut value = wire_json(message);
     message_to_v03(&mut value);
     value
