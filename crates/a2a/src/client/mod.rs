@@ -39,6 +39,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// waits as long as the agent works).
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Largest answer read (a task with files is base64 in its JSON); a bigger one is refused, so a
+/// hostile or broken agent cannot make the client hold unbounded memory. The same bound holds
+/// for each event of a stream.
+pub const MAX_ANSWER_BYTES: usize = 256 * 1024 * 1024;
+
 /// A protocol binding this client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Binding {
@@ -160,7 +165,7 @@ pub async fn fetch_card(base: &str) -> Result<AgentCard, ClientError> {
         .await
         .map_err(|e| unreachable_at(&url, &e))?;
     let status = response.status();
-    let body = response.text().await.map_err(|e| unreachable_at(&url, &e))?;
+    let body = read_body(&url, response).await?;
     if !status.is_success() {
         return Err(ClientError::BadCard {
             url,
@@ -330,7 +335,7 @@ impl Client {
         };
         let response = builder.send().await.map_err(|e| unreachable_at(&url, &e))?;
         let status = response.status();
-        let body = response.text().await.map_err(|e| unreachable_at(&url, &e))?;
+        let body = read_body(&url, response).await?;
         let value = self.answer(&url, status, &body)?;
         self.decode(&url, value, shape)
     }
@@ -347,14 +352,14 @@ impl Client {
         if !is_sse || !status.is_success() {
             // An early error as plain JSON (PROTOCOL.md §5.3, §6.3), or an agent that answered
             // the whole result at once.
-            let body = response.text().await.map_err(|e| unreachable_at(&url, &e))?;
+            let body = read_body(&url, response).await?;
             let value = self.answer(&url, status, &body)?;
             let event = self.decode(&url, value, Shape::Event);
             return Ok(Box::pin(futures_util::stream::iter([event])));
         }
         let binding = self.interface.binding;
         let version = self.interface.version;
-        let events = response.bytes_stream().eventsource();
+        let events = capped_events(response.bytes_stream(), MAX_ANSWER_BYTES).eventsource();
         let stream = futures_util::stream::unfold(Some(events), move |events| {
             let url = url.clone();
             async move {
@@ -506,6 +511,66 @@ fn envelope_result(url: &str, mut json: Value) -> Result<Value, ClientError> {
     }
 }
 
+/// The whole body of `response`, at most [`MAX_ANSWER_BYTES`].
+async fn read_body(url: &str, mut response: reqwest::Response) -> Result<String, ClientError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| unreachable_at(url, &e))? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(ClientError::BadResponse {
+                url: url.to_owned(),
+                reason: format!("the answer is larger than {MAX_ANSWER_BYTES} bytes"),
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The bytes of an SSE stream, ended with an error when one event (the bytes between two blank
+/// lines) grows past `cap`: the event parser would otherwise buffer it whole.
+fn capped_events<S>(
+    bytes: S,
+    cap: usize,
+) -> impl Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send
+where
+    S: Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send,
+{
+    // (bytes since the last blank line, whether the last byte ended a line, whether it failed)
+    bytes.scan((0usize, false, false), move |(since_blank, after_newline, failed), chunk| {
+        let item = if *failed {
+            None
+        } else {
+            match chunk {
+                Err(e) => Some(Err(std::io::Error::other(e))),
+                Ok(chunk) => {
+                    let mut over = false;
+                    for &byte in chunk.iter() {
+                        match byte {
+                            b'\n' if *after_newline => *since_blank = 0,
+                            b'\n' => *after_newline = true,
+                            b'\r' => {}
+                            _ => *after_newline = false,
+                        }
+                        *since_blank += 1;
+                        if *since_blank > cap {
+                            over = true;
+                            break;
+                        }
+                    }
+                    if over {
+                        *failed = true;
+                        let reason = format!("a stream event is larger than {cap} bytes");
+                        Some(Err(std::io::Error::other(reason)))
+                    } else {
+                        Some(Ok(chunk))
+                    }
+                }
+            }
+        };
+        futures_util::future::ready(item)
+    })
+}
+
 fn unreachable_at(url: &str, error: &reqwest::Error) -> ClientError {
     let reason = if error.is_timeout() { "timed out".to_owned() } else { chain(error) };
     ClientError::Unreachable { url: url.to_owned(), reason }
@@ -527,6 +592,27 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn stream_events_over_the_cap_end_the_stream_with_an_error() {
+        let chunks = |parts: &[&'static str]| {
+            futures_util::stream::iter(
+                parts
+                    .iter()
+                    .map(|p| Ok::<_, reqwest::Error>(bytes::Bytes::from_static(p.as_bytes())))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        // Events of 12 bytes each pass a cap of 16, however they are cut into chunks.
+        let small: Vec<_> =
+            capped_events(chunks(&["data: 1234\n", "\ndata: 12", "34\n\r\n"]), 16).collect().await;
+        assert!(small.iter().all(Result::is_ok), "{small:?}");
+        // One event that never ends is cut off at the cap, and nothing follows the error.
+        let big: Vec<_> =
+            capped_events(chunks(&["data: 123456789", "0123456789", "more"]), 16).collect().await;
+        assert_eq!(big.len(), 2, "{big:?}");
+        assert!(big[1].as_ref().is_err_and(|e| e.to_string().contains("larger than 16 bytes")));
+    }
 
     #[test]
     fn credential_debug_hides_the_key() {
