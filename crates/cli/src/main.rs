@@ -177,5 +177,6 @@ fn main() -> ExitCode {
 
 #[allow(clippy::print_stderr)]
 fn report(message: &str) {
-    eprintln!("volcanic: {message}");
+    // A message may quote what another agent said (`volcanic a2a`): never its control codes.
+    eprintln!("volcanic: {}", cmd::a2a::printable(message));
 }

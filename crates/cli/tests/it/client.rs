@@ -409,3 +409,19 @@ fn a2a_list_pages_and_filters_on_1_0_and_is_refused_on_0_3() {
     let bad = a2a(here, Some(KEY), &["list", base, "--after", "yesterday"]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
 }
+
+#[test]
+fn a2a_agent_text_cannot_drive_the_terminal() {
+    let agent = Agent::start();
+    let dir = tempfile::tempdir().unwrap();
+    // The agent's answer holds a title-setting escape sequence and a carriage return.
+    let hostile = r#"faux> {"steps":[{"text":"\u001b]0;pwned\u0007hello\rbye"}]}"#;
+    let run = a2a(dir.path(), Some(KEY), &["send", &agent.base, hostile]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stdout.contains('\u{1b}') && !run.stdout.contains('\r'), "{:?}", run.stdout);
+    assert!(run.stdout.contains("\\u{1b}]0;pwned\\u{7}hello\\u{d}bye"), "{}", run.stdout);
+    // --json carries the text exactly, as JSON escapes.
+    let run = a2a(dir.path(), Some(KEY), &["send", &agent.base, hostile, "--json"]);
+    assert!(!run.stdout.contains('\u{1b}'), "{:?}", run.stdout);
+    assert!(run.stdout.contains("\\u001b]0;pwned\\u0007hello\\rbye"), "{}", run.stdout);
+}

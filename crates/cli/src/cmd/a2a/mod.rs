@@ -5,6 +5,8 @@
 
 mod show;
 
+pub use show::printable;
+
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand, ValueEnum};
