@@ -149,6 +149,12 @@ async fn answer(server: &dyn Decider, stream: UnixStream, path: &Path) -> io::Re
     // The socket file is the server's own: its owner is the user the server runs as.
     let own_uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(path)?);
     let (read, mut write) = stream.into_split();
+    // The request line is read (bounded) before anything is answered, also from a peer that is
+    // refused: closing on a request not yet read would break its write, and it would report an
+    // unreachable server instead of the refusal.
+    let mut line = String::new();
+    let mut reader = BufReader::new(read.take(MAX_LINE));
+    let received = tokio::time::timeout(READ_TIMEOUT, reader.read_line(&mut line)).await;
     let reply = if peer.uid() != own_uid {
         tracing::warn!(
             peer_uid = peer.uid(),
@@ -156,9 +162,7 @@ async fn answer(server: &dyn Decider, stream: UnixStream, path: &Path) -> io::Re
         );
         json!({"ok": false, "error": "refused: only the user the server runs as may decide"})
     } else {
-        let mut line = String::new();
-        let mut reader = BufReader::new(read.take(MAX_LINE));
-        match tokio::time::timeout(READ_TIMEOUT, reader.read_line(&mut line)).await {
+        match received {
             Ok(Ok(_)) => match serde_json::from_str::<ControlRequest>(line.trim()) {
                 Ok(request) => handle(server, request).await,
                 Err(err) => json!({"ok": false, "error": format!("bad request: {err}")}),

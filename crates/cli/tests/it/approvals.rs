@@ -203,3 +203,64 @@ fn approvals_a_tool_call_waiting_when_the_server_is_killed_fails_its_task_at_the
     assert!(!fixture.ws.join("paused.txt").exists());
     server.stop();
 }
+
+/// `volcanic approve ID` run by the user `uid` against the fixture's server: exit code and output.
+fn approve_as(fixture: &Fixture, uid: u32, id: &str) -> (i32, String) {
+    let volcanic = Command::cargo_bin("volcanic").unwrap();
+    let output = Command::new("setpriv")
+        .args([format!("--reuid={uid}"), format!("--regid={uid}"), "--clear-groups".into()])
+        .arg(volcanic.get_program())
+        .args(["approve", id, "--workspace"])
+        .arg(&fixture.ws)
+        .arg("--state-dir")
+        .arg(&fixture.state)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn approvals_the_control_socket_refuses_another_users_connection() {
+    use crate::containment::{NOBODY, is_root};
+    if !is_root() {
+        eprintln!("skipped: needs root to connect as another user");
+        return;
+    }
+    let fixture = Fixture::new(Mode::Sandboxed);
+    alice_needs_approval(&fixture);
+    let server = Server::start(&fixture, Mode::Sandboxed);
+    let asked = server.send(&fixture.secrets.alice_key, "please book the trip");
+    let task = asked["result"]["task"]["id"].as_str().expect("alice's task").to_string();
+    let ids = waiting(&fixture);
+    // Open the way to the socket, so that only its check of the peer stands between another
+    // user and a decision.
+    use std::os::unix::fs::PermissionsExt;
+    let root = fixture.state.parent().unwrap().to_path_buf();
+    for (path, mode) in [
+        (root, 0o755),
+        (fixture.ws.clone(), 0o755),
+        (fixture.state.clone(), 0o755),
+        (fixture.state.join("a2a"), 0o755),
+        (fixture.state.join("a2a/control.sock"), 0o777),
+    ] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let (code, answer) = approve_as(&fixture, NOBODY, &ids[0]);
+    assert_eq!(code, 1, "{answer}");
+    assert!(answer.contains("refused: only the user the server runs as may decide"), "{answer}");
+    assert_eq!(state_of(&server, &fixture.secrets.alice_key, &task), "TASK_STATE_AUTH_REQUIRED");
+    assert_eq!(waiting(&fixture), ids);
+    // The same request from the server's own user decides.
+    let (code, answer) = approve_as(&fixture, 0, &ids[0]);
+    assert_eq!(code, 0, "{answer}");
+    assert!(answer.contains("working"), "{answer}");
+    server.stop();
+}

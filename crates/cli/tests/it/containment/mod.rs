@@ -75,9 +75,9 @@ pub fn volcanic_as(mode: Mode) -> Command {
 }
 
 /// The uid and gid of `nobody`.
-const NOBODY: u32 = 65534;
+pub const NOBODY: u32 = 65534;
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     // /proc/self/status "Uid:" line: real, effective, saved, fs.
     std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
         status
