@@ -388,7 +388,9 @@ async fn read_replies(
 
 /// A built-in tool of a contained session: same name and spec, run by the session's tool host.
 pub(crate) struct RemoteTool {
-    pub spec: ToolSpec,
+    /// One of the process-wide built-in specs: a session's stand-ins share them instead of
+    /// building (and dropping) a copy of each JSON Schema per session.
+    pub spec: &'static ToolSpec,
     pub host: Arc<ToolHost>,
 }
 

@@ -235,8 +235,7 @@ impl SessionFactory {
             .map(|(tool, spec)| match host {
                 None => (tool, spec),
                 Some(host) => {
-                    let remote: Arc<dyn Tool> =
-                        Arc::new(RemoteTool { spec: spec.clone(), host: host.clone() });
+                    let remote: Arc<dyn Tool> = Arc::new(RemoteTool { spec, host: host.clone() });
                     (remote, spec)
                 }
             })
