@@ -56,13 +56,19 @@ pub struct Exhausted {
 }
 
 impl Meter {
-    /// A meter that continues today's counts from the state folder.
+    /// A meter that continues today's counts from the state folder, first removing the temp
+    /// files of day-file writes that a killed process left there (nothing of this meter's own
+    /// is in flight yet).
     pub fn new(
         options: UsageOptions,
         clock: Clock,
         state_dir: &Path,
         notifier: Option<Arc<dyn UsageNotifier>>,
     ) -> Self {
+        volcanic_core::atomic::remove_stale_temp_files(
+            &ledger::dir(state_dir),
+            std::time::SystemTime::now(),
+        );
         let (date, ends) = ledger::day_of(clock(), options.time_zone);
         let day = load(state_dir, date, options.zone_name());
         Meter {

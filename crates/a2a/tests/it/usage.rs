@@ -263,7 +263,11 @@ async fn usage_survives_a_restart() {
     let server = server_with(A2aOptions::default(), json!({"tokensPerDay": 1000})).await;
     assert_eq!(state(&send(&server, &costing(700, 400)).await), "TASK_STATE_COMPLETED");
     let (workspace_dir, extra, state_dir) = server.stop().await;
+    // A day-file write that a killed server left half done: gone after the restart.
+    let torn = state_dir.path().join("a2a/usage/.tmpTORN01");
+    std::fs::write(&torn, b"{\"date\":").unwrap();
     let server = TestServer::start_in(workspace_dir, extra, state_dir, Setup::default()).await;
+    assert!(!torn.exists(), "the torn temp file of a day-file write is left after restart");
     assert_eq!(tokens_today(&server), 1100);
     let refused = send(&server, "hello").await;
     assert_eq!(refused["error"]["data"][0]["reason"], "DAILY_LIMIT_REACHED", "{refused}");
