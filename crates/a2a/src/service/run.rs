@@ -198,10 +198,9 @@ async fn drive(service: Arc<Service>, live: Arc<LiveTask>, mut handle: RunHandle
     live.set_final_text(&final_text).await;
     live.set_status(state.clone(), message).await;
     live.finish().await;
+    // The run's span names the caller, the task and the context.
     tracing::info!(
-        task_id = %live.task_id,
         owner = %live.workspace.owner_id,
-        caller = %live.caller.name,
         state = state_name(&state),
         secs = started.elapsed().as_secs_f64(),
         "a2a task ended"

@@ -123,4 +123,6 @@ fn callers_list_shows_names_tiers_modes_and_masked_keys() {
     assert!(stderr.contains("shorter than 16 characters"), "{stderr}");
     assert!(stderr.contains("short"), "the entry is named: {stderr}");
     assert!(!stderr.contains("q7z"), "the key is not: {stderr}");
+    // A log that is not a terminal gets no colour codes.
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
