@@ -14,6 +14,7 @@
 //! entries, their index or (valid) name, never the `key` field nor an echo of the file's text.
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -257,7 +258,9 @@ fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
 /// Parsed callers files by path, re-validated by (mtime, size) on every read.
 #[derive(Debug, Default)]
 pub struct CallersCache {
-    files: Mutex<HashMap<PathBuf, CachedFile>>,
+    /// By the path's bytes: `Path`'s own hash walks its components, several times the cost of
+    /// hashing the bytes, and every use of a session's redactor looks its workspace up here.
+    files: Mutex<HashMap<OsString, CachedFile>>,
 }
 
 #[derive(Debug)]
@@ -294,7 +297,7 @@ impl CallersCache {
         let meta = std::fs::symlink_metadata(path).ok()?;
         let mtime = meta.modified().ok()?;
         let files = self.lock();
-        let cached = files.get(path)?;
+        let cached = files.get(path.as_os_str())?;
         cached.is_current(mtime, meta.len()).then(|| cached.entries.clone())
     }
 
@@ -314,14 +317,14 @@ impl CallersCache {
                         "callers.json cannot be read, treating it as empty"
                     );
                 }
-                self.lock().remove(path);
+                self.lock().remove(path.as_os_str());
                 return Arc::from(Vec::new());
             }
         };
         let size = meta.len();
         let mtime = meta.modified().ok();
         if let Some(mtime) = mtime
-            && let Some(cached) = self.lock().get(path)
+            && let Some(cached) = self.lock().get(path.as_os_str())
             && cached.is_current(mtime, size)
         {
             return cached.entries.clone();
@@ -339,7 +342,10 @@ impl CallersCache {
             }
         };
         let unchanged = bytes.as_ref().and_then(|bytes| {
-            self.lock().get(path).filter(|c| &c.text == bytes).map(|c| c.entries.clone())
+            self.lock()
+                .get(path.as_os_str())
+                .filter(|c| &c.text == bytes)
+                .map(|c| c.entries.clone())
         });
         let entries: Arc<[CallerEntry]> = match (&bytes, unchanged) {
             (_, Some(entries)) => entries,
@@ -359,12 +365,12 @@ impl CallersCache {
         if let Some(mtime) = mtime {
             let text = bytes.unwrap_or_default();
             let cached = CachedFile { mtime, size, read_at, text, entries: entries.clone() };
-            self.lock().insert(path.to_path_buf(), cached);
+            self.lock().insert(path.as_os_str().to_owned(), cached);
         }
         entries
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, CachedFile>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<OsString, CachedFile>> {
         self.files.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
