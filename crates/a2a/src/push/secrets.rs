@@ -10,8 +10,7 @@
 //! Invariant: no log line of this module contains a token or credential.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::Deserialize;
@@ -23,11 +22,10 @@ use super::StoredPushConfig;
 /// caller's messages and files, and its configs come first only by chance).
 const MAX_SCANNED_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Push secrets by workspace folder (keyed by the path's bytes, cheaper to hash than a `Path`: each
-/// use of a session's redactor looks its workspace up here).
+/// Push secrets by workspace folder.
 #[derive(Default)]
 pub struct PushSecrets {
-    workspaces: Mutex<HashMap<OsString, Workspace>>,
+    workspaces: Mutex<HashMap<PathBuf, Workspace>>,
 }
 
 impl std::fmt::Debug for PushSecrets {
@@ -86,14 +84,14 @@ impl PushSecrets {
     pub fn record(&self, workspace: &Path, task_id: &str, configs: &[StoredPushConfig]) {
         let values = values_of(configs);
         let mut workspaces = self.lock();
-        let Some(entry) = workspaces.get_mut(workspace.as_os_str()) else {
+        let Some(entry) = workspaces.get_mut(workspace) else {
             if values.is_empty() {
                 return;
             }
             let mut fresh = Workspace::default();
             fresh.by_task.insert(task_id.to_string(), values);
             fresh.version = 1;
-            workspaces.insert(workspace.as_os_str().to_owned(), fresh);
+            workspaces.insert(workspace.to_path_buf(), fresh);
             return;
         };
         let old = entry.by_task.get(task_id).map_or(&[][..], Vec::as_slice);
@@ -111,7 +109,7 @@ impl PushSecrets {
 
     /// Whether [`PushSecrets::load`] has read `workspace`'s task files.
     pub fn is_loaded(&self, workspace: &Path) -> bool {
-        self.lock().get(workspace.as_os_str()).is_some_and(|w| w.loaded)
+        self.lock().get(workspace).is_some_and(|w| w.loaded)
     }
 
     /// Reads the push configs of every task file of `workspace` the first time it is asked
@@ -136,7 +134,7 @@ impl PushSecrets {
             }
         }
         let mut workspaces = self.lock();
-        let entry = workspaces.entry(workspace.as_os_str().to_owned()).or_default();
+        let entry = workspaces.entry(workspace.to_path_buf()).or_default();
         if entry.loaded {
             return;
         }
@@ -152,7 +150,7 @@ impl PushSecrets {
     /// The workspace's tokens and credentials now (named `a2a-push-secret`).
     pub fn snapshot(&self, workspace: &Path) -> SecretSnapshot {
         let mut workspaces = self.lock();
-        let Some(entry) = workspaces.get_mut(workspace.as_os_str()) else {
+        let Some(entry) = workspaces.get_mut(workspace) else {
             return SecretSnapshot { version: 0, secrets: Arc::from(Vec::new()) };
         };
         let secrets = entry
@@ -169,7 +167,7 @@ impl PushSecrets {
         SecretSnapshot { version: entry.version, secrets }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<OsString, Workspace>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<PathBuf, Workspace>> {
         self.workspaces.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
