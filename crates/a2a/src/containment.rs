@@ -18,6 +18,10 @@ use crate::auth::{Caller, CallerTier};
 /// unless [`ViewPolicy::writable_context`].
 pub const CONTEXT_FILES: [&str; 4] = ["PERSONA.md", "MEMORY.md", "AGENTS.md", "CLAUDE.md"];
 
+/// The workspace's default config file (`volcanic serve` and `volcanic chat` load it when no
+/// `--config` is given).
+pub const CONFIG_FILE: &str = "volcanic.toml";
+
 /// How the server contains callers' tools.
 #[derive(Debug, Clone)]
 pub enum Containment {
@@ -104,6 +108,8 @@ fn view(workspace: &Path, caller: &str, tier: CallerTier, policy: &ViewPolicy) -
     view.writable = tier == CallerTier::Workspace;
     view.always_hidden = vec![root.join(".volcanic"), crate::inbox::inbox_dir(&root).join("a2a")];
     view.exposed = vec![caller_inbox(&root, caller)];
+    // The server and `volcanic chat` load it by default: no caller may ever create or change it.
+    view.always_hidden_files = vec![root.join(CONFIG_FILE)];
     view.hidden = policy
         .hide
         .iter()
@@ -151,6 +157,7 @@ mod tests {
                 workspace: ws.into(),
                 writable: true,
                 always_hidden: vec!["/w/ws/.volcanic".into(), "/w/ws/inbox/a2a".into()],
+                always_hidden_files: vec!["/w/ws/volcanic.toml".into()],
                 hidden: vec!["/w/ws/private".into(), "/w/ws/notes/secret.txt".into()],
                 protected: CONTEXT_FILES.iter().map(|f| ws.join(f)).collect(),
                 exposed: vec!["/w/ws/inbox/a2a/peer".into()],
@@ -165,7 +172,7 @@ mod tests {
     fn containment_gives_each_tier_its_tools() {
         let dir = tempfile::tempdir().unwrap();
         let sandbox = Containment::Sandbox {
-            sandbox: Arc::new(Sandbox::new("bwrap", "/bin/true", vec![])),
+            sandbox: Arc::new(Sandbox::new("bwrap", "/bin/true")),
             policy: ViewPolicy::default(),
         };
         let got = |c: &Containment, tier| {

@@ -228,6 +228,11 @@ pub struct SandboxSettings {
     pub read_only_paths: Vec<String>,
     /// Size cap of each of a sandbox's private `/tmp` and `/dev/shm`, in bytes; default 64 MiB.
     pub tmp_bytes: Option<u64>,
+    /// Most processes and threads in one caller's sandbox; default 256.
+    pub max_processes: Option<u64>,
+    /// Most memory of one caller's sandbox, in bytes, where a memory cgroup can be had;
+    /// default 1 GiB.
+    pub memory_bytes: Option<u64>,
 }
 
 /// `a2a.sandbox.mode`.

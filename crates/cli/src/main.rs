@@ -50,11 +50,21 @@ enum Command {
     /// Internal: the tool host a sandboxed session's tools run in (started by the server inside
     /// bubblewrap; talks JSON lines on stdin and stdout).
     #[command(name = "sandbox-tool-host", hide = true)]
-    SandboxToolHost,
+    SandboxToolHost {
+        /// The view to check before serving (JSON, from the launcher).
+        #[arg(long)]
+        expect: Option<String>,
+        /// Kill what the calls left whenever no call runs.
+        #[arg(long)]
+        sweep: bool,
+    },
+    /// Internal: starts a sandbox for the server (opens its view, then becomes bubblewrap).
+    #[command(name = "sandbox-launch", hide = true)]
+    SandboxLaunch {
+        /// The launch spec (JSON, from the server).
+        spec: String,
+    },
 }
-
-/// The hidden command that runs a sandbox's tool host.
-pub const TOOL_HOST_COMMAND: &str = "sandbox-tool-host";
 
 /// Threads of the async runtime's blocking pool (file I/O).
 const MAX_BLOCKING_THREADS: usize = 32;
@@ -84,15 +94,21 @@ impl From<config::ConfigError> for Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::SandboxToolHost) {
+    if let Command::SandboxToolHost { expect, sweep } = &cli.command {
         // No logging and no multi-threaded runtime: the host is a small pipe server.
-        return match volcanic_core::sandbox::run_tool_host() {
+        return match volcanic_core::sandbox::run_tool_host(expect.as_deref(), *sweep) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
                 report(&format!("tool host: {err}"));
                 ExitCode::from(1)
             }
         };
+    }
+    if let Command::SandboxLaunch { spec } = &cli.command {
+        // Returns only when the launch failed; otherwise this process is bwrap now.
+        let err = volcanic_core::sandbox::run_launcher(spec);
+        report(&format!("sandbox: {err}"));
+        return ExitCode::from(1);
     }
     // Before anything else runs (and before any thread exists): the servers restart themselves
     // without their secrets in the environment; every command with sessions turns
@@ -118,7 +134,10 @@ fn main() -> ExitCode {
         | Command::Approve(_)
         | Command::Deny(_)
         | Command::Usage(_) => "warn",
-        Command::Serve(_) | Command::Telegram(_) | Command::SandboxToolHost => "info",
+        Command::Serve(_)
+        | Command::Telegram(_)
+        | Command::SandboxToolHost { .. }
+        | Command::SandboxLaunch { .. } => "info",
     });
     // The servers' threads yield to each other instead of preempting (see `sched`); before the
     // runtime starts, so that all of its threads inherit it.
@@ -159,7 +178,7 @@ fn main() -> ExitCode {
             Command::A2a(args) => cmd::a2a::run(args).await,
             Command::Deny(args) => cmd::approvals::deny(args).await,
             Command::Usage(args) => cmd::usage::run(args),
-            Command::SandboxToolHost => Ok(0),
+            Command::SandboxToolHost { .. } | Command::SandboxLaunch { .. } => Ok(0),
         }
     });
     // The command has finished (serve has persisted its final states); blocking work still

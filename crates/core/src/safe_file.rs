@@ -124,6 +124,15 @@ pub fn read_prefix(path: &Path, cap: u64) -> Option<Vec<u8>> {
     file.read_up_to(cap).ok().map(|(bytes, _)| bytes)
 }
 
+/// [`read_prefix`] for a file that shapes what a session is told (PERSONA.md, AGENTS.md,
+/// MEMORY.md): a symbolic link as the last component is refused, with a warning. Where callers
+/// may write these files (`A2A__Sandbox__WritableContext`), a link would otherwise put any file
+/// the server can read (a hidden callers.json, /etc/shadow) into the next system prompt.
+pub fn read_prefix_without_links(path: &Path, cap: u64) -> Option<Vec<u8>> {
+    let file = open(None, path, path, Links::Refuse).ok()??;
+    file.read_up_to(cap).ok().map(|(bytes, _)| bytes)
+}
+
 /// Whether a symbolic link as the last component is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Links {

@@ -122,7 +122,7 @@ pub fn persona_summary(workspace: &Path) -> Option<String> {
 /// [`crate::safe_file`]).
 fn read_capped(path: &Path, max_chars: usize) -> Option<String> {
     let limit = u64::try_from(max_chars.saturating_add(1).saturating_mul(4)).unwrap_or(u64::MAX);
-    let bytes = crate::safe_file::read_prefix(path, limit)?;
+    let bytes = crate::safe_file::read_prefix_without_links(path, limit)?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 

@@ -157,8 +157,7 @@ pub async fn owner_confinement(
         .clone()
         .or_else(|| settings.a2a.sandbox.bwrap.clone())
         .unwrap_or_else(|| PathBuf::from("bwrap"));
-    let sandbox =
-        std::sync::Arc::new(Sandbox::new(bwrap, exe, vec![crate::TOOL_HOST_COMMAND.into()]));
+    let sandbox = std::sync::Arc::new(Sandbox::new(bwrap, exe));
     if let Err(reason) = sandbox.probe(ViewBase::Host).await {
         if own.mode == OwnerSandboxMode::On {
             return Err(Failure::usage(format!(
@@ -197,10 +196,30 @@ pub async fn containment(
         .map_err(|e| Failure { code: 1, message: format!("cannot find this program: {e}") })?;
     let bwrap = settings.bwrap.clone().unwrap_or_else(|| PathBuf::from("bwrap"));
     let sandbox = std::sync::Arc::new(
-        volcanic_core::sandbox::Sandbox::new(bwrap, exe, vec![crate::TOOL_HOST_COMMAND.into()])
+        volcanic_core::sandbox::Sandbox::new(bwrap, exe)
             .read_only_paths(settings.read_only_paths.iter().map(PathBuf::from).collect())
-            .tmp_bytes(settings.tmp_bytes.unwrap_or(volcanic_core::sandbox::DEFAULT_TMP_BYTES)),
+            .tmp_bytes(settings.tmp_bytes.unwrap_or(volcanic_core::sandbox::DEFAULT_TMP_BYTES))
+            .process_limits(volcanic_core::sandbox::ProcessLimits {
+                max_processes: settings
+                    .max_processes
+                    .unwrap_or(volcanic_core::sandbox::DEFAULT_MAX_PROCESSES),
+                memory_bytes: settings
+                    .memory_bytes
+                    .unwrap_or(volcanic_core::sandbox::DEFAULT_MEMORY_BYTES),
+            }),
     );
+    if let Some(mechanism) = sandbox.mechanism() {
+        match mechanism {
+            volcanic_core::sandbox::Mechanism::Unbounded { .. } => tracing::warn!(
+                bound = %mechanism.describe(),
+                "A2A callers' sandboxes have no process limit here: one caller can take every \
+                 PID of the host (docs/security.md, \"Processes and memory\")"
+            ),
+            _ => {
+                tracing::info!(bound = %mechanism.describe(), "A2A callers' sandboxes: processes bounded by")
+            }
+        }
+    }
     if let Err(reason) = sandbox.probe(volcanic_core::sandbox::ViewBase::Workspace).await {
         return Ok(Containment::Unavailable { reason });
     }

@@ -28,7 +28,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::{Sandbox, SandboxView, ViewBase};
+use super::beneath::Kind;
+use super::launch::{LaunchSpec, Opened};
+use super::{SandboxView, ViewBase};
 
 /// Where the tool host binary appears inside the sandbox.
 pub(crate) const TOOL_HOST_PATH: &str = "/run/volcanic/tool-host";
@@ -56,16 +58,18 @@ const ETC_ENTRIES: &[&str] = &[
     "/etc/bash.bashrc",
 ];
 
-/// The arguments of `bwrap` (without the program) that start the tool host in `view`.
-pub(crate) fn arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) -> Vec<OsString> {
-    match view.base {
-        ViewBase::Workspace => workspace_arguments(sandbox, view, spill_dir),
-        ViewBase::Host => host_arguments(sandbox, view, spill_dir),
+/// The arguments of `bwrap` (without the program) that start the tool host in `view`, from the
+/// folders and files the launcher opened for it ([`Opened`]).
+pub(crate) fn arguments(spec: &LaunchSpec, opened: &Opened) -> Vec<OsString> {
+    match spec.view.base {
+        ViewBase::Workspace => workspace_arguments(spec, opened),
+        ViewBase::Host => host_arguments(spec, opened),
     }
 }
 
 /// A caller's sandbox: only the system folders, the workspace and the spill folder, no network.
-fn workspace_arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) -> Vec<OsString> {
+fn workspace_arguments(spec: &LaunchSpec, opened: &Opened) -> Vec<OsString> {
+    let view = &spec.view;
     let mut args = Args::default();
     args.flags(&[
         "--unshare-all",
@@ -78,6 +82,9 @@ fn workspace_arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) 
         "--hostname",
         "sandbox",
     ]);
+    if let Some(fd) = opened.seccomp {
+        args.flags(&["--seccomp", &fd.to_string()]);
+    }
     for dir in SYSTEM_DIRS {
         let path = Path::new(dir);
         match std::fs::symlink_metadata(path) {
@@ -93,24 +100,25 @@ fn workspace_arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) 
     for entry in ETC_ENTRIES {
         args.pair("--ro-bind-try", Path::new(entry), Path::new(entry));
     }
-    for path in &sandbox.read_only_paths {
-        args.pair("--ro-bind-try", path, path);
+    for path in &spec.read_only_paths {
+        if !path.starts_with(&view.workspace) {
+            args.pair("--ro-bind-try", path, path);
+        }
     }
     // /dev and the root are tmpfs that bwrap makes; both turn read-only at the end, and the two
     // writable memory-backed folders, /tmp and /dev/shm, are capped.
-    let tmp_bytes = sandbox.tmp_bytes.to_string();
+    let tmp_bytes = spec.tmp_bytes.to_string();
     args.flags(&["--proc", "/proc", "--dev", "/dev", "--size", &tmp_bytes, "--tmpfs", "/dev/shm"]);
     args.flags(&["--size", &tmp_bytes, "--tmpfs", "/tmp"]);
 
     let workspace = &view.workspace;
-    args.pair(if view.writable { "--bind" } else { "--ro-bind" }, workspace, workspace);
-    view_mounts(&mut args, view, spill_dir);
-    args.pair("--ro-bind", &sandbox.tool_host, Path::new(TOOL_HOST_PATH));
+    args.fd(if view.writable { "--bind-fd" } else { "--ro-bind-fd" }, opened.workspace, workspace);
+    view_mounts(&mut args, view, opened);
+    args.pair("--ro-bind", &spec.tool_host, Path::new(TOOL_HOST_PATH));
     args.flags(&["--remount-ro", "/dev", "--remount-ro", "/"]);
     args.one("--chdir", workspace);
     args.flags(&["--clearenv", "--"]);
-    args.0.push(TOOL_HOST_PATH.into());
-    args.0.extend(sandbox.tool_host_args.iter().map(OsString::from));
+    tool_host_command(&mut args, spec, opened, Path::new(TOOL_HOST_PATH));
     args.0
 }
 
@@ -118,7 +126,8 @@ fn workspace_arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) 
 /// its own (the server and its `/proc` entries are out of sight), no capability (so `umount`
 /// cannot uncover the host's `/proc`, and root loses its power over other users' files), a
 /// minimal `/dev`, and the view's hidden paths covered.
-fn host_arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) -> Vec<OsString> {
+fn host_arguments(spec: &LaunchSpec, opened: &Opened) -> Vec<OsString> {
+    let view = &spec.view;
     let mut args = Args::default();
     args.flags(&[
         "--unshare-user",
@@ -133,77 +142,81 @@ fn host_arguments(sandbox: &Sandbox, view: &SandboxView, spill_dir: &Path) -> Ve
         "ALL",
     ]);
     args.pair("--bind", Path::new("/"), Path::new("/"));
-    let tmp_bytes = sandbox.tmp_bytes.to_string();
+    let tmp_bytes = spec.tmp_bytes.to_string();
     args.flags(&["--proc", "/proc", "--dev", "/dev", "--size", &tmp_bytes, "--tmpfs", "/dev/shm"]);
     let workspace = &view.workspace;
     if !view.writable {
-        args.pair("--ro-bind", workspace, workspace);
+        args.fd("--ro-bind-fd", opened.workspace, workspace);
     }
-    view_mounts(&mut args, view, spill_dir);
+    view_mounts(&mut args, view, opened);
     // The tool host runs from where it lies: the root is the host's, and a mount point made
     // for it elsewhere would be made on the host.
     args.one("--chdir", workspace);
     args.flags(&["--clearenv", "--"]);
-    args.0.push(sandbox.tool_host.clone().into());
-    args.0.extend(sandbox.tool_host_args.iter().map(OsString::from));
+    tool_host_command(&mut args, spec, opened, &spec.tool_host);
     args.0
 }
 
-/// The view's own mounts over the base: hidden paths covered, protected files read-only, exposed
-/// folders and the spill folder bound again, then the hiding folders made read-only.
-fn view_mounts(args: &mut Args, view: &SandboxView, spill_dir: &Path) {
-    let hidden: Vec<&PathBuf> = view.always_hidden.iter().chain(&view.hidden).collect();
+/// The command bwrap runs: a shell that moves the tool host's pipes from the descriptors the
+/// launcher put them on to its stdin and stdout, closes every other descriptor the launcher
+/// passed (the opened folders), and becomes the tool host. bwrap's own init (pid 1 of the
+/// sandbox) keeps only /dev/null as stdin and stdout, so no process of the sandbox can reach the
+/// pipes through `/proc/1/fd`; the tool host itself is not dumpable.
+fn tool_host_command(args: &mut Args, spec: &LaunchSpec, opened: &Opened, program: &Path) {
+    let (input, output) = opened.pipes;
+    let script = format!("exec \"$0\" \"$@\" <&{input} >&{output} {input}<&- {output}<&-");
+    let _ = opened.passed();
+    args.flags(&["/bin/sh", "-c", &script]);
+    args.0.push(program.into());
+    args.0.extend(spec.tool_host_args.iter().map(OsString::from));
+    let check = serde_json::to_string(&opened.expect).unwrap_or_default();
+    args.flags(&["--expect", &check]);
+    if spec.view.base == ViewBase::Workspace {
+        args.flags(&["--sweep"]);
+    }
+}
+
+/// The view's own mounts over the base, in this order: every folder on the way to a path the
+/// view treats specially bound onto itself (a mount point cannot be renamed or removed, so no
+/// process of the sandbox can move a hidden path out from under its cover or swap a folder of
+/// the way for a link before the next sandbox starts); hidden paths covered; protected files
+/// read-only; exposed folders and the spill folder bound again; then the hiding folders made
+/// read-only. Every source is a descriptor the launcher opened without following a link.
+fn view_mounts(args: &mut Args, view: &SandboxView, opened: &Opened) {
+    let bind = if view.writable { "--bind-fd" } else { "--ro-bind-fd" };
+    for pin in &opened.pins {
+        args.fd(bind, pin.fd, &pin.path);
+    }
     let mut hidden_dirs = Vec::new();
-    for path in hidden {
-        match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.is_dir() => {
+    for (path, kind) in &opened.hidden {
+        match kind {
+            Kind::Dir => {
                 // Only mount points for the exposed paths are made in it before it turns
                 // read-only.
                 args.flags(&["--size", "65536"]);
                 args.one("--tmpfs", path);
                 hidden_dirs.push(path);
             }
-            Ok(_) => args.pair("--ro-bind", Path::new("/dev/null"), path),
-            // Absent: `prepare` made sure that what must be covered exists.
-            Err(_) => {}
+            Kind::File | Kind::Link | Kind::Other => {
+                args.pair("--ro-bind", Path::new("/dev/null"), path)
+            }
         }
     }
-    for protected in &view.protected {
-        if protected.exists() {
-            args.pair("--ro-bind", protected, protected);
-        }
+    for protected in &opened.protected {
+        args.fd("--ro-bind-fd", protected.fd, &protected.path);
     }
-    for exposed in &view.exposed {
-        let flag = if view.writable { "--bind" } else { "--ro-bind" };
-        args.pair(flag, exposed, exposed);
+    for exposed in &opened.exposed {
+        args.fd(bind, exposed.fd, &exposed.path);
     }
-    args.pair("--bind", spill_dir, spill_dir);
+    for read_only in &opened.read_only {
+        args.fd("--ro-bind-fd", read_only.fd, &read_only.path);
+    }
+    args.fd("--bind-fd", opened.spill.fd, &opened.spill.path);
     // Read-only only now: the exposed paths (and the spill folder, when the state folder is in
     // the workspace) needed their mount points made in these tmpfs.
     for dir in hidden_dirs {
         args.one("--remount-ro", dir);
     }
-}
-
-/// Creates what the view's mounts need before bwrap starts: the hidden folders that must always
-/// be covered, the exposed folders, empty placeholders for absent protected files (so a caller
-/// cannot create them: bwrap can only mount over something that exists), and the spill folder.
-/// Blocking.
-///
-/// # Errors
-/// A folder or placeholder cannot be created.
-pub(crate) fn prepare(view: &SandboxView, spill_dir: &Path) -> std::io::Result<()> {
-    for dir in view.always_hidden.iter().chain(&view.exposed) {
-        std::fs::create_dir_all(dir)?;
-    }
-    for protected in &view.protected {
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(protected) {
-            Ok(_) => {}
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(err) => return Err(err),
-        }
-    }
-    std::fs::create_dir_all(spill_dir)
 }
 
 /// Argument list builder.
@@ -218,6 +231,12 @@ impl Args {
     fn one(&mut self, flag: &str, path: &Path) {
         self.0.push(flag.into());
         self.0.push(path.into());
+    }
+
+    fn fd(&mut self, flag: &str, fd: i32, to: &Path) {
+        self.0.push(flag.into());
+        self.0.push(fd.to_string().into());
+        self.0.push(to.into());
     }
 
     fn pair(&mut self, flag: &str, from: &Path, to: &Path) {

@@ -28,17 +28,39 @@ use crate::redact::Redactor;
 use crate::tool::{Tool, ToolContext, ToolError, builtin_tools};
 
 /// Runs the tool host on stdin and stdout until stdin closes. The CLI's hidden
-/// `sandbox-tool-host` command calls this inside the sandbox.
+/// `sandbox-tool-host` command calls this inside the sandbox with what the launcher passed:
+/// `expect`, the view to check before serving (JSON of [`super::launch::Expect`]), and
+/// `sweep`, whether every process a tool call left behind is killed when no call runs any more
+/// (callers' sandboxes).
 ///
 /// # Errors
-/// The runtime cannot start, or the pipe fails.
-pub fn run_tool_host() -> io::Result<()> {
+/// The view is not what the launcher opened, the runtime cannot start, or the pipe fails.
+pub fn run_tool_host(expect: Option<&str>, sweep: bool) -> io::Result<()> {
     // Processes the host starts run as the same user: without this they could read the host's
     // memory or open its pipes through /proc/<pid>/.
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(io::Error::from)?;
+    if let Some(expect) = expect {
+        let expect: super::launch::Expect = serde_json::from_str(expect)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--expect: {e}")))?;
+        super::launch::check_view(&expect)?;
+    }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(serve(tokio::io::stdin(), tokio::io::stdout()))
+    runtime.block_on(serve_with(tokio::io::stdin(), tokio::io::stdout(), sweep))
+}
+
+/// Kills every process of the sandbox but its init and this host: what the tool calls left
+/// (background jobs, `setsid` children, a fork bomb's survivors). `kill(-1)` reaches exactly
+/// that in the sandbox's own PID namespace, in one pass the kernel makes without letting a new
+/// process appear meanwhile.
+fn sweep_processes() {
+    match rustix::process::kill_process_group(
+        rustix::process::Pid::INIT,
+        rustix::process::Signal::KILL,
+    ) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+        Err(err) => eprintln!("tool host: cannot end the processes the calls left: {err}"),
+    }
 }
 
 /// What every call of this host shares, from the init line.
@@ -57,7 +79,17 @@ type Calls = Arc<Mutex<HashMap<u64, CancellationToken>>>;
 /// Serves requests from `input` until it closes; replies go to `output`. Returns once the
 /// writer and every call have ended (calls still running when `input` ends or breaks are
 /// stopped first): they all run on one tracker, so none outlives the host.
+#[cfg(test)]
 pub(crate) async fn serve<R, W>(input: R, output: W) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    serve_with(input, output, false).await
+}
+
+/// [`serve`], killing what the calls left whenever the last running call ends when `sweep`.
+async fn serve_with<R, W>(input: R, output: W, sweep: bool) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -73,7 +105,7 @@ where
         }
     });
     let calls = Calls::default();
-    let served = read_requests(input, &tx, &calls, &tasks).await;
+    let served = read_requests(input, &tx, &calls, &tasks, sweep).await;
     // Stdin closed (the session is gone) or broke: running calls are stopped (bash kills its
     // group).
     for cancel in lock(&calls).values() {
@@ -92,6 +124,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     tx: &mpsc::UnboundedSender<Reply>,
     calls: &Calls,
     tasks: &TaskTracker,
+    sweep: bool,
 ) -> io::Result<()> {
     let mut lines = BufReader::new(input);
     let mut setup: Option<Arc<Setup>> = None;
@@ -129,7 +162,13 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 let (tx, calls) = (tx.clone(), calls.clone());
                 tasks.spawn(async move {
                     let reply = run_call(&setup, id, &tool, call_id, args, cancel, &tx).await;
-                    lock(&calls).remove(&id);
+                    let mut running = lock(&calls);
+                    running.remove(&id);
+                    // Under the lock: no call starts while the sandbox is swept, and none runs.
+                    if sweep && running.is_empty() {
+                        sweep_processes();
+                    }
+                    drop(running);
                     let _ = tx.send(reply);
                 });
             }

@@ -16,8 +16,11 @@
 //!
 //! The core never finds bwrap or the tool host binary itself: the host passes their paths.
 
+mod beneath;
 mod bwrap;
 mod host;
+mod launch;
+mod limits;
 mod protocol;
 mod remote;
 
@@ -29,6 +32,8 @@ use std::time::Duration;
 /// file system (bwrap resolves mount destinations inside the sandbox, so views hold clean paths).
 pub use bwrap::normalize as normalize_path;
 pub use host::run_tool_host;
+pub use launch::run_launcher;
+pub use limits::{DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES, Mechanism, ProcessLimits};
 pub(crate) use remote::{RemoteTool, ToolHost};
 
 /// Which built-in tools a session has.
@@ -55,14 +60,26 @@ impl ToolSet {
     }
 }
 
-/// How to start sandboxes: the bwrap program and the tool host binary.
+/// The hidden command of the `volcanic` binary that runs the tool host ([`run_tool_host`]).
+pub const TOOL_HOST_COMMAND: &str = "sandbox-tool-host";
+
+/// The hidden command of the `volcanic` binary that runs the launcher ([`run_launcher`]).
+pub const LAUNCH_COMMAND: &str = "sandbox-launch";
+
+/// How to start sandboxes: the launcher, the bwrap program and the tool host binary.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     bwrap: PathBuf,
     tool_host: PathBuf,
     tool_host_args: Vec<String>,
+    /// The program (and its arguments) that starts bwrap for the server; it gets the launch
+    /// spec as its last argument ([`run_launcher`]).
+    launcher: PathBuf,
+    launcher_args: Vec<String>,
     read_only_paths: Vec<PathBuf>,
     tmp_bytes: u64,
+    /// Bounds on each sandbox's processes and memory, with the mechanism that applies them.
+    limits: Option<(ProcessLimits, Mechanism)>,
 }
 
 /// Default size cap of each of a sandbox's private `/tmp` and `/dev/shm` (tmpfs, so memory):
@@ -70,21 +87,42 @@ pub struct Sandbox {
 pub const DEFAULT_TMP_BYTES: u64 = 64 * 1024 * 1024;
 
 impl Sandbox {
-    /// `bwrap` is the bubblewrap program (a bare name is looked up in `PATH`); `tool_host` is a
-    /// binary that runs [`run_tool_host`] when given `tool_host_args` (the `volcanic` binary
-    /// with its hidden `sandbox-tool-host` command).
-    pub fn new(
-        bwrap: impl Into<PathBuf>,
-        tool_host: impl Into<PathBuf>,
-        tool_host_args: Vec<String>,
-    ) -> Self {
+    /// `bwrap` is the bubblewrap program (a bare name is looked up in `PATH`); `volcanic` is
+    /// the binary whose hidden commands run the launcher ([`LAUNCH_COMMAND`]) and the tool host
+    /// ([`TOOL_HOST_COMMAND`]).
+    pub fn new(bwrap: impl Into<PathBuf>, volcanic: impl Into<PathBuf>) -> Self {
+        let volcanic = volcanic.into();
         Sandbox {
             bwrap: bwrap.into(),
-            tool_host: tool_host.into(),
-            tool_host_args,
+            tool_host: volcanic.clone(),
+            tool_host_args: vec![TOOL_HOST_COMMAND.into()],
+            launcher: volcanic,
+            launcher_args: vec![LAUNCH_COMMAND.into()],
             read_only_paths: Vec::new(),
             tmp_bytes: DEFAULT_TMP_BYTES,
+            limits: None,
         }
+    }
+
+    /// Starts `program` with `args` (and the launch spec last) in place of the launcher; for
+    /// tests of the session side, which need no real sandbox.
+    #[cfg(test)]
+    pub(crate) fn with_launcher(mut self, program: impl Into<PathBuf>, args: Vec<String>) -> Self {
+        self.launcher = program.into();
+        self.launcher_args = args;
+        self
+    }
+
+    /// Bounds every sandbox's processes and memory (callers' sandboxes), by the best mechanism
+    /// this host allows ([`Mechanism::detect`]).
+    pub fn process_limits(mut self, limits: ProcessLimits) -> Self {
+        self.limits = Some((limits, Mechanism::detect()));
+        self
+    }
+
+    /// How this host bounds sandboxes' processes, when they are bounded.
+    pub fn mechanism(&self) -> Option<&Mechanism> {
+        self.limits.as_ref().map(|(_, mechanism)| mechanism)
     }
 
     /// The size cap of each of a sandbox's private `/tmp` and `/dev/shm` (default
@@ -132,7 +170,7 @@ impl Sandbox {
 const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// What lies beneath a sandbox's view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum ViewBase {
     /// Only the workspace, the spill folder and the system folders (read-only), a private `/tmp`
     /// and no network: a caller's session.
@@ -148,7 +186,7 @@ pub enum ViewBase {
 /// What a contained session sees of the machine: by default the workspace and the session's
 /// spill folder, the system folders read-only, and nothing else ([`ViewBase`]). Paths are
 /// absolute.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SandboxView {
     /// What lies beneath the workspace and the hidden paths.
     pub base: ViewBase,
@@ -159,6 +197,10 @@ pub struct SandboxView {
     /// Folders hidden whether or not they exist yet: created empty when absent, then covered by
     /// an empty read-only folder, so nothing can be created under them either (`.volcanic/`).
     pub always_hidden: Vec<PathBuf>,
+    /// Files hidden whether or not they exist yet: created empty when absent, then covered, so
+    /// that no session can create one (the workspace's `volcanic.toml`, which the server and
+    /// `volcanic chat` load by default).
+    pub always_hidden_files: Vec<PathBuf>,
     /// Paths hidden if they exist when the sandbox starts (the owner's private paths): a folder
     /// shows empty and read-only, a file empty.
     pub hidden: Vec<PathBuf>,
@@ -178,6 +220,7 @@ impl SandboxView {
             workspace: bwrap::normalize(workspace),
             writable: true,
             always_hidden: Vec::new(),
+            always_hidden_files: Vec::new(),
             hidden: Vec::new(),
             protected: Vec::new(),
             exposed: Vec::new(),
@@ -240,29 +283,30 @@ mod tests {
 
     #[test]
     fn an_owner_view_shows_the_host_but_hides_the_servers_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ws, other) = (dir.path().join("1"), dir.path().join("2"));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        let config = dir.path().join("volcanic.toml");
+        std::fs::write(&config, "").unwrap();
         let owner = OwnerConfinement {
-            sandbox: Arc::new(Sandbox::new("bwrap", "/usr/bin/volcanic", vec!["host".into()])),
-            hide: vec!["/etc/volcanic.toml".into(), ".env".into()],
+            sandbox: Arc::new(Sandbox::new("bwrap", "/usr/bin/volcanic")),
+            hide: vec![config.clone(), ".env".into()],
         };
-        let confinement = owner.for_workspace(Path::new("/r/1/./"), [PathBuf::from("/r/2")]);
-        let view = confinement.view;
+        let confinement = owner.for_workspace(&ws.join("."), [other.clone()]);
+        let view = confinement.view.clone();
         assert_eq!((view.base, view.writable), (ViewBase::Host, true));
-        assert_eq!(view.workspace, PathBuf::from("/r/1"));
-        assert_eq!(
-            view.hidden,
-            vec![
-                PathBuf::from("/etc/volcanic.toml"),
-                PathBuf::from("/r/1/.env"),
-                PathBuf::from("/r/2")
-            ]
-        );
-        assert_eq!(view.always_hidden, vec![PathBuf::from("/r/1/.volcanic/a2a")]);
+        assert_eq!(view.workspace, ws);
+        assert_eq!(view.hidden, vec![config.clone(), ws.join(".env"), other.clone()]);
+        assert_eq!(view.always_hidden, vec![ws.join(".volcanic/a2a")]);
 
-        let args: Vec<String> =
-            bwrap::arguments(&confinement.sandbox, &view, Path::new("/s/spill"))
-                .into_iter()
-                .map(|a| a.into_string().unwrap())
-                .collect();
+        let spec =
+            launch::LaunchSpec::new(&confinement, &dir.path().join("spill"), Default::default());
+        let opened = launch::open_view(&spec).unwrap();
+        let args: Vec<String> = bwrap::arguments(&spec, &opened)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
         let has = |run: &[&str]| args.windows(run.len()).any(|w| w == run);
         // The host's root and network, but its own PID namespace and /proc, and no capability.
         assert!(has(&["--bind", "/", "/"]), "{args:?}");
@@ -270,11 +314,13 @@ mod tests {
             has(&["--unshare-pid"]) && has(&["--proc", "/proc"]) && has(&["--cap-drop", "ALL"])
         );
         assert!(!args.iter().any(|a| a == "--unshare-all" || a == "--unshare-net"), "{args:?}");
-        assert!(
-            has(&["--ro-bind", "/dev/null", "/etc/volcanic.toml"])
-                || !Path::new("/etc/volcanic.toml").exists()
-        );
-        assert_eq!(args.iter().rev().nth(1).map(String::as_str), Some("/usr/bin/volcanic"));
+        let config = config.display().to_string();
+        assert!(has(&["--ro-bind", "/dev/null", &config]), "{args:?}");
+        // The folders on the way to what is hidden are pinned (bound onto themselves).
+        let parent = dir.path().display().to_string();
+        assert!(args.windows(3).any(|w| w[0] == "--bind-fd" && w[2] == parent), "{args:?}");
+        assert!(args.iter().any(|a| a == "/usr/bin/volcanic"), "{args:?}");
+        assert!(!args.iter().any(|a| a == "--sweep"), "the owner's processes may outlive a call");
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub(crate) struct ToolHost {
 struct Running {
     /// Killed when dropped (`kill_on_drop`); bwrap's `--die-with-parent` takes the sandbox along.
     _child: tokio::process::Child,
+    /// The sandbox's cgroups, removed after the child (fields drop in order).
+    _cgroups: Option<super::limits::SandboxCgroups>,
     requests: mpsc::UnboundedSender<Vec<u8>>,
     pending: Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Reply>>>>,
     tracker: TaskTracker,
@@ -132,20 +134,22 @@ impl ToolHost {
     }
 
     async fn start(&self) -> Result<Running, String> {
-        let confinement = self.confinement.clone();
-        let spill = self.spill_dir.clone();
-        let args = tokio::task::spawn_blocking(move || {
-            bwrap::prepare(&confinement.view, &spill)
-                .map_err(|e| format!("cannot prepare the sandbox's folders: {e}"))?;
-            Ok::<_, String>(bwrap::arguments(&confinement.sandbox, &confinement.view, &spill))
-        })
-        .await
-        .map_err(|e| format!("cannot prepare the sandbox: {e}"))??;
+        let sandbox = &self.confinement.sandbox;
+        let (applied, cgroups) = match &sandbox.limits {
+            Some((limits, mechanism)) => mechanism
+                .for_sandbox(*limits)
+                .map_err(|e| format!("cannot bound the sandbox's processes: {e}"))?,
+            None => (super::limits::Applied::default(), None),
+        };
+        let spec = super::launch::LaunchSpec::new(&self.confinement, &self.spill_dir, applied);
+        let spec = serde_json::to_string(&spec)
+            .map_err(|e| format!("cannot describe the sandbox: {e}"))?;
 
-        // bwrap and everything it starts get only the child environment (never the server's),
-        // so even the sandbox's init process holds no secret in its environment.
-        let mut child = tokio::process::Command::new(&self.confinement.sandbox.bwrap)
-            .args(args)
+        // The launcher, bwrap and everything they start get only the child environment (never
+        // the server's), so even the sandbox's init process holds no secret in its environment.
+        let mut child = tokio::process::Command::new(&sandbox.launcher)
+            .args(&sandbox.launcher_args)
+            .arg(spec)
             .env_clear()
             .envs(self.sandbox_env())
             .stdin(Stdio::piped())
@@ -154,7 +158,7 @@ impl ToolHost {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| {
-                format!("cannot start bwrap ({}): {e}", self.confinement.sandbox.bwrap.display())
+                format!("cannot start the sandbox ({}): {e}", sandbox.launcher.display())
             })?;
         let (Some(mut stdin), Some(stdout), Some(mut stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -191,8 +195,14 @@ impl ToolHost {
         let reader = tracker.spawn(read_replies(stdout, pending.clone(), ready_tx));
 
         let mut stderr_task = stderr_task;
-        let mut running =
-            Running { _child: child, requests, pending, tracker, tasks: vec![reader, writer] };
+        let mut running = Running {
+            _child: child,
+            _cgroups: cgroups,
+            requests,
+            pending,
+            tracker,
+            tasks: vec![reader, writer],
+        };
         running
             .send(&Request::Init {
                 cwd: self.confinement.view.workspace.display().to_string(),
@@ -410,11 +420,13 @@ mod tests {
     use super::*;
     use crate::sandbox::{Sandbox, SandboxView};
 
-    /// A tool host in a real sandbox whose "host" is a shell that says it is ready and then
-    /// reads its input until the session goes.
+    /// A tool host whose launcher is a shell that says it is ready and then reads its input
+    /// until the session goes (no sandbox: this tests the session's side of the pipes).
     fn tool_host(workspace: &std::path::Path) -> ToolHost {
-        let script = r#"echo '{"t":"ready"}'; exec /bin/cat > /dev/null"#;
-        let sandbox = Sandbox::new("bwrap", "/bin/sh", vec!["-c".into(), script.into()]);
+        // cat keeps a copy of stdout (fd 3), so the pipe stays open as long as the "host" runs.
+        let script = r#"echo '{"t":"ready"}'; exec /bin/cat 3>&1 > /dev/null"#;
+        let sandbox = Sandbox::new("bwrap", "/bin/false")
+            .with_launcher("/bin/sh", vec!["-c".into(), script.into()]);
         let confinement =
             Confinement { sandbox: Arc::new(sandbox), view: SandboxView::new(workspace) };
         ToolHost::new(
