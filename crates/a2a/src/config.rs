@@ -90,6 +90,10 @@ pub struct A2aOptions {
     /// (symlinks not counted), so the owner frees room by deleting them; a file part that would
     /// go over fails its task with the reason. Default 1 GiB.
     pub max_inbox_bytes: u64,
+    /// Most bytes of one caller's own folder `inbox/a2a/<caller>/`, which also counts for at
+    /// most this much towards `max_inbox_bytes`: what a caller's session puts in its folder fills
+    /// its own share, never the others' room. Default 256 MiB (a quarter of `max_inbox_bytes`).
+    pub max_inbox_bytes_per_caller: u64,
     /// Most task files per workspace; beyond it a new task is refused (continuing an existing
     /// task still works). Terminal tasks are never pruned automatically. Default 100,000.
     pub max_tasks: usize,
@@ -154,6 +158,7 @@ impl Default for A2aOptions {
             max_streams_per_caller: 128,
             max_connections_per_caller: 128,
             max_inbox_bytes: 1024 * 1024 * 1024,
+            max_inbox_bytes_per_caller: 256 * 1024 * 1024,
             max_tasks: 100_000,
             task_cache_bytes: 12 * 1024 * 1024,
             push_max_attempts: 10,

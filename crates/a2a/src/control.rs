@@ -5,8 +5,10 @@
 //! Why only a human can use it: the socket lives in the state folder, which no session can see
 //! (callers' sandboxes do not contain it, the owner's sandbox hides it: docs/security.md), it is
 //! created with mode 0600 in a folder of mode 0700, and a connection whose peer is another user
-//! is refused (`SO_PEERCRED`). So the owner, at their own shell, can decide; no tool of any
-//! session (a caller's or the owner's own, either of which a prompt can steer) can connect.
+//! is refused (`SO_PEERCRED`), and so is a peer in other user or PID namespaces than the server's:
+//! every sandbox has its own, so a sandboxed process is refused even if the socket were reachable
+//! from one. So the owner, at their own shell, can decide; no tool of any session (a caller's or
+//! the owner's own, either of which a prompt can steer) can.
 //!
 //! The protocol is one JSON request line and one JSON answer line per connection:
 //! `{"op":"list"}` → `{"ok":true,"approvals":[…]}`; `{"op":"approve","id":"…"}` and
@@ -161,6 +163,9 @@ async fn answer(server: &dyn Decider, stream: UnixStream, path: &Path) -> io::Re
             "control socket: a connection from another user was refused"
         );
         json!({"ok": false, "error": "refused: only the user the server runs as may decide"})
+    } else if let Err(why) = outside_every_sandbox(peer.pid()) {
+        tracing::warn!(peer_pid = ?peer.pid(), %why, "control socket: a connection from a sandbox was refused");
+        json!({"ok": false, "error": "refused: a sandboxed process cannot decide approvals"})
     } else {
         match received {
             Ok(Ok(_)) => match serde_json::from_str::<ControlRequest>(line.trim()) {
@@ -175,6 +180,32 @@ async fn answer(server: &dyn Decider, stream: UnixStream, path: &Path) -> io::Re
     bytes.push(b'\n');
     write.write_all(&bytes).await?;
     write.shutdown().await
+}
+
+/// Whether the peer `pid` runs in the server's own user and PID namespaces. Every sandbox (a
+/// caller's or the owner's) has both of its own, and runs as the server's user, so the user check
+/// alone would let a sandboxed process decide if the socket ever became reachable from one. A
+/// peer whose namespaces cannot be read (gone, or not dumpable) is refused too. The mount
+/// namespace is not compared: a server run by systemd with `PrivateTmp=` has its own, and the
+/// owner's shell must still reach it.
+///
+/// The check reads `/proc/<pid>/ns/*` after the connection was made; a peer that exits in
+/// between and whose PID is taken at once by a process of the server's namespaces would pass,
+/// which a sandboxed process cannot arrange (it sees no PID of the host, and its own processes
+/// are bounded).
+fn outside_every_sandbox(pid: Option<i32>) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let pid = pid.filter(|pid| *pid > 0).ok_or("the peer's process is not visible")?;
+    for ns in ["user", "pid"] {
+        let own = std::fs::metadata(format!("/proc/self/ns/{ns}"))
+            .map_err(|e| format!("own {ns} namespace: {e}"))?;
+        let theirs = std::fs::metadata(format!("/proc/{pid}/ns/{ns}"))
+            .map_err(|e| format!("the peer's {ns} namespace cannot be read: {e}"))?;
+        if (own.dev(), own.ino()) != (theirs.dev(), theirs.ino()) {
+            return Err(format!("the peer runs in another {ns} namespace"));
+        }
+    }
+    Ok(())
 }
 
 async fn handle(server: &dyn Decider, request: ControlRequest) -> Value {

@@ -111,6 +111,9 @@ pub fn strip_bytes(task: &mut a2a::Task) {
 pub struct Caps {
     pub max_file_bytes: u64,
     pub max_inbox_bytes: u64,
+    /// Most bytes of one caller's own folder `inbox/a2a/<caller>/`; a caller folder counts for
+    /// at most this much towards `max_inbox_bytes`.
+    pub max_inbox_bytes_per_caller: u64,
 }
 
 /// The framing header of every A2A prompt.
@@ -262,29 +265,55 @@ fn is_legacy_a2a_file(name: &str) -> bool {
         .starts_with("a2a-")
 }
 
-/// The bytes the A2A intake's files take in `inbox`: every regular file in `inbox/a2a/` and in
-/// its caller folders one level down, plus the flat `inbox/a2a-…` files earlier versions wrote
-/// (so an upgrade does not grant more room than the cap). The owner's other files in `inbox/` do
-/// not count. Symlinks are neither counted nor followed, whether they stand for a file or a
-/// caller folder: a session can plant one in its own folder, and its target is not the intake's.
-/// A missing folder takes nothing.
-fn a2a_inbox_bytes(inbox: &Path) -> std::io::Result<u64> {
-    let legacy = regular_files_bytes(inbox, false, is_legacy_a2a_file)?;
-    let a2a = inbox.join("a2a");
-    if !is_real_dir(&a2a)? {
-        return Ok(legacy);
-    }
-    Ok(legacy.saturating_add(regular_files_bytes(&a2a, true, |_| true)?))
+/// The bytes a file takes for the caps: what is stored of it, never more than its length. A
+/// sparse file (a 2 GiB file of holes is 0 bytes on disk) counts for what it holds, so a caller
+/// cannot fill the cap with nothing.
+fn stored_bytes(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.len().min(meta.blocks().saturating_mul(512))
 }
 
-/// The bytes of the regular files in `dir` whose names pass `counts`, and with `descend` those of
-/// its subfolders too (one level, every name). Symlinks are skipped: [`std::fs::DirEntry`]'s
-/// file type and metadata do not follow them.
-fn regular_files_bytes(
-    dir: &Path,
-    descend: bool,
-    counts: fn(&str) -> bool,
-) -> std::io::Result<u64> {
+/// What the A2A intake's files take in `inbox`: `(total, caller's own)`. The total counts every
+/// regular file directly in `inbox/a2a/`, the flat `inbox/a2a-…` files earlier versions wrote
+/// (so an upgrade does not grant more room than the cap), and each caller folder one level down,
+/// but a caller folder for at most `share` bytes: files a caller's own session put in its folder
+/// can fill its share, not the room of the others. The owner's other files in `inbox/` do not
+/// count. Symlinks are neither counted nor followed, whether they stand for a file or a caller
+/// folder. A missing folder takes nothing.
+fn a2a_inbox_bytes(inbox: &Path, caller: &str, share: u64) -> std::io::Result<(u64, u64)> {
+    let legacy = regular_files_bytes(inbox, is_legacy_a2a_file)?;
+    let a2a = inbox.join("a2a");
+    if !is_real_dir(&a2a)? {
+        return Ok((legacy, 0));
+    }
+    let mut total = legacy.saturating_add(regular_files_bytes(&a2a, |_| true)?);
+    let mut own = 0;
+    for entry in std::fs::read_dir(&a2a)?.flatten() {
+        if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            continue;
+        }
+        match regular_files_bytes(&entry.path(), |_| true) {
+            Ok(bytes) => {
+                total = total.saturating_add(bytes.min(share));
+                if entry.file_name() == caller {
+                    own = bytes;
+                }
+            }
+            // A session can make its own folder unreadable; that must not stop the intake for
+            // every caller. Its files then go uncounted, but the intake cannot add to them.
+            Err(err) => tracing::warn!(
+                folder = %entry.path().display(),
+                error = %err,
+                "an A2A inbox folder cannot be read, not counting it"
+            ),
+        }
+    }
+    Ok((total, own))
+}
+
+/// The stored bytes of the regular files directly in `dir` whose names pass `counts`. Symlinks
+/// are skipped: [`std::fs::DirEntry`]'s file type and metadata do not follow them.
+fn regular_files_bytes(dir: &Path, counts: fn(&str) -> bool) -> std::io::Result<u64> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -296,18 +325,7 @@ fn regular_files_bytes(
         if kind.is_file() && counts(&entry.file_name().to_string_lossy()) {
             // A file deleted since the listing takes no room.
             if let Ok(meta) = entry.metadata() {
-                total = total.saturating_add(meta.len());
-            }
-        } else if kind.is_dir() && descend {
-            match regular_files_bytes(&entry.path(), false, |_| true) {
-                Ok(bytes) => total = total.saturating_add(bytes),
-                // A session can make its own folder unreadable; that must not stop the intake for
-                // every caller. Its files then go uncounted, but the intake cannot add to them.
-                Err(err) => tracing::warn!(
-                    folder = %entry.path().display(),
-                    error = %err,
-                    "an A2A inbox folder cannot be read, not counting it"
-                ),
+                total = total.saturating_add(stored_bytes(&meta));
             }
         }
     }
@@ -323,20 +341,10 @@ fn is_real_dir(path: &Path) -> std::io::Result<bool> {
     }
 }
 
-/// Creates `inbox/a2a/<caller>/` and checks that neither it nor `inbox/a2a/` is a symlink, so
-/// the intake writes only where [`a2a_inbox_bytes`] counts.
-fn prepare_caller_folder(inbox: &Path, folder: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(folder)?;
-    for dir in [inbox.join("a2a").as_path(), folder] {
-        if !is_real_dir(dir)? {
-            return Err(std::io::Error::other(format!("{} is not a folder", dir.display())));
-        }
-    }
-    Ok(())
-}
-
-/// Writes `inbox/a2a/<caller>/<timestamp>-<name>` without overwriting anything, unless the A2A
-/// files in the inbox would then take more than `caps.max_inbox_bytes`.
+/// Writes `inbox/a2a/<caller>/<timestamp>-<name>` without overwriting anything and without
+/// following a link on the way ([`crate::inbox::save_new_beneath`]), unless the A2A files in the
+/// inbox would then take more than `caps.max_inbox_bytes`, or the caller's own folder more than
+/// `caps.max_inbox_bytes_per_caller`.
 async fn save_inbox_file(
     caller: &Caller,
     name: &str,
@@ -346,18 +354,23 @@ async fn save_inbox_file(
 ) -> Result<PathBuf, PromptError> {
     let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
     let base = format!("{stamp}-{name}");
-    let inbox = crate::inbox::inbox_dir(&caller.workspace.path);
-    let folder = crate::containment::caller_inbox(&caller.workspace.path, &caller.name);
+    let workspace = caller.workspace.path.clone();
+    let inbox = crate::inbox::inbox_dir(&workspace);
+    let folder = crate::containment::caller_inbox(Path::new(""), &caller.name);
+    let who = caller.name.clone();
     let bytes = bytes.to_vec();
-    let limit = caps.max_inbox_bytes;
+    let (limit, share) = (caps.max_inbox_bytes, caps.max_inbox_bytes_per_caller);
     let saved = tokio::task::spawn_blocking(move || {
         let _writes = INBOX_WRITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let used = a2a_inbox_bytes(&inbox)?;
-        if used.saturating_add(bytes.len() as u64) > limit {
-            return Ok(None);
+        let (used, own) = a2a_inbox_bytes(&inbox, &who, share)?;
+        let adding = bytes.len() as u64;
+        if own.saturating_add(adding) > share {
+            return Ok(Err(share));
         }
-        prepare_caller_folder(&inbox, &folder)?;
-        crate::inbox::save_new(&folder, &base, &bytes).map(Some)
+        if used.saturating_add(adding) > limit {
+            return Ok(Err(limit));
+        }
+        crate::inbox::save_new_beneath(&workspace, &folder, &base, &bytes).map(Ok)
     })
     .await
     .map_err(|_| A2aError::Internal)?
@@ -365,7 +378,7 @@ async fn save_inbox_file(
         tracing::error!(error = %err, "cannot save an inbound file");
         A2aError::Internal
     })?;
-    saved.ok_or_else(|| {
+    saved.map_err(|limit| {
         tracing::warn!(caller = %caller.name, limit, "inbox is full, an inbound file was refused");
         PromptError::InboxFull { part, limit }
     })
@@ -401,7 +414,7 @@ mod tests {
     }
 
     fn caps(max_file_bytes: u64) -> Caps {
-        Caps { max_file_bytes, max_inbox_bytes: u64::MAX }
+        Caps { max_file_bytes, max_inbox_bytes: u64::MAX, max_inbox_bytes_per_caller: u64::MAX }
     }
 
     /// Replaces the `YYYYmmdd-HHMMSS` stamp the intake puts in front of a saved name by `<time>`.
@@ -460,7 +473,8 @@ mod tests {
         std::fs::write(inbox.join("1-a2a-peer-20260101-000000-a.txt"), vec![0u8; 20]).unwrap();
         std::fs::write(inbox.join("a2a/other/b.txt"), vec![0u8; 40]).unwrap();
         let client = GuardedClient::new(true).unwrap();
-        let caps = Caps { max_file_bytes: 100, max_inbox_bytes: 100 };
+        let caps =
+            Caps { max_file_bytes: 100, max_inbox_bytes: 100, max_inbox_bytes_per_caller: 100 };
         let fits = [Part::raw(vec![1u8; 20]).with_filename("fits.bin")];
         build_prompt_with_downloads(&caller(dir.path()), &fits, false, &client, caps)
             .await
@@ -528,7 +542,8 @@ mod tests {
         std::os::unix::fs::symlink(&big, a2a.join("peer/link.bin")).unwrap();
         std::os::unix::fs::symlink(outside.path(), a2a.join("ghost")).unwrap();
         let client = GuardedClient::new(true).unwrap();
-        let caps = Caps { max_file_bytes: 100, max_inbox_bytes: 100 };
+        let caps =
+            Caps { max_file_bytes: 100, max_inbox_bytes: 100, max_inbox_bytes_per_caller: 100 };
         let parts = [Part::raw(vec![1u8; 100]).with_filename("fits.bin")];
         build_prompt_with_downloads(&caller(dir.path()), &parts, false, &client, caps)
             .await

@@ -28,6 +28,7 @@ pub async fn build_prompt(
     let caps = files::Caps {
         max_file_bytes: defaults.max_file_bytes,
         max_inbox_bytes: defaults.max_inbox_bytes,
+        max_inbox_bytes_per_caller: defaults.max_inbox_bytes_per_caller,
     };
     files::assemble(caller, parts, has_notifier, None, caps).await
 }

@@ -49,6 +49,33 @@ pub fn save_new(inbox: &Path, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
     Err(io::Error::other("too many files with the same name"))
 }
 
+/// [`save_new`] for a folder that lies in a workspace callers can write: `folder` (relative to
+/// `workspace`) is reached and created without following a link anywhere on its way
+/// ([`volcanic_core::sandbox::beneath`]), and the file is created in that very folder. Returns
+/// the saved file's path. Blocking.
+///
+/// # Errors
+/// A link or a file on the folder's way (naming it), the folder or file cannot be written, or a
+/// thousand files share the name.
+pub fn save_new_beneath(
+    workspace: &Path,
+    folder: &Path,
+    name: &str,
+    bytes: &[u8],
+) -> io::Result<PathBuf> {
+    use volcanic_core::sandbox::beneath;
+    let dir = beneath::open_dir_for_use(workspace, folder, true)?;
+    for attempt in 0..MAX_SAME_NAME {
+        let candidate = if attempt == 0 { name.to_string() } else { format!("{attempt}-{name}") };
+        if let Some(mut file) = beneath::create_new_in(&dir, &candidate)? {
+            std::io::Write::write_all(&mut file, bytes)?;
+            file.sync_all()?;
+            return Ok(workspace.join(folder).join(candidate));
+        }
+    }
+    Err(io::Error::other("too many files with the same name"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +87,31 @@ mod tests {
         assert_eq!(sanitize("..hidden"), "hidden");
         assert_eq!(sanitize("my file (1).txt"), "my_file__1_.txt");
         assert_eq!(sanitize(&"a".repeat(300)).len(), 100);
+    }
+
+    #[test]
+    fn save_new_beneath_never_follows_a_link_on_the_way() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let folder = Path::new("inbox/a2a/peer");
+        let saved = save_new_beneath(ws.path(), folder, "a.txt", b"one").unwrap();
+        assert_eq!(saved, ws.path().join("inbox/a2a/peer/a.txt"));
+        // A planted link with the file's name is kept, not followed.
+        std::os::unix::fs::symlink(
+            outside.path().join("x"),
+            ws.path().join("inbox/a2a/peer/b.txt"),
+        )
+        .unwrap();
+        let second = save_new_beneath(ws.path(), folder, "b.txt", b"two").unwrap();
+        assert_eq!(second, ws.path().join("inbox/a2a/peer/1-b.txt"));
+        assert!(!outside.path().join("x").exists());
+        // A link on the folder's way stops the write.
+        std::fs::rename(ws.path().join("inbox"), ws.path().join("inbox.orig")).unwrap();
+        std::fs::create_dir_all(outside.path().join("a2a")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("inbox")).unwrap();
+        let err = save_new_beneath(ws.path(), folder, "c.txt", b"three").unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(!outside.path().join("a2a/peer").exists());
     }
 
     #[test]

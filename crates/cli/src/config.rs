@@ -171,6 +171,7 @@ pub struct A2aSettings {
     pub max_connections_per_caller: Option<usize>,
     pub max_header_bytes: Option<usize>,
     pub max_inbox_bytes: Option<u64>,
+    pub max_inbox_bytes_per_caller: Option<u64>,
     pub max_tasks: Option<usize>,
     pub task_cache_bytes: Option<usize>,
     pub push_max_attempts: Option<u32>,
@@ -369,6 +370,9 @@ impl A2aSettings {
         }
         if let Some(v) = self.max_inbox_bytes {
             options.max_inbox_bytes = v;
+        }
+        if let Some(v) = self.max_inbox_bytes_per_caller {
+            options.max_inbox_bytes_per_caller = v;
         }
         if let Some(v) = self.task_cache_bytes {
             options.task_cache_bytes = v;

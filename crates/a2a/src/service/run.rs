@@ -93,6 +93,7 @@ pub(super) async fn run(
         files::Caps {
             max_file_bytes: service.options.max_file_bytes,
             max_inbox_bytes: service.options.max_inbox_bytes,
+            max_inbox_bytes_per_caller: service.options.max_inbox_bytes_per_caller,
         },
     )
     .await;

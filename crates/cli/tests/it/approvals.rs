@@ -28,8 +28,12 @@ fn alice_needs_approval(fixture: &Fixture) {
 /// `volcanic <args> --workspace WS --state-dir STATE` as the owner at their shell: exit code and
 /// stdout, stderr.
 fn owner(fixture: &Fixture, args: &[&str]) -> (i32, String, String) {
-    let output = Command::cargo_bin("volcanic")
-        .unwrap()
+    owner_as(Mode::Sandboxed, fixture, args)
+}
+
+/// [`owner`] as the user the server runs as in `mode`.
+fn owner_as(mode: Mode, fixture: &Fixture, args: &[&str]) -> (i32, String, String) {
+    let output = crate::containment::volcanic_as(mode)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", &fixture.home)
@@ -49,7 +53,11 @@ fn owner(fixture: &Fixture, args: &[&str]) -> (i32, String, String) {
 
 /// The ids `volcanic approvals --json` lists.
 fn waiting(fixture: &Fixture) -> Vec<String> {
-    let (code, stdout, stderr) = owner(fixture, &["approvals", "--json"]);
+    waiting_as(Mode::Sandboxed, fixture)
+}
+
+fn waiting_as(mode: Mode, fixture: &Fixture) -> Vec<String> {
+    let (code, stdout, stderr) = owner_as(mode, fixture, &["approvals", "--json"]);
     assert_eq!(code, 0, "{stderr}");
     stdout
         .lines()
@@ -105,6 +113,64 @@ fn attack_in(mode: Mode) -> (bool, Fixture) {
     }
     server.stop();
     (approved, fixture)
+}
+
+/// Issue 33, 2: the socket is reached from inside a caller's sandbox (here the owner lists the
+/// state folder's records in `A2A__Sandbox__ReadOnlyPaths`, standing for any route that would
+/// bring it into view) and the server's own binary, visible in the sandbox as the tool host, asks
+/// to approve: the peer runs as the server's user, so only the check of its namespaces refuses it.
+#[test]
+fn approvals_a_sandboxed_process_that_reaches_the_socket_is_refused() {
+    for mode in [Mode::Sandboxed, Mode::SandboxedUnprivileged] {
+        if mode == Mode::SandboxedUnprivileged && !crate::containment::is_root() {
+            continue;
+        }
+        let fixture = Fixture::new(mode);
+        alice_needs_approval(&fixture);
+        let records = fixture.state.join("a2a");
+        let records = records.display().to_string();
+        let server = Server::start_with(
+            &fixture,
+            mode,
+            &[("A2A__Sandbox__ReadOnlyPaths", records.as_str())],
+        );
+        let asked = server.send(&fixture.secrets.alice_key, "please book the trip");
+        let task = asked["result"]["task"]["id"].as_str().expect("alice's task").to_string();
+        let ids = waiting_as(mode, &fixture);
+        assert_eq!(ids.len(), 1, "{ids:?}");
+        let (state, ws, id) = (fixture.state.display(), fixture.ws.display(), &ids[0]);
+        let connect = format!(
+            "import socket; s = socket.socket(socket.AF_UNIX); s.connect('{state}/a2a/control.sock'); \
+             s.sendall(b'{{\"op\":\"approve\",\"id\":\"{id}\"}}\\n'); print(s.recv(4096))"
+        );
+        let attack = directive(json!([
+            bash(&format!("ls -la {state}/a2a/ 2>&1; python3 -c \"{connect}\" 2>&1")),
+            bash(&format!("/run/volcanic/tool-host approve {id} --workspace {ws} --state-dir {state} 2>&1")),
+            {"text": "tried"},
+        ]));
+        let reply = server.send(&fixture.mallory_key, &attack);
+        assert_eq!(reply["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{reply}");
+        let journal = std::fs::read_dir(fixture.state.join("sessions"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains("mallory"))
+            .map(|e| std::fs::read_to_string(e.path().join("session.jsonl")).unwrap_or_default())
+            .collect::<String>();
+        let results: Vec<&str> =
+            journal.lines().filter(|line| line.contains("\"tool_result\"")).collect();
+        assert!(
+            journal.contains("a sandboxed process cannot decide approvals"),
+            "{mode:?}: the socket was reached and refused the peer: {results:?}"
+        );
+        assert_eq!(
+            state_of(&server, &fixture.secrets.alice_key, &task),
+            "TASK_STATE_AUTH_REQUIRED",
+            "{mode:?}: a sandboxed process approved"
+        );
+        let (code, stdout, stderr) = owner_as(mode, &fixture, &["approve", id]);
+        assert_eq!(code, 0, "{mode:?}: the owner still decides: {stdout} {stderr}");
+        server.stop();
+    }
 }
 
 #[test]

@@ -223,6 +223,21 @@ pub fn open_dir_for_use(root: &Path, relative: &Path, create: bool) -> io::Resul
     }
 }
 
+/// Creates the file `name` in the folder `dir` (opened by [`open_dir_for_use`]) for writing,
+/// unless something has that name already (a planted link included: it is neither followed nor
+/// replaced). `Ok(None)` when the name is taken.
+///
+/// # Errors
+/// An I/O error.
+pub fn create_new_in(dir: &OwnedFd, name: &str) -> io::Result<Option<std::fs::File>> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o644)) {
+        Ok(fd) => Ok(Some(std::fs::File::from(fd))),
+        Err(rustix::io::Errno::EXIST) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,16 +100,17 @@ fn workspace_arguments(spec: &LaunchSpec, opened: &Opened) -> Vec<OsString> {
     for entry in ETC_ENTRIES {
         args.pair("--ro-bind-try", Path::new(entry), Path::new(entry));
     }
-    for path in &spec.read_only_paths {
-        if !path.starts_with(&view.workspace) {
-            args.pair("--ro-bind-try", path, path);
-        }
-    }
     // /dev and the root are tmpfs that bwrap makes; both turn read-only at the end, and the two
     // writable memory-backed folders, /tmp and /dev/shm, are capped.
     let tmp_bytes = spec.tmp_bytes.to_string();
     args.flags(&["--proc", "/proc", "--dev", "/dev", "--size", &tmp_bytes, "--tmpfs", "/dev/shm"]);
     args.flags(&["--size", &tmp_bytes, "--tmpfs", "/tmp"]);
+    // After the private /tmp, so that an extra read-only path under /tmp is not covered by it.
+    for path in &spec.read_only_paths {
+        if !path.starts_with(&view.workspace) {
+            args.pair("--ro-bind-try", path, path);
+        }
+    }
 
     let workspace = &view.workspace;
     args.fd(if view.writable { "--bind-fd" } else { "--ro-bind-fd" }, opened.workspace, workspace);

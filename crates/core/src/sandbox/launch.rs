@@ -56,7 +56,11 @@ impl LaunchSpec {
             read_only_paths: sandbox.read_only_paths.clone(),
             tmp_bytes: sandbox.tmp_bytes,
             view: confinement.view.clone(),
-            spill_dir: spill_dir.to_path_buf(),
+            // Inside the sandbox the working folder is the workspace: a relative state folder
+            // (`--state-dir state`) must be made absolute here.
+            spill_dir: super::normalize_path(
+                &std::path::absolute(spill_dir).unwrap_or_else(|_| spill_dir.to_path_buf()),
+            ),
             limits,
         }
     }
@@ -128,6 +132,12 @@ fn launch(spec: &str) -> io::Result<std::convert::Infallible> {
     for fd in &opened.fds {
         rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
     }
+    // Whatever else the server inherited from its own parent without close-on-exec (a service
+    // manager's socket, a terminal's descriptors) must not reach the sandbox: only the pipes and
+    // the opened view pass to bwrap, which closes the latter once bound.
+    let mut keep: Vec<i32> = opened.fds.iter().map(AsRawFd::as_raw_fd).collect();
+    keep.sort_unstable();
+    close_fds::set_fds_cloexec(3, &keep);
     let args = bwrap::arguments(&spec, &opened);
     let err = std::os::unix::process::CommandExt::exec(
         std::process::Command::new(&spec.bwrap).args(args),

@@ -212,6 +212,7 @@ impl Mechanism {
 /// A sandbox's cgroups: removed (their processes killed first) when dropped.
 #[derive(Debug)]
 pub(crate) struct SandboxCgroups {
+    name: String,
     dirs: Vec<PathBuf>,
 }
 
@@ -220,6 +221,7 @@ impl Drop for SandboxCgroups {
         for dir in &self.dirs {
             remove_cgroup(dir);
         }
+        live().retain(|name| name != &self.name);
     }
 }
 
@@ -241,10 +243,11 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 impl Cgroups {
     fn make(&self, limits: ProcessLimits) -> io::Result<SandboxCgroups> {
         let name = format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let mut made = SandboxCgroups { dirs: Vec::new() };
+        live().push(name.clone());
+        let mut made = SandboxCgroups { name, dirs: Vec::new() };
         for (parent, controllers) in &self.parents {
             collect_leftovers(parent);
-            let dir = parent.join(&name);
+            let dir = parent.join(&made.name);
             std::fs::create_dir(&dir).map_err(|e| {
                 io::Error::new(e.kind(), format!("cannot make the cgroup {}: {e}", dir.display()))
             })?;
@@ -273,11 +276,28 @@ impl Cgroups {
     }
 }
 
-/// Removes the empty cgroups earlier sandboxes left (a busy one refuses to go).
+/// The names of this process's sandbox cgroups in use (made and not yet dropped).
+static LIVE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<String>> {
+    LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Removes the cgroups earlier sandboxes left: this process's that are no longer in use, and
+/// those of servers that have exited (`<pid>-<n>` with no such process). Another running
+/// server's are left alone, even empty: it may be about to join one. A busy one refuses to go.
 fn collect_leftovers(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else { return };
+    let own = std::process::id().to_string();
     for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((pid, _)) = name.split_once('-') else { continue };
+        let stale = if pid == own {
+            !live().contains(&name)
+        } else {
+            !Path::new("/proc").join(pid).exists()
+        };
+        if stale && entry.file_type().is_ok_and(|t| t.is_dir()) {
             let _ = std::fs::remove_dir(entry.path());
         }
     }

@@ -16,7 +16,7 @@
 //!
 //! The core never finds bwrap or the tool host binary itself: the host passes their paths.
 
-mod beneath;
+pub mod beneath;
 mod bwrap;
 mod host;
 mod launch;

@@ -15,6 +15,7 @@
 //! that the redactor, a second line of defence, does not hide a leak from the opt-out proof;
 //! the checks look for the plain and the rot13 form.
 
+mod round_two;
 mod routes;
 
 use std::io::Read;
@@ -415,9 +416,25 @@ pub fn assert_route_closing(
     closed: &[&str],
     attack: impl Fn(&Server, &Fixture, &str) -> Value,
 ) {
+    assert_route_in(&[], |_| {}, expected, closed, attack);
+}
+
+/// [`assert_route_closing`] with the server started with `env`, after `prepare` has set up the
+/// fixture.
+pub fn assert_route_in(
+    env: &[(&str, &str)],
+    prepare: impl Fn(&Fixture),
+    expected: &[&str],
+    closed: &[&str],
+    attack: impl Fn(&Server, &Fixture, &str) -> Value,
+) {
     for mode in Mode::all() {
         let fixture = Fixture::new(mode);
-        let server = Server::start(&fixture, mode);
+        prepare(&fixture);
+        if mode == Mode::SandboxedUnprivileged {
+            chown_tree(fixture.ws.parent().unwrap(), NOBODY);
+        }
+        let server = Server::start_with(&fixture, mode, env);
         let alice_task = seed_alice(&server, &fixture);
         let reply = attack(&server, &fixture, &alice_task);
         let evidence = Evidence::gather(&fixture, &reply);

@@ -1,0 +1,349 @@
+//! Containment, round two (issue 33): the attacks that broke the first design, each kept as a
+//! test. The principle they test: nothing a caller can write decides what a sandbox binds,
+//! hides or loads.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{
+    Fixture, Mode, Server, assert_route, assert_route_in, bash, directive, seed_alice, steal, tool,
+};
+
+/// Sends `loot.txt` back as an artifact after `command`.
+fn steal_and_send(server: &Server, fixture: &Fixture, command: &str) -> Value {
+    let steps = json!([bash(command), tool("send", json!({"path": "loot.txt"})), {"text": "ok"}]);
+    server.send(&fixture.mallory_key, &directive(steps))
+}
+
+/// One session of mallory's that runs `command` and answers.
+fn run(server: &Server, fixture: &Fixture, command: &str) -> Value {
+    server.send(&fixture.mallory_key, &directive(json!([bash(command), {"text": "done"}])))
+}
+
+/// The contents of the tool results of every journal of mallory's sessions.
+fn tool_results(fixture: &Fixture) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(fixture.state.join("sessions")).unwrap().flatten() {
+        if !entry.file_name().to_string_lossy().contains("mallory") {
+            continue;
+        }
+        let journal =
+            std::fs::read_to_string(entry.path().join("session.jsonl")).unwrap_or_default();
+        for line in journal.lines() {
+            let value: Value = serde_json::from_str(line).unwrap_or_default();
+            if value["message"]["role"] == "tool_result" {
+                out.push(value["message"]["content"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Issue 33, 1: a caller renames `inbox`, replaces it by a link to a folder it made, and plants
+/// `a2a/mallory` there as a link to `/`. The next sandbox must not bind the host's root (or
+/// anything but mallory's own inbox). The rename fails: `inbox` is a mount point in every
+/// caller's sandbox.
+#[test]
+fn a_symlinked_inbox_does_not_shape_the_next_sandbox() {
+    assert_route(&["alice's key", "alice's callers.json note"], |server, fixture, _| {
+        run(
+            server,
+            fixture,
+            "mv inbox inbox.orig 2>&1; mkdir -p evil/a2a; ln -s / evil/a2a/mallory; \
+             ln -sfn evil inbox 2>&1; ls -la inbox/ 2>&1 | head",
+        );
+        let callers =
+            format!("inbox/a2a/mallory{}/.volcanic/a2a/callers.json", fixture.ws.display());
+        steal_and_send(server, fixture, &steal(&callers, "loot.txt"))
+    });
+}
+
+/// The same attack when the rename got through anyway (here: done by the host between two
+/// sessions, as a caller whose sandbox did not pin `inbox` could): the next sandbox refuses to
+/// start instead of following the link.
+#[test]
+fn a_link_on_the_inbox_path_stops_the_sandbox_instead_of_being_followed() {
+    for mode in Mode::all() {
+        let fixture = Fixture::new(mode);
+        let server = Server::start(&fixture, mode);
+        seed_alice(&server, &fixture);
+        run(&server, &fixture, "ls inbox/a2a/mallory >/dev/null 2>&1; true");
+        let ws = &fixture.ws;
+        let _ = std::fs::rename(ws.join("inbox"), ws.join("inbox.orig"));
+        std::fs::create_dir_all(ws.join("evil/a2a")).unwrap();
+        std::os::unix::fs::symlink("/", ws.join("evil/a2a/mallory")).unwrap();
+        std::os::unix::fs::symlink(ws.join("evil"), ws.join("inbox")).unwrap();
+        if mode == Mode::SandboxedUnprivileged {
+            super::chown_tree(ws, super::NOBODY);
+        }
+        let callers = format!("inbox/a2a/mallory{}/.volcanic/a2a/callers.json", ws.display());
+        let reply = steal_and_send(&server, &fixture, &steal(&callers, "loot.txt"));
+        let leaked = super::Evidence::gather(&fixture, &reply).leaked(&fixture.secrets);
+        server.stop();
+        if mode.contained() {
+            assert_eq!(leaked, Vec::<&str>::new(), "{mode:?}");
+            let results = tool_results(&fixture);
+            assert!(
+                results.iter().any(|r| r.contains("inbox is a symbolic link")),
+                "{mode:?}: the start is refused, naming the link: {results:?}"
+            );
+        } else {
+            assert!(leaked.contains(&"alice's key"), "{mode:?}: the route must work unconfined");
+        }
+    }
+}
+
+/// Issue 33, 4: renaming the parent of a hidden path must not expose it in the next session.
+#[test]
+fn renaming_a_parent_does_not_unhide_a_hidden_path() {
+    let env = [("A2A__Sandbox__Hide", "private/notes/secret.txt")];
+    let prepare = |fixture: &Fixture| {
+        std::fs::create_dir_all(fixture.ws.join("private/notes")).unwrap();
+        let note = format!("{}\n", fixture.secrets.alice_note);
+        std::fs::write(fixture.ws.join("private/notes/secret.txt"), note).unwrap();
+    };
+    assert_route_in(&env, prepare, &["alice's callers.json note"], &[], |server, fixture, _| {
+        run(
+            server,
+            fixture,
+            "mv private private2 2>&1; mv private/notes private/n2 2>&1; \
+             mv inbox inbox2 2>&1; rm -rf private 2>&1; true",
+        );
+        let command = "for f in private2/notes/secret.txt private/n2/secret.txt \
+                       private/notes/secret.txt; do tr 'A-Za-z' 'N-ZA-Mn-za-m' < $f >> loot.txt; \
+                       done; cat loot.txt";
+        steal_and_send(server, fixture, command)
+    });
+}
+
+/// Issue 33, 3: a caller creates `volcanic.toml` in the workspace (turning the sandbox off);
+/// after the owner's next ordinary restart, callers must still be contained. The file is
+/// covered in every caller's sandbox, created empty when absent, so no caller can write it.
+#[test]
+fn a_config_file_a_caller_plants_is_never_loaded() {
+    for mode in Mode::all() {
+        let fixture = Fixture::new(mode);
+        let server = Server::start(&fixture, mode);
+        run(
+            &server,
+            &fixture,
+            "printf '[a2a.sandbox]\\nmode = \"off\"\\n' > volcanic.toml 2>&1; \
+             rm -f volcanic.toml 2>&1; printf '[a2a.sandbox]\\nmode = \"off\"\\n' > volcanic.toml 2>&1; \
+             cat volcanic.toml",
+        );
+        assert_eq!(server.stop(), Some(0));
+        let planted = std::fs::read_to_string(fixture.ws.join("volcanic.toml")).unwrap_or_default();
+        // The owner's ordinary restart, with only the opt-out mode's own setting.
+        let server = Server::start(&fixture, mode);
+        seed_alice(&server, &fixture);
+        let reply =
+            steal_and_send(&server, &fixture, &steal(".volcanic/a2a/callers.json", "loot.txt"));
+        let leaked = super::Evidence::gather(&fixture, &reply).leaked(&fixture.secrets);
+        server.stop();
+        if mode.contained() {
+            assert_eq!(planted, "", "{mode:?}: the caller wrote the config file");
+            assert_eq!(leaked, Vec::<&str>::new(), "{mode:?}");
+        } else {
+            assert!(planted.contains("off"), "{mode:?}: unconfined, the file is written");
+            assert!(leaked.contains(&"alice's key"), "{mode:?}");
+        }
+    }
+}
+
+/// A fork bomb that survives failed forks (bash gives up at the first): 200 children that
+/// become `sleep <marker>`, the first in a session of its own (`setsid`); then how many run.
+fn bomb(marker: u32) -> String {
+    let script = r#"import os, time
+n = 0
+for i in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        continue
+    if pid == 0:
+        if i == 0:
+            os.setsid()
+        try:
+            os.execvp('sleep', ['sleep', 'MARKER'])
+        finally:
+            os._exit(0)
+    n += 1
+time.sleep(1)
+alive = 0
+for p in os.listdir('/proc'):
+    try:
+        if p.isdigit() and open('/proc/%s/cmdline' % p, 'rb').read() == b'sleep\x00MARKER\x00':
+            alive += 1
+    except OSError:
+        pass
+print('forked=%d running=%d' % (n, alive))
+"#;
+    script.replace("MARKER", &marker.to_string())
+}
+
+/// Issue 33, 5: one caller forks far more processes than its sandbox may hold, one in a new
+/// session (`setsid`), all in the background; the sandbox holds at most its limit, nothing
+/// outlives the tool call, and another caller's tools still run afterwards.
+#[test]
+fn one_caller_cannot_take_every_process_and_nothing_outlives_its_call() {
+    let marker = 4242 + std::process::id() % 1000;
+    for mode in Mode::all() {
+        let fixture = Fixture::new(mode);
+        std::fs::write(fixture.ws.join("bomb.py"), bomb(marker)).unwrap();
+        if mode == Mode::SandboxedUnprivileged {
+            super::chown_tree(&fixture.ws, super::NOBODY);
+        }
+        let server = Server::start_with(&fixture, mode, &[("A2A__Sandbox__MaxProcesses", "64")]);
+        let reply = run(&server, &fixture, "python3 bomb.py");
+        assert_eq!(reply["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{reply}");
+        let results = tool_results(&fixture);
+        let running: u64 = results
+            .iter()
+            .find_map(|r| r.split("running=").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{mode:?}: no count in {results:?}"));
+        // What is left on the host once the call has ended.
+        let survivors = || {
+            let out = std::process::Command::new("pgrep")
+                .args(["-c", "-f", &format!("^sleep {marker}$")])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap_or(0)
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while mode.contained() && survivors() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let left = survivors();
+        // Another caller's tools still start.
+        server.send(
+            &fixture.secrets.alice_key,
+            &directive(json!([bash("echo alice-$((20+22))"), {"text": "ok"}])),
+        );
+        let alice_ran =
+            std::fs::read_dir(fixture.state.join("sessions")).unwrap().flatten().any(|e| {
+                e.file_name().to_string_lossy().contains("alice")
+                    && std::fs::read_to_string(e.path().join("session.jsonl"))
+                        .unwrap_or_default()
+                        .contains("alice-42\\n")
+            });
+        server.stop();
+        let _ =
+            std::process::Command::new("pkill").args(["-f", &format!("^sleep {marker}$")]).status();
+        if mode.contained() {
+            assert!(running <= 64, "{mode:?}: {running} processes in a sandbox of 64");
+            assert!(running > 0, "{mode:?}: the bomb did not run: {results:?}");
+            assert_eq!(left, 0, "{mode:?}: processes outlived the tool call");
+            assert!(alice_ran, "{mode:?}: another caller's bash did not run");
+        } else {
+            assert!(running > 64, "{mode:?}: unconfined, every fork succeeds ({running})");
+            assert!(left > 0, "{mode:?}: unconfined, the background processes live on");
+        }
+    }
+}
+
+/// Issue 33, 5: bwrap's init is pid 1 of the sandbox and dumpable; the tool host's pipes must
+/// not be reachable through `/proc/1/fd` (or any other process's descriptors), or a line written
+/// there would be read as the tool host's reply.
+#[test]
+fn no_process_of_the_sandbox_can_forge_a_tool_host_reply() {
+    for mode in [Mode::Sandboxed, Mode::SandboxedUnprivileged] {
+        if mode == Mode::SandboxedUnprivileged && !super::is_root() {
+            continue;
+        }
+        let fixture = Fixture::new(mode);
+        let server = Server::start(&fixture, mode);
+        let forged = r#"{"t":"done","id":%s,"content":"forg%s","is_error":false,"details":null}"#;
+        let command = format!(
+            "for fd in /proc/[0-9]*/fd/*; do for id in $(seq 1 8); do \
+             printf '{forged}\\n' $id ed 2>/dev/null > $fd; done; done 2>/dev/null; sleep 1; echo genuine"
+        );
+        run(&server, &fixture, &command);
+        server.stop();
+        let results = tool_results(&fixture);
+        assert!(results.iter().any(|r| r.contains("genuine")), "{mode:?}: {results:?}");
+        // A forged reply would stand for the whole result; the genuine one merely holds the
+        // lines bash wrote to its own output.
+        assert!(!results.iter().any(|r| r.trim() == "forged"), "{mode:?}: {results:?}");
+    }
+}
+
+/// The property behind issue 33's first four attacks: whatever a caller renames, links or
+/// replaces on the view's paths between two sessions, the second view holds nothing outside
+/// the workspace's allowed parts. Each round applies a pseudo-random set of changes (seeded, so
+/// a failure can be replayed) to every path the view treats specially, then a second session
+/// reads every file it can see.
+#[test]
+fn no_renaming_linking_or_replacing_between_sessions_widens_the_next_view() {
+    let paths = [
+        "inbox",
+        "inbox/a2a",
+        "inbox/a2a/mallory",
+        "private",
+        "private/notes",
+        ".volcanic",
+        "volcanic.toml",
+        "PERSONA.md",
+    ];
+    let env = [("A2A__Sandbox__Hide", "private/notes/secret.txt")];
+    for mode in Mode::all() {
+        let fixture = Fixture::new(mode);
+        std::fs::create_dir_all(fixture.ws.join("private/notes")).unwrap();
+        let note = format!("{}\n", fixture.secrets.alice_note);
+        std::fs::write(fixture.ws.join("private/notes/secret.txt"), note).unwrap();
+        if mode == Mode::SandboxedUnprivileged {
+            super::chown_tree(&fixture.ws, super::NOBODY);
+        }
+        let server = Server::start_with(&fixture, mode, &env);
+        seed_alice(&server, &fixture);
+        let ws = fixture.ws.display().to_string();
+        let state = fixture.state.display().to_string();
+        let targets =
+            ["/".to_string(), format!("{ws}/.volcanic"), state.clone(), format!("{ws}/private")];
+        let mut rng = volcanic_test_support::rng::Rng::new(0x33 + mode as u64);
+        // Unconfined, one round without changes shows that the reader finds the secrets.
+        let rounds = if mode.contained() { 8 } else { 1 };
+        let mut leaked_any = Vec::new();
+        for round in 0..rounds {
+            let mut script = String::new();
+            for path in paths {
+                let target = &targets[rng.below(targets.len() as u64) as usize];
+                let op = match rng.below(6) {
+                    0 => format!("mv {path} {path}.moved{round}"),
+                    1 => format!("rm -rf {path}"),
+                    2 => format!("rm -rf {path}; ln -s {target} {path}"),
+                    3 => format!("mv {path} {path}.old{round}; ln -s {target} {path}"),
+                    4 => format!("rm -rf {path}; mkdir -p {path}"),
+                    _ => format!("rm -rf {path}; echo planted > {path}"),
+                };
+                script.push_str(&op);
+                script.push_str(" 2>/dev/null; ");
+            }
+            if mode.contained() {
+                run(&server, &fixture, &script);
+            }
+            // The second session reads everything it can see, through rot13.
+            // Small regular files only, never below /proc, /sys or /dev (endless files).
+            let read = "-xdev -type f -size -64k -not -path '/proc/*' -not -path '/sys/*' \
+                        -not -path '/dev/*' 2>/dev/null | head -500 | while read f; do \
+                        head -c 65536 \"$f\" | tr 'A-Za-z' 'N-ZA-Mn-za-m' >> loot.txt; done";
+            let reader = format!(
+                "rm -f loot.txt; find . {ws} {state} {read}; \
+                 for p in {paths}; do tr 'A-Za-z' 'N-ZA-Mn-za-m' < $p/a2a/callers.json >> loot.txt 2>/dev/null; \
+                 find $p/ -maxdepth 4 {read}; done; wc -c loot.txt",
+                paths = paths.join(" ")
+            );
+            let reply = steal_and_send(&server, &fixture, &reader);
+            let leaked = super::Evidence::gather(&fixture, &reply).leaked(&fixture.secrets);
+            leaked_any.extend(leaked.into_iter().map(|label| format!("round {round}: {label}")));
+        }
+        server.stop();
+        if mode.contained() {
+            assert_eq!(leaked_any, Vec::<String>::new(), "{mode:?}");
+        } else {
+            assert!(!leaked_any.is_empty(), "{mode:?}: unconfined, the reader must find secrets");
+        }
+    }
+}
