@@ -74,3 +74,42 @@ async fn full_inbox_fails_the_task_with_the_reason_and_saves_nothing() {
     let answer = server.rpc(KEY, "SendMessage", file("Z29vZGJ5ZSE=", "b.txt")).await;
     assert_eq!(answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{answer}");
 }
+
+/// Issue 33, 9: a caller's session could fill the inbox cap for everyone with a sparse file (no
+/// bytes on disk, any length) or with real bytes of its own. A file counts for what is stored of
+/// it, and a caller folder for at most the caller's share, which is also its own cap.
+#[tokio::test]
+async fn sparse_files_and_one_callers_own_files_do_not_fill_the_inbox_for_the_others() {
+    let server = TestServer::with(Setup {
+        options: A2aOptions {
+            max_inbox_bytes: 1000,
+            max_inbox_bytes_per_caller: 20,
+            ..A2aOptions::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    let other = server.ws().join("inbox/a2a/mallory");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::File::create(other.join("sparse.bin")).unwrap().set_len(2 << 30).unwrap();
+    std::fs::write(other.join("real.bin"), vec![b'x'; 999]).unwrap();
+    // And in this caller's own folder, where its own session could have made it.
+    let own = server.ws().join("inbox/a2a/travel-bot");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::File::create(own.join("sparse.bin")).unwrap().set_len(2 << 30).unwrap();
+    let file = |b64: &str, name: &str| {
+        json!({"message": {"messageId": uuid(), "role": "ROLE_USER",
+            "parts": [{"text": "here"}, {"raw": b64, "filename": name}]}})
+    };
+    // "hello": the 2 GiB of holes count for nothing, mallory's 999 bytes for its share of 20.
+    let answer = server.rpc(KEY, "SendMessage", file("aGVsbG8=", "a.txt")).await;
+    assert_eq!(answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{answer}");
+    // 16 more bytes would take this caller's own folder over its share.
+    let answer = server.rpc(KEY, "SendMessage", file("MDEyMzQ1Njc4OWFiY2RlZg==", "b.txt")).await;
+    let task = &answer["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{answer}");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "message.parts[1]: the assistant's inbox is full (limit 20 bytes); the file was not saved"
+    );
+}

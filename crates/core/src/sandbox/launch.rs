@@ -173,11 +173,28 @@ fn start_of<'a>(
         }
         return Some((&roots.workspace, view.workspace.clone(), rel.to_path_buf()));
     }
-    match (&roots.slash, path.strip_prefix("/")) {
-        (Some(slash), Ok(rel)) if !rel.as_os_str().is_empty() => {
+    let Some(slash) = &roots.slash else { return None };
+    // The owner's own paths elsewhere (the config file, the state folder, other chats'
+    // workspaces) may lie behind links the host has always had (`/home` → `/var/home`): they are
+    // resolved here, where no session can have planted one on them since they are pinned in
+    // every owner sandbox, and walked without following links from there on.
+    let resolved = resolve_existing(path);
+    match resolved.strip_prefix("/") {
+        Ok(rel) if !rel.as_os_str().is_empty() => {
             Some((slash, PathBuf::from("/"), rel.to_path_buf()))
         }
         _ => None,
+    }
+}
+
+/// `path` with links resolved as far as it exists (a missing last part is kept as it is).
+fn resolve_existing(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => resolve_existing(parent).join(name),
+        _ => path.to_path_buf(),
     }
 }
 

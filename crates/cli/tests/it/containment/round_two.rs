@@ -347,3 +347,47 @@ fn no_renaming_linking_or_replacing_between_sessions_widens_the_next_view() {
         }
     }
 }
+
+/// Issue 33, 5: where a memory cgroup can be had (root with a writable hierarchy, as on this
+/// project's CI machines), a caller's sandbox cannot take more memory than its limit: a process
+/// that tries is killed, and the server and other callers go on. Without one (an unprivileged
+/// server here) nothing bounds memory, which docs/security.md says; the test then checks only
+/// that the opt-out run sees the allocation succeed.
+#[test]
+fn a_callers_sandbox_cannot_take_more_memory_than_its_limit() {
+    let memory_cgroup = super::is_root()
+        && std::fs::read_to_string("/proc/self/cgroup").is_ok_and(|c| {
+            c.lines()
+                .any(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "memory")))
+                || std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+                    .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
+        });
+    for mode in [Mode::Sandboxed, Mode::OptOut] {
+        if mode == Mode::Sandboxed && !memory_cgroup {
+            eprintln!("no memory cgroup here: the sandboxed pass is skipped");
+            continue;
+        }
+        let fixture = Fixture::new(mode);
+        let env = [("A2A__Sandbox__MemoryBytes", "134217728")];
+        let server = Server::start_with(&fixture, mode, &env);
+        run(
+            &server,
+            &fixture,
+            "python3 -c \"x = b'x' * (400 * 1024 * 1024); print('allocated', len(x) // 1048576)\"",
+        );
+        let after = server.send(
+            &fixture.mallory_key,
+            &directive(json!([bash("echo still-$((1+1))"), {"text": "ok"}])),
+        );
+        server.stop();
+        let results = tool_results(&fixture);
+        let allocated = results.iter().any(|r| r.contains("allocated 400"));
+        assert!(after.to_string().contains("TASK_STATE_COMPLETED"), "{mode:?}: {after}");
+        assert!(results.iter().any(|r| r.contains("still-2")), "{mode:?}: {results:?}");
+        if mode.contained() {
+            assert!(!allocated, "{mode:?}: 400 MiB in a sandbox of 128 MiB: {results:?}");
+        } else {
+            assert!(allocated, "{mode:?}: unconfined, the allocation succeeds: {results:?}");
+        }
+    }
+}
