@@ -129,6 +129,12 @@ fn launch(spec: &str) -> io::Result<std::convert::Infallible> {
     opened.pipes = (pipes.0.as_raw_fd(), pipes.1.as_raw_fd());
     opened.fds.push(pipes.0);
     opened.fds.push(pipes.1);
+    if spec.view.base == ViewBase::Workspace
+        && let Some(filter) = super::seccomp::program_fd()?
+    {
+        opened.seccomp = Some(filter.as_raw_fd());
+        opened.fds.push(filter);
+    }
     for fd in &opened.fds {
         rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
     }

@@ -391,3 +391,41 @@ fn a_callers_sandbox_cannot_take_more_memory_than_its_limit() {
         }
     }
 }
+
+/// Issue 33, low: the kernel surface no caller's tool needs (io_uring, the keyrings, ptrace,
+/// bpf, userfaultfd, loading kernel code) is closed by a seccomp filter in callers' sandboxes.
+/// Unconfined, the keyring call works (the proof that the test sees the call go through).
+#[test]
+fn callers_sandboxes_deny_the_kernel_calls_no_tool_needs() {
+    let probe = r#"import ctypes, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = {"x86_64": {"keyctl": 250, "ptrace": 101, "io_uring_setup": 425, "userfaultfd": 323},
+           "aarch64": {"keyctl": 219, "ptrace": 117, "io_uring_setup": 425, "userfaultfd": 282}}
+n = numbers[platform.machine()]
+def call(name, *args):
+    r = libc.syscall(n[name], *args)
+    print(name, "denied" if r < 0 and ctypes.get_errno() == 1 else "allowed")
+call("keyctl", 0, ctypes.c_long(-3), 0)
+call("ptrace", 0, 0, 0, 0)
+call("io_uring_setup", 1, ctypes.create_string_buffer(120))
+call("userfaultfd", 0)
+"#;
+    for mode in Mode::all() {
+        let fixture = Fixture::new(mode);
+        std::fs::write(fixture.ws.join("probe.py"), probe).unwrap();
+        if mode == Mode::SandboxedUnprivileged {
+            super::chown_tree(&fixture.ws, super::NOBODY);
+        }
+        let server = Server::start(&fixture, mode);
+        run(&server, &fixture, "python3 probe.py 2>&1");
+        server.stop();
+        let results = tool_results(&fixture).join("\n");
+        if mode.contained() {
+            for call in ["keyctl", "ptrace", "io_uring_setup", "userfaultfd"] {
+                assert!(results.contains(&format!("{call} denied")), "{mode:?}: {results}");
+            }
+        } else {
+            assert!(results.contains("keyctl allowed"), "{mode:?}: {results}");
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The system calls a caller's sandbox may not make, as a seccomp filter bwrap installs
+//! (`--seccomp FD`) on the tool host and everything it starts.
+//!
+//! The namespaces already take away what these calls would reach for the most part (no
+//! capability, no other process, no network); the filter removes the kernel surface that is
+//! left and that no tool of a caller needs: `io_uring` (a large, often-exploited interface that
+//! also sidesteps other filters), the kernel keyrings (`keyctl`, `add_key`, `request_key`, shared
+//! per user across namespaces), `ptrace` and `process_vm_readv`/`writev` (bwrap's init, pid 1 of
+//! the sandbox, is otherwise traceable by the caller's processes), `bpf`, `perf_event_open`,
+//! `userfaultfd` (a staple of kernel exploits), and loading kernel code. Each fails with `EPERM`.
+//!
+//! The program is built with `seccompiler` (the filter compiler of Firecracker) for the
+//! architecture the server runs on; on one it does not know, no filter is installed and the
+//! launcher says so in the sandbox's start-up error output.
+
+use std::collections::BTreeMap;
+use std::io::{self, Seek, Write};
+use std::os::fd::OwnedFd;
+
+use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, SeccompRule, TargetArch};
+
+/// The denied calls.
+const DENIED: &[(&str, i64)] = &[
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    ("io_uring_enter", libc::SYS_io_uring_enter),
+    ("io_uring_register", libc::SYS_io_uring_register),
+    ("keyctl", libc::SYS_keyctl),
+    ("add_key", libc::SYS_add_key),
+    ("request_key", libc::SYS_request_key),
+    ("ptrace", libc::SYS_ptrace),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    ("bpf", libc::SYS_bpf),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("kexec_load", libc::SYS_kexec_load),
+    ("init_module", libc::SYS_init_module),
+    ("finit_module", libc::SYS_finit_module),
+    ("delete_module", libc::SYS_delete_module),
+];
+
+/// The names of the denied calls, for the docs and the tests.
+pub fn denied_calls() -> impl Iterator<Item = &'static str> {
+    DENIED.iter().map(|(name, _)| *name)
+}
+
+/// The filter as bwrap reads it (the raw `sock_filter` array), in a memory file positioned at
+/// its start; `None` on an architecture `seccompiler` does not know.
+///
+/// # Errors
+/// The filter cannot be built or written.
+pub(crate) fn program_fd() -> io::Result<Option<OwnedFd>> {
+    let Ok(arch) = TargetArch::try_from(std::env::consts::ARCH) else {
+        eprintln!(
+            "sandbox: no seccomp filter on {}: the calls it denies elsewhere are allowed here",
+            std::env::consts::ARCH
+        );
+        return Ok(None);
+    };
+    let rules: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED.iter().map(|(_, number)| (*number, Vec::new())).collect();
+    let eperm = u32::try_from(libc::EPERM).unwrap_or(1);
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(eperm), arch)
+        .map_err(|e| io::Error::other(format!("seccomp filter: {e}")))?;
+    let program: BpfProgram =
+        filter.try_into().map_err(|e| io::Error::other(format!("seccomp filter: {e:?}")))?;
+    let mut bytes = Vec::with_capacity(program.len() * 8);
+    for instruction in &program {
+        bytes.extend_from_slice(&instruction.code.to_ne_bytes());
+        bytes.push(instruction.jt);
+        bytes.push(instruction.jf);
+        bytes.extend_from_slice(&instruction.k.to_ne_bytes());
+    }
+    let fd = rustix::fs::memfd_create("volcanic-seccomp", rustix::fs::MemfdFlags::CLOEXEC)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(&bytes)?;
+    file.rewind()?;
+    Ok(Some(OwnedFd::from(file)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_builds_for_this_machine() {
+        let fd = program_fd().unwrap().expect("a filter for this architecture");
+        let len = rustix::fs::fstat(&fd).unwrap().st_size;
+        // Whole `sock_filter`s, and more than one per denied call plus the architecture check.
+        assert_eq!(len % 8, 0);
+        assert!(len / 8 > DENIED.len() as i64, "{len}");
+        assert_eq!(denied_calls().count(), DENIED.len());
+    }
+}
