@@ -220,6 +220,13 @@ pub async fn containment(
             }
         }
     }
+    if !volcanic_core::sandbox::seccomp_available() {
+        tracing::warn!(
+            arch = std::env::consts::ARCH,
+            "no seccomp filter for A2A callers' sandboxes on this architecture: io_uring, the \
+             keyrings and ptrace stay callable in them (docs/security.md)"
+        );
+    }
     if let Err(reason) = sandbox.probe(volcanic_core::sandbox::ViewBase::Workspace).await {
         return Ok(Containment::Unavailable { reason });
     }

@@ -309,14 +309,11 @@ pub(crate) fn open_view(spec: &LaunchSpec) -> io::Result<Opened> {
     if view.base == ViewBase::Workspace {
         for path in &spec.read_only_paths {
             let Some((root, base, rel)) = start_of(view, &roots, path) else { continue };
-            match beneath::open_any(root, &rel)? {
-                Some((fd, Kind::Dir | Kind::File)) => {
-                    let parent = rel.parent().unwrap_or(Path::new(""));
-                    remember_way(&base, beneath::open_dir(root, parent, false)?, &mut ways);
-                    expect.same.push((path.clone(), Identity::of(&fd)?));
-                    read_only.push(Bound { fd: keep(fd, &mut fds), path: path.clone() });
-                }
-                Some(_) | None => {}
+            if let Some((fd, Kind::Dir | Kind::File)) = beneath::open_any(root, &rel)? {
+                let parent = rel.parent().unwrap_or(Path::new(""));
+                remember_way(&base, beneath::open_dir(root, parent, false)?, &mut ways);
+                expect.same.push((path.clone(), Identity::of(&fd)?));
+                read_only.push(Bound { fd: keep(fd, &mut fds), path: path.clone() });
             }
         }
     }

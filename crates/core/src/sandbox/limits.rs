@@ -148,9 +148,8 @@ impl Mechanism {
         let mut reasons = Vec::new();
         // A hierarchy counts only when a sandbox's cgroup can really be made and limited there
         // (another user may own the folder an earlier server made).
-        let usable = |found: Cgroups| {
-            found.make(ProcessLimits::default()).map(|made| drop(made)).map(|()| found)
-        };
+        let usable =
+            |found: Cgroups| found.make(ProcessLimits::default()).map(drop).map(|()| found);
         match v2(&cgroup, &mountinfo).and_then(|found| found.map(usable).transpose()) {
             Ok(Some(found)) => return Mechanism::Cgroups(found),
             Ok(None) => {}

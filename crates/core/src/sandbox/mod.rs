@@ -36,7 +36,7 @@ pub use host::run_tool_host;
 pub use launch::run_launcher;
 pub use limits::{DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES, Mechanism, ProcessLimits};
 pub(crate) use remote::{RemoteTool, ToolHost};
-pub use seccomp::denied_calls;
+pub use seccomp::{denied_calls, seccomp_available};
 
 /// Which built-in tools a session has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
