@@ -228,6 +228,10 @@ pub struct SandboxSettings {
     pub read_only_paths: Vec<String>,
     /// Size cap of each of a sandbox's private `/tmp` and `/dev/shm`, in bytes; default 64 MiB.
     pub tmp_bytes: Option<u64>,
+    /// Variables of the server's environment callers' tools get besides `PATH`, `LANG`, `TZ`,
+    /// `HOME` and `TERM` (a list in the file, comma-separated in the env). Default none.
+    #[serde(deserialize_with = "string_list")]
+    pub allow_env: Vec<String>,
 }
 
 /// `a2a.sandbox.mode`.
@@ -738,10 +742,12 @@ mod tests {
                 ("Provider__Kind", "faux"),
                 ("Agent__BashTimeout", "2m"),
                 ("Agent__AllowEnv", "GH_TOKEN, NPM_TOKEN"),
+                ("A2A__Sandbox__AllowEnv", "TOOL_MODE,LC_ALL"),
             ]),
         )
         .unwrap();
         assert_eq!(settings.agent.allow_env, vec!["GH_TOKEN", "NPM_TOKEN"]);
+        assert_eq!(settings.a2a.sandbox.allow_env, vec!["TOOL_MODE", "LC_ALL"]);
         assert_eq!(settings.provider.kind, Some(ProviderKind::Faux));
         assert_eq!(settings.provider.model.as_deref(), Some("m1"));
         assert_eq!(settings.agent.max_turns, Some(5));
