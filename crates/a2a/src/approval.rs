@@ -40,9 +40,13 @@ pub struct PendingApproval {
     /// most [`REQUEST_CHARS`] characters.
     pub request: String,
     /// For a single tool call (callers.json `approveTools`): the tool's name. `None`: the
-    /// request is the task itself.
+    /// request is a message (a new task's, or a reply to a task).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// For a reply to a task that asked for input: what the task asked (redacted like the
+    /// task, at most [`REQUEST_CHARS`] characters). `None`: a new task, or a tool call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
 }
 
 /// The most characters of a request an approval shows.
@@ -353,6 +357,7 @@ mod tests {
             expires_at: at + 1000,
             request: "hello".into(),
             tool: None,
+            question: None,
         }
     }
 

@@ -84,6 +84,7 @@ impl volcanic_core::extension::ToolGate for ToolApproval {
                 .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
             request: shown.clone(),
             tool: Some(call.name.clone()),
+            question: None,
         };
         let decided = service.approvals.wait(&record.id);
         let _waiting = Waiting { approvals: service.approvals.clone(), id: record.id.clone() };
