@@ -188,6 +188,8 @@ pub struct A2aSettings {
     /// How long a task waits for the owner's approval before it is rejected.
     #[serde(default, deserialize_with = "opt_duration")]
     pub approval_timeout: Option<Duration>,
+    /// Most bytes of messages kept for requests waiting for the owner's approval.
+    pub max_pending_approval_bytes: Option<u64>,
     pub card: CardSettings,
     pub card_signing: CardSigningSettings,
     pub sandbox: SandboxSettings,
@@ -395,6 +397,14 @@ impl A2aSettings {
                 return Err(ConfigError("a2a.approval_timeout: must be longer than zero".into()));
             }
             options.approval_timeout = v;
+        }
+        if let Some(v) = self.max_pending_approval_bytes {
+            if v == 0 {
+                return Err(ConfigError(
+                    "a2a.max_pending_approval_bytes: must be at least 1".into(),
+                ));
+            }
+            options.max_pending_approval_bytes = v;
         }
         if let Some(v) = self.retry_window {
             options.retry_window = v;
@@ -796,6 +806,18 @@ mod tests {
         assert_eq!((options.max_open_sessions, options.max_sessions_per_caller), (64, 8));
         assert_eq!(options.card_name, "Ada");
         assert!(settings.a2a.enabled);
+    }
+
+    #[test]
+    fn a2a_max_pending_approval_bytes_comes_from_env_and_zero_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings =
+            load(None, dir.path(), &env(&[("A2A__MaxPendingApprovalBytes", "1048576")])).unwrap();
+        assert_eq!(settings.a2a.to_options().unwrap().max_pending_approval_bytes, 1_048_576);
+        let settings =
+            load(None, dir.path(), &env(&[("A2A__MaxPendingApprovalBytes", "0")])).unwrap();
+        let err = settings.a2a.to_options().unwrap_err();
+        assert!(err.0.contains("a2a.max_pending_approval_bytes"), "{}", err.0);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use a2a::{TaskState, TaskStatus};
 
-use crate::approval::{Decision, PendingApproval, REQUEST_CHARS, new_id};
+use crate::approval::{AddError, Decision, PendingApproval, REQUEST_CHARS, new_id};
 use crate::auth::{Caller, CallerApproval};
 use crate::error::{A2aError, Error};
 use crate::parts::text_of;
@@ -54,7 +54,8 @@ pub(super) struct Request {
 /// log and `volcanic approvals`.
 ///
 /// # Errors
-/// [`Error::TooManyAwaitingApproval`] over [`MAX_WAITING_PER_CALLER`]; the store's errors.
+/// [`Error::TooManyAwaitingApproval`] over [`MAX_WAITING_PER_CALLER`];
+/// [`Error::ApprovalQueueFull`] over `A2A__MaxPendingApprovalBytes`; the store's errors.
 pub(super) async fn request(
     service: &Arc<Service>,
     caller: &Caller,
@@ -166,13 +167,21 @@ async fn wait_for_owner(
     // The request first, then the task: a task that says it waits always has its request.
     let approvals = service.approvals.clone();
     let stored = record.clone();
-    tokio::task::spawn_blocking(move || approvals.add(stored, Some(&message)))
+    let max = service.options.max_pending_approval_bytes;
+    let added = tokio::task::spawn_blocking(move || approvals.add(stored, Some(&message), max))
         .await
-        .map_err(|_| A2aError::Internal)?
-        .map_err(|err| {
+        .map_err(|_| A2aError::Internal)?;
+    match added {
+        Ok(()) => {}
+        Err(AddError::Full { max }) => {
+            tracing::warn!(caller = %caller.name, max, "the messages waiting for the owner's approval are at A2A__MaxPendingApprovalBytes; a request was refused");
+            return Err(Error::ApprovalQueueFull { max });
+        }
+        Err(AddError::Io(err)) => {
             tracing::error!(error = %err, "cannot record an approval request");
-            A2aError::Internal
-        })?;
+            return Err(A2aError::Internal.into());
+        }
+    }
     if let Err(err) = service.tasks.save(&caller.workspace, &file).await {
         let approvals = service.approvals.clone();
         let id = record.id.clone();

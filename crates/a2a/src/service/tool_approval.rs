@@ -90,7 +90,8 @@ impl volcanic_core::extension::ToolGate for ToolApproval {
         let _waiting = Waiting { approvals: service.approvals.clone(), id: record.id.clone() };
         let approvals = service.approvals.clone();
         let stored = record.clone();
-        let added = tokio::task::spawn_blocking(move || approvals.add(stored, None)).await;
+        let added =
+            tokio::task::spawn_blocking(move || approvals.add(stored, None, u64::MAX)).await;
         if !matches!(added, Ok(Ok(()))) {
             tracing::error!(tool = %call.name, "cannot record a tool call's approval request; the call is refused");
             return refuse("the owner's approval could not be asked for");

@@ -531,3 +531,41 @@ async fn a_first_contact_callers_replies_need_no_approval_once_it_is_approved() 
     assert_eq!(state(&reply), "TASK_STATE_COMPLETED", "the caller is approved: {reply}");
     assert!(pending(&server).await.is_empty());
 }
+
+#[tokio::test]
+async fn messages_waiting_for_the_owner_are_capped_over_all_callers() {
+    use base64::Engine;
+    let options = A2aOptions { max_pending_approval_bytes: 200_000, ..A2aOptions::default() };
+    let server = TestServer::with(Setup { options, ..Setup::default() }).await;
+    approving_callers(&server);
+    // A file of 60,000 bytes is kept whole (as 80,000 bytes of base64) while its request waits.
+    let file = base64::engine::general_purpose::STANDARD.encode(vec![7u8; 60_000]);
+    let with_file = |text: &str| {
+        json!({"message": {"messageId": crate::support::uuid(), "role": "ROLE_USER", "parts": [
+            {"text": text},
+            {"raw": file, "filename": "big.bin", "mediaType": "application/octet-stream"},
+        ]}})
+    };
+    for text in ["first", "second"] {
+        let answer = server.rpc(KEY, "SendMessage", with_file(text)).await;
+        assert_eq!(state(&answer["result"]["task"]), "TASK_STATE_AUTH_REQUIRED", "{answer}");
+    }
+    // Over the cap: refused, for this caller and every other one, and nothing is created.
+    for key in [KEY, OTHER_KEY] {
+        let refused = server.rpc(key, "SendMessage", with_file("third")).await;
+        assert_eq!(refused["error"]["code"], -32004, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains("too much waiting for approval"), "{message}");
+    }
+    assert_eq!(pending(&server).await.len(), 2);
+    // A small message still fits; a decision makes room for a big one again.
+    assert_eq!(
+        state(&send_as(&server, OTHER_KEY, "small", None).await),
+        "TASK_STATE_AUTH_REQUIRED"
+    );
+    let first = pending(&server).await[0]["id"].as_str().unwrap().to_string();
+    control(&server, ControlRequest::Deny { id: first, reason: None }).await;
+    let answer = server.rpc(KEY, "SendMessage", with_file("fourth")).await;
+    assert_eq!(state(&answer["result"]["task"]), "TASK_STATE_AUTH_REQUIRED", "{answer}");
+    assert!(server.faux.requests().is_empty());
+}
