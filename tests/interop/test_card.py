@@ -45,7 +45,10 @@ async def test_card_for_1_0_parses_strictly_with_the_sdk_types(connect: Connecto
         )
         blended_answer = await http.get(connect.server.base + '/.well-known/agent-card.json')
     assert strict_answer.status_code == 200
-    assert strict_answer.headers['vary'] == 'A2A-Version'
+    # Without A2A__PublicUrl the card's URLs come from Host and X-Forwarded-Proto, so it varies
+    # by them too (and is private to the client's cache).
+    assert strict_answer.headers['vary'] == 'A2A-Version, Host, X-Forwarded-Proto'
+    assert strict_answer.headers['cache-control'] == 'private, max-age=300'
     card = json_format.Parse(strict_answer.text, AgentCard(), ignore_unknown_fields=False)
     assert card.name == 'Volcanic assistant'
     assert card.security_schemes['apiKey'].api_key_security_scheme.name == 'X-API-Key'

@@ -40,9 +40,13 @@ pub struct PendingApproval {
     /// most [`REQUEST_CHARS`] characters.
     pub request: String,
     /// For a single tool call (callers.json `approveTools`): the tool's name. `None`: the
-    /// request is the task itself.
+    /// request is a message (a new task's, or a reply to a task).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// For a reply to a task that asked for input: what the task asked (redacted like the
+    /// task, at most [`REQUEST_CHARS`] characters). `None`: a new task, or a tool call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
 }
 
 /// The most characters of a request an approval shows.
@@ -61,6 +65,16 @@ pub trait ApprovalNotifier: Send + Sync {
     async fn settled(&self, _id: &str, _outcome: &'static str) {}
 }
 
+/// Why a request was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum AddError {
+    /// The kept messages would pass their cap (`A2A__MaxPendingApprovalBytes`).
+    #[error("the messages waiting for the owner would pass {max} bytes")]
+    Full { max: u64 },
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
 /// The owner's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -74,6 +88,8 @@ pub struct Approvals {
     dir: PathBuf,
     approved_file: PathBuf,
     pending: Mutex<HashMap<String, PendingApproval>>,
+    /// The size of each kept message, by request id (a tool call keeps none).
+    held: Mutex<HashMap<String, u64>>,
     /// (workspace, caller) the owner approved once.
     approved: Mutex<HashSet<(PathBuf, String)>>,
     /// The runs waiting for a decision on a tool call, by request id (in memory only: a run
@@ -106,6 +122,7 @@ impl Approvals {
         let dir = a2a.join("approvals");
         create_private_dir(&dir)?;
         let mut pending = HashMap::new();
+        let mut held = HashMap::new();
         for entry in std::fs::read_dir(&dir)? {
             let entry = entry?;
             let path = entry.path();
@@ -118,6 +135,10 @@ impl Approvals {
                 .and_then(|bytes| serde_json::from_slice::<PendingApproval>(&bytes).ok());
             match read {
                 Some(request) if path.file_stem().and_then(|s| s.to_str()) == Some(&request.id) => {
+                    let message = dir.join(format!("{}.message", request.id));
+                    if let Ok(meta) = std::fs::symlink_metadata(&message) {
+                        held.insert(request.id.clone(), meta.len());
+                    }
                     pending.insert(request.id.clone(), request);
                 }
                 _ => {
@@ -140,6 +161,7 @@ impl Approvals {
             dir,
             approved_file,
             pending: Mutex::new(pending),
+            held: Mutex::new(held),
             approved: Mutex::new(approved),
             waiters: Mutex::new(HashMap::new()),
         })
@@ -147,22 +169,51 @@ impl Approvals {
 
     /// Records a request, durably, before anyone is told of it, with the message whose run it
     /// asks for (kept whole, file bytes included, for the run that approval starts; none for a
-    /// tool call).
+    /// tool call), as long as the kept messages stay within `max_held_bytes` together.
     ///
     /// # Errors
-    /// When its files cannot be written (then nothing is recorded).
-    pub fn add(&self, request: PendingApproval, message: Option<&a2a::Message>) -> io::Result<()> {
+    /// [`AddError::Full`] when the message would take the kept messages over `max_held_bytes`;
+    /// [`AddError::Io`] when its files cannot be written. Either way nothing is recorded.
+    pub fn add(
+        &self,
+        request: PendingApproval,
+        message: Option<&a2a::Message>,
+        max_held_bytes: u64,
+    ) -> Result<(), AddError> {
         if let Some(message) = message {
             let bytes = serde_json::to_vec(message).map_err(io::Error::other)?;
-            volcanic_core::atomic::write_atomic(&self.message_path(&request.id), &bytes)?;
+            let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+            {
+                // Counted before it is written, so concurrent requests cannot pass the cap.
+                let mut held = self.lock_held();
+                let total: u64 = held.values().sum();
+                if total.saturating_add(size) > max_held_bytes {
+                    return Err(AddError::Full { max: max_held_bytes });
+                }
+                held.insert(request.id.clone(), size);
+            }
+            if let Err(err) =
+                volcanic_core::atomic::write_atomic(&self.message_path(&request.id), &bytes)
+            {
+                self.lock_held().remove(&request.id);
+                return Err(err.into());
+            }
         }
-        let bytes = serde_json::to_vec_pretty(&request).map_err(io::Error::other)?;
-        if let Err(err) = volcanic_core::atomic::write_atomic(&self.path(&request.id), &bytes) {
+        let written = serde_json::to_vec_pretty(&request)
+            .map_err(io::Error::other)
+            .and_then(|bytes| volcanic_core::atomic::write_atomic(&self.path(&request.id), &bytes));
+        if let Err(err) = written {
             let _ = std::fs::remove_file(self.message_path(&request.id));
-            return Err(err);
+            self.lock_held().remove(&request.id);
+            return Err(err.into());
         }
         self.lock_pending().insert(request.id.clone(), request);
         Ok(())
+    }
+
+    /// Bytes of the messages kept for waiting requests.
+    pub fn held_bytes(&self) -> u64 {
+        self.lock_held().values().sum()
     }
 
     /// A receiver of the decision on request `id`, for the run whose tool call waits.
@@ -192,6 +243,7 @@ impl Approvals {
     pub fn take(&self, id: &str) -> Option<PendingApproval> {
         let request = self.lock_pending().remove(id)?;
         self.remove_file(id);
+        self.lock_held().remove(id);
         Some(request)
     }
 
@@ -284,6 +336,10 @@ impl Approvals {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn lock_held(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn lock_approved(&self) -> std::sync::MutexGuard<'_, HashSet<(PathBuf, String)>> {
         self.approved.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -353,6 +409,7 @@ mod tests {
             expires_at: at + 1000,
             request: "hello".into(),
             tool: None,
+            question: None,
         }
     }
 
@@ -361,8 +418,8 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let approvals = Approvals::open(state.path()).unwrap();
         let message = a2a::Message::new(a2a::Role::User, vec![a2a::Part::text("hi")]);
-        approvals.add(request("0000000b", "t2", 2), Some(&message)).unwrap();
-        approvals.add(request("0000000a", "t1", 1), Some(&message)).unwrap();
+        approvals.add(request("0000000b", "t2", 2), Some(&message), u64::MAX).unwrap();
+        approvals.add(request("0000000a", "t1", 1), Some(&message), u64::MAX).unwrap();
         assert_eq!(approvals.message("0000000a").map(|m| m.parts), Some(message.parts.clone()));
         let again = Approvals::open(state.path()).unwrap();
         let ids: Vec<_> = again.list().into_iter().map(|r| r.id).collect();
@@ -372,6 +429,28 @@ mod tests {
         assert_eq!(again.take("0000000a"), None, "decided once");
         assert_eq!(again.take_task(Path::new("/ws"), "t2").map(|r| r.id), Some("0000000b".into()));
         assert!(Approvals::open(state.path()).unwrap().list().is_empty(), "files removed");
+    }
+
+    #[test]
+    fn kept_messages_stay_within_their_cap_across_a_reopen_and_a_decision_frees_room() {
+        let state = tempfile::tempdir().unwrap();
+        let approvals = Approvals::open(state.path()).unwrap();
+        let message = a2a::Message::new(a2a::Role::User, vec![a2a::Part::text("x".repeat(1000))]);
+        let size = u64::try_from(serde_json::to_vec(&message).unwrap().len()).unwrap();
+        let cap = size * 2;
+        approvals.add(request("0000000a", "t1", 1), Some(&message), cap).unwrap();
+        approvals.add(request("0000000b", "t2", 2), Some(&message), cap).unwrap();
+        let full = approvals.add(request("0000000c", "t3", 3), Some(&message), cap);
+        assert!(matches!(full, Err(AddError::Full { max }) if max == cap), "{full:?}");
+        assert_eq!(approvals.list().len(), 2, "nothing of the refused one is recorded");
+        // A tool call keeps no message: never refused by the cap.
+        approvals.add(request("0000000d", "t4", 4), None, cap).unwrap();
+        let again = Approvals::open(state.path()).unwrap();
+        assert_eq!(again.held_bytes(), cap, "counted from the files after a restart");
+        assert!(again.add(request("0000000c", "t3", 3), Some(&message), cap).is_err());
+        again.take("0000000a").unwrap();
+        again.add(request("0000000c", "t3", 3), Some(&message), cap).unwrap();
+        assert_eq!(again.held_bytes(), cap);
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub fn base_url(
     host_header: Option<&str>,
     forwarded_proto: Option<&str>,
 ) -> String {
-    if let Some(url) = options.public_url.as_deref().map(str::trim).filter(|url| !url.is_empty()) {
+    if let Some(url) = fixed_base_url(options) {
         return url.trim_end_matches('/').to_string();
     }
     let scheme = forwarded_proto
@@ -50,6 +50,12 @@ pub fn base_url(
         .unwrap_or("http");
     let host = host_header.map(str::trim).filter(|host| is_host(host)).unwrap_or("localhost");
     format!("{scheme}://{host}")
+}
+
+/// `A2A__PublicUrl` when it is set: the base URL is then the same for every request (else
+/// [`base_url`] builds it from the request's headers).
+pub fn fixed_base_url(options: &A2aOptions) -> Option<&str> {
+    options.public_url.as_deref().map(str::trim).filter(|url| !url.is_empty())
 }
 
 /// A `Host` header value we are willing to echo: a name or address with an optional port.

@@ -126,6 +126,10 @@ pub struct A2aOptions {
     /// How long a task waits for the owner's approval (callers.json `"approval"`) before it is
     /// rejected with that reason. Default 24 h.
     pub approval_timeout: Duration,
+    /// Most bytes of messages kept for requests waiting for the owner's approval, over all
+    /// callers (each is kept whole, file parts included, in the state folder until decided);
+    /// a message that needs approval and would go over is refused. Default 256 MiB.
+    pub max_pending_approval_bytes: u64,
     /// Caps over all callers of a workspace, the model price table and the day's time zone
     /// (`A2A__Limits__*`, `A2A__Prices`; docs/configuration.md). Default: no caps, no prices,
     /// UTC.
@@ -169,6 +173,7 @@ impl Default for A2aOptions {
             retry_records_per_caller: 10_000,
             max_generation_wait: Duration::from_secs(30),
             approval_timeout: Duration::from_secs(24 * 60 * 60),
+            max_pending_approval_bytes: 256 * 1024 * 1024,
             usage: crate::usage::UsageOptions::default(),
         }
     }

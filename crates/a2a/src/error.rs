@@ -72,6 +72,12 @@ pub enum Error {
         "{max} of your tasks are already waiting for the owner's approval; retry once the owner has decided"
     )]
     TooManyAwaitingApproval { max: usize },
+    /// The messages waiting for the owner's approval, of all callers, would pass
+    /// `A2A__MaxPendingApprovalBytes`.
+    #[error(
+        "the owner has too much waiting for approval (at most {max} bytes of messages); retry once the owner has decided, or send a smaller message"
+    )]
+    ApprovalQueueFull { max: u64 },
     /// A subscription to a task that has ended.
     #[error("task {task_id} is already {state}")]
     Ended { task_id: String, state: &'static str },
@@ -99,6 +105,7 @@ impl From<Error> for A2aError {
             | Error::Ended { .. }
             | Error::AwaitingApproval { .. }
             | Error::TooManyAwaitingApproval { .. }
+            | Error::ApprovalQueueFull { .. }
             | Error::StillAccepting { .. } => A2aError::UnsupportedOperation(err.to_string()),
             Error::MessageIdReused { .. } => A2aError::InvalidParams(err.to_string()),
             // The detail names files of the owner's machine: it went to the log only.

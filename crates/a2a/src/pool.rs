@@ -174,6 +174,7 @@ impl Opening {
             extensions: vec![extension(&channel)],
             tool_set,
             confinement,
+            exec: Some(pool.caller_env.clone()),
         };
         let opened = pool.factory.open(options).await;
         let mut state = pool.state.lock().await;
@@ -229,6 +230,8 @@ pub struct SessionPool {
     factory: Arc<SessionFactory>,
     /// Which tools callers' sessions get and the sandbox they run in.
     containment: crate::containment::Containment,
+    /// The environment of callers' tools.
+    caller_env: Arc<volcanic_core::exec::ExecEnv>,
     idle_timeout: Duration,
     max_file_bytes: u64,
     limits: PoolLimits,
@@ -253,6 +256,7 @@ impl SessionPool {
         SessionPool {
             factory,
             containment: crate::containment::Containment::Off,
+            caller_env: Arc::default(),
             idle_timeout,
             max_file_bytes,
             limits,
@@ -281,6 +285,12 @@ impl SessionPool {
     /// [`Containment::Off`]: crate::containment::Containment::Off
     pub fn with_containment(mut self, containment: crate::containment::Containment) -> Self {
         self.containment = containment;
+        self
+    }
+
+    /// The pool with callers' tools given this environment (default: an empty one).
+    pub fn with_caller_env(mut self, env: volcanic_core::exec::ExecEnv) -> Self {
+        self.caller_env = Arc::new(env);
         self
     }
 

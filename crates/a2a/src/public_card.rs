@@ -6,6 +6,10 @@
 //!   (no version, 0.3, a version we do not know) gets the blended card that 1.0 and 0.3 clients
 //!   both read (PROTOCOL.md §8.4): card discovery has no error answer, and 0.3 clients send no
 //!   version. Answers say `Vary: A2A-Version`.
+//! - Without `A2A__PublicUrl` the card's URLs (and its signatures' `jku`) come from the request's
+//!   `Host` and `X-Forwarded-Proto`, so the answer is `Cache-Control: private` and also varies
+//!   by those: a shared cache must not hand one host's card to another's clients. With it the
+//!   card is the same for everyone and `public`.
 //! - Every answer carries a strong `ETag` (a digest of the body), `Last-Modified` (when this
 //!   server started: the public card depends only on the options and the base URL, fixed for
 //!   the process's life) and `Cache-Control`. A matching `If-None-Match`, or without one an
@@ -32,6 +36,16 @@ use crate::signing::CardSigner;
 
 /// How long clients and caches may reuse the card without asking again.
 const CACHE_CONTROL: &str = "public, max-age=300";
+
+/// The same for a card whose URLs come from the request's `Host` and `X-Forwarded-Proto`: only
+/// the client's own cache may keep it, so that a shared cache in front of several names (or one
+/// that does not key on those headers) never serves one request's card to another.
+const CACHE_CONTROL_DERIVED: &str = "private, max-age=300";
+
+/// What the public card varies by: its shape, and without `A2A__PublicUrl` the request's host
+/// and scheme.
+const VARY: &str = "A2A-Version";
+const VARY_DERIVED: &str = "A2A-Version, Host, X-Forwarded-Proto";
 
 /// The two shapes of the public card.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,10 +160,14 @@ impl PublicCards {
         if status == StatusCode::OK {
             out.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         }
-        out.insert(header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL));
+        let (cache_control, vary) = match card::fixed_base_url(options) {
+            Some(_) => (CACHE_CONTROL, VARY),
+            None => (CACHE_CONTROL_DERIVED, VARY_DERIVED),
+        };
+        out.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache_control));
         out.insert(header::ETAG, built.etag);
         out.insert(header::LAST_MODIFIED, self.last_modified.clone());
-        out.insert(header::VARY, HeaderValue::from_static("A2A-Version"));
+        out.insert(header::VARY, HeaderValue::from_static(vary));
         response
     }
 

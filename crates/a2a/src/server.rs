@@ -100,6 +100,7 @@ pub struct A2aServerBuilder {
     approval_notifier: Option<Arc<dyn crate::approval::ApprovalNotifier>>,
     on_push: Option<PushHandler>,
     containment: Containment,
+    caller_env: volcanic_core::exec::ExecEnv,
     usage_notifier: Option<Arc<dyn crate::usage::UsageNotifier>>,
     clock: crate::usage::Clock,
 }
@@ -122,6 +123,14 @@ impl A2aServerBuilder {
     /// sets nothing gives callers no workspace tools rather than unconfined ones.
     pub fn containment(mut self, containment: Containment) -> Self {
         self.containment = containment;
+        self
+    }
+
+    /// The environment of callers' tools, in the sandbox or not: an allow-list
+    /// ([`volcanic_core::exec::ExecEnv::for_callers`]), never the owner's environment. Default:
+    /// empty.
+    pub fn caller_env(mut self, env: volcanic_core::exec::ExecEnv) -> Self {
+        self.caller_env = env;
         self
     }
 
@@ -223,6 +232,7 @@ impl A2aServerBuilder {
                 },
             )
             .with_containment(self.containment)
+            .with_caller_env(self.caller_env)
             .with_tracker(tracker.clone()),
         );
         let store = Arc::new(
@@ -293,6 +303,7 @@ impl A2aServer {
             approval_notifier: None,
             on_push: None,
             containment: Containment::default(),
+            caller_env: volcanic_core::exec::ExecEnv::default(),
             usage_notifier: None,
             clock: crate::usage::system_clock(),
         }

@@ -189,6 +189,8 @@ pub struct A2aSettings {
     /// How long a task waits for the owner's approval before it is rejected.
     #[serde(default, deserialize_with = "opt_duration")]
     pub approval_timeout: Option<Duration>,
+    /// Most bytes of messages kept for requests waiting for the owner's approval.
+    pub max_pending_approval_bytes: Option<u64>,
     pub card: CardSettings,
     pub card_signing: CardSigningSettings,
     pub sandbox: SandboxSettings,
@@ -234,6 +236,10 @@ pub struct SandboxSettings {
     /// Most memory of one caller's sandbox, in bytes, where a memory cgroup can be had;
     /// default 1 GiB.
     pub memory_bytes: Option<u64>,
+    /// Variables of the server's environment callers' tools get besides `PATH`, `LANG`, `TZ`,
+    /// `HOME` and `TERM` (a list in the file, comma-separated in the env). Default none.
+    #[serde(deserialize_with = "string_list")]
+    pub allow_env: Vec<String>,
 }
 
 /// `a2a.sandbox.mode`.
@@ -400,6 +406,14 @@ impl A2aSettings {
                 return Err(ConfigError("a2a.approval_timeout: must be longer than zero".into()));
             }
             options.approval_timeout = v;
+        }
+        if let Some(v) = self.max_pending_approval_bytes {
+            if v == 0 {
+                return Err(ConfigError(
+                    "a2a.max_pending_approval_bytes: must be at least 1".into(),
+                ));
+            }
+            options.max_pending_approval_bytes = v;
         }
         if let Some(v) = self.retry_window {
             options.retry_window = v;
@@ -747,10 +761,12 @@ mod tests {
                 ("Provider__Kind", "faux"),
                 ("Agent__BashTimeout", "2m"),
                 ("Agent__AllowEnv", "GH_TOKEN, NPM_TOKEN"),
+                ("A2A__Sandbox__AllowEnv", "TOOL_MODE,LC_ALL"),
             ]),
         )
         .unwrap();
         assert_eq!(settings.agent.allow_env, vec!["GH_TOKEN", "NPM_TOKEN"]);
+        assert_eq!(settings.a2a.sandbox.allow_env, vec!["TOOL_MODE", "LC_ALL"]);
         assert_eq!(settings.provider.kind, Some(ProviderKind::Faux));
         assert_eq!(settings.provider.model.as_deref(), Some("m1"));
         assert_eq!(settings.agent.max_turns, Some(5));
@@ -799,6 +815,18 @@ mod tests {
         assert_eq!((options.max_open_sessions, options.max_sessions_per_caller), (64, 8));
         assert_eq!(options.card_name, "Ada");
         assert!(settings.a2a.enabled);
+    }
+
+    #[test]
+    fn a2a_max_pending_approval_bytes_comes_from_env_and_zero_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings =
+            load(None, dir.path(), &env(&[("A2A__MaxPendingApprovalBytes", "1048576")])).unwrap();
+        assert_eq!(settings.a2a.to_options().unwrap().max_pending_approval_bytes, 1_048_576);
+        let settings =
+            load(None, dir.path(), &env(&[("A2A__MaxPendingApprovalBytes", "0")])).unwrap();
+        let err = settings.a2a.to_options().unwrap_err();
+        assert!(err.0.contains("a2a.max_pending_approval_bytes"), "{}", err.0);
     }
 
     #[test]

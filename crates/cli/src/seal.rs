@@ -19,7 +19,7 @@ use std::ffi::OsString;
 use std::io::{Read, Seek, Write};
 use std::os::unix::process::CommandExt;
 
-use volcanic_core::exec::is_secret_name;
+use volcanic_core::exec::looks_like_credential;
 
 /// Set in the re-executed process's environment: its stdin holds the secrets.
 const SEALED_VAR: &str = "VOLCANIC_SEALED_STDIN";
@@ -46,7 +46,10 @@ pub fn reexec_without_secrets() -> Result<Overlay, String> {
         return read_back();
     }
     let (secret, kept): (Vec<_>, Vec<_>) =
-        std::env::vars_os().partition(|(name, _)| name.to_str().is_some_and(is_secret_name));
+        std::env::vars_os().partition(|(name, value)| match (name.to_str(), value.to_str()) {
+            (Some(name), Some(value)) => looks_like_credential(name, value),
+            _ => false,
+        });
     let secret: Overlay = secret
         .into_iter()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))

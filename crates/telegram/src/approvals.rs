@@ -65,8 +65,12 @@ impl ApprovalNotifier for ApprovalButtons {
             tracing::warn!(approval = %request.id, "no Telegram chat to ask for this approval; it waits for volcanic approve");
             return;
         };
+        let asked = match &request.question {
+            Some(question) => format!("(A reply to a task that asked: {question})\n\n"),
+            None => String::new(),
+        };
         let text = format!(
-            "🔐 A2A · {} asks for your approval:\n\n{}\n\nApprove to let it run, or deny it. (It is rejected if nobody decides in time.)",
+            "🔐 A2A · {} asks for your approval:\n\n{asked}{}\n\nApprove to let it run, or deny it. (It is rejected if nobody decides in time.)",
             caller.name, request.request
         );
         let buttons = vec![vec![

@@ -47,6 +47,7 @@ pub struct TelegramHostBuilder {
     shutdown: CancellationToken,
     a2a: Option<(A2aOptions, TcpListener)>,
     containment: Containment,
+    caller_env: volcanic_core::exec::ExecEnv,
     owner: Option<OwnerConfinement>,
     callbacks: Option<Arc<dyn CallbackHandler>>,
 }
@@ -65,6 +66,15 @@ impl TelegramHostBuilder {
     /// [`A2aServerBuilder::containment`]: volcanic_a2a::A2aServerBuilder::containment
     pub fn containment(mut self, containment: Containment) -> Self {
         self.containment = containment;
+        self
+    }
+
+    /// The environment of A2A callers' tools (see [`A2aServerBuilder::caller_env`]); default:
+    /// empty.
+    ///
+    /// [`A2aServerBuilder::caller_env`]: volcanic_a2a::A2aServerBuilder::caller_env
+    pub fn caller_env(mut self, env: volcanic_core::exec::ExecEnv) -> Self {
+        self.caller_env = env;
         self
     }
 
@@ -128,6 +138,7 @@ impl TelegramHostBuilder {
                         self.shutdown.clone(),
                     )))
                     .containment(self.containment.clone())
+                    .caller_env(self.caller_env.clone())
                     .build()
                     .map_err(|err| Error::A2a(err.into()))?;
                 buttons.attach(server.clone());
@@ -197,6 +208,7 @@ impl TelegramHost {
             shutdown: CancellationToken::new(),
             a2a: None,
             containment: Containment::default(),
+            caller_env: volcanic_core::exec::ExecEnv::default(),
             owner: None,
             callbacks: None,
         }

@@ -1,7 +1,9 @@
-//! Owner approval of a caller's new tasks (issue 22; docs/a2a.md, "Owner approval"): a task
-//! that needs the owner's yes is created in `TASK_STATE_AUTH_REQUIRED` and nothing of it
-//! reaches the model; the owner's decision (or the time running out) starts its run or rejects
-//! it. The records are `approval.rs`'s; this file is what a request and a decision do to tasks.
+//! Owner approval of what a caller asks (docs/a2a.md, "Owner approval"): a message that needs
+//! the owner's yes (a new task's, or a reply to a task that asked for input: the owner approves
+//! each message that reaches the model, not a task once) puts its task in
+//! `TASK_STATE_AUTH_REQUIRED` and nothing of it reaches the model; the owner's decision (or the
+//! time running out) starts its run or rejects the task. The records are `approval.rs`'s; this
+//! file is what a request and a decision do to tasks.
 //!
 //! Invariant: a request is decided once. [`Approvals::take`] hands it to one decider only, and
 //! a decision checks that the task still waits (a cancel may have come first).
@@ -11,7 +13,7 @@ use std::time::Duration;
 
 use a2a::{TaskState, TaskStatus};
 
-use crate::approval::{Decision, PendingApproval, REQUEST_CHARS, new_id};
+use crate::approval::{AddError, Decision, PendingApproval, REQUEST_CHARS, new_id};
 use crate::auth::{Caller, CallerApproval};
 use crate::error::{A2aError, Error};
 use crate::parts::text_of;
@@ -19,7 +21,7 @@ use crate::task::status::{agent_message, now};
 use crate::task::{AcceptedMessage, TaskFile};
 
 use super::Service;
-use super::launch::{Started, launch, new_task_file, reserve};
+use super::launch::{Reserved, Started, launch, new_task_file, reserve};
 use super::retry;
 
 /// The most tasks of one caller that may wait for the owner at once.
@@ -28,7 +30,7 @@ pub const MAX_WAITING_PER_CALLER: usize = 32;
 /// What the caller is told while the owner decides.
 pub const WAITING_TEXT: &str = "Waiting for the owner's approval.";
 
-/// Whether a new task of `caller` waits for the owner.
+/// Whether a message of `caller` (a new task's, or a reply to a task) waits for the owner.
 pub(super) fn needed(service: &Service, caller: &Caller) -> bool {
     match caller.approval.tasks {
         CallerApproval::Never => false,
@@ -52,7 +54,8 @@ pub(super) struct Request {
 /// log and `volcanic approvals`.
 ///
 /// # Errors
-/// [`Error::TooManyAwaitingApproval`] over [`MAX_WAITING_PER_CALLER`]; the store's errors.
+/// [`Error::TooManyAwaitingApproval`] over [`MAX_WAITING_PER_CALLER`];
+/// [`Error::ApprovalQueueFull`] over `A2A__MaxPendingApprovalBytes`; the store's errors.
 pub(super) async fn request(
     service: &Arc<Service>,
     caller: &Caller,
@@ -60,6 +63,55 @@ pub(super) async fn request(
     register: &(dyn Fn(&mut TaskFile) + Sync),
 ) -> Result<Started, Error> {
     let Request { message, hops, accepted, window } = request;
+    check_room(service, caller)?;
+    let mut file = new_task_file(caller, &message);
+    // The stored history keeps no file bytes (as for any task); the run gets the message as it
+    // came, from the request's own file.
+    crate::files::strip_bytes(&mut file.task);
+    register(&mut file);
+    retry::remember(&mut file, accepted, window);
+    wait_for_owner(service, caller, file, message, hops, None).await
+}
+
+/// A reply to a task that asked for input, from a caller whose messages wait for the owner:
+/// the owner approved what the task was asked before, not what this message asks now, so it
+/// waits like a new task's. `file` is the task, checked under `reserved` (which is given back)
+/// and with the message already in its history; the question the task asked goes into the
+/// history before it.
+///
+/// # Errors
+/// As [`request`].
+pub(super) async fn request_reply(
+    service: &Arc<Service>,
+    caller: &Caller,
+    mut file: TaskFile,
+    reserved: Reserved,
+    message: a2a::Message,
+    hops: u32,
+) -> Result<Started, Error> {
+    let result = match check_room(service, caller) {
+        Err(err) => Err(err),
+        Ok(()) => {
+            let question = file.task.status.message.take();
+            let asked = question.as_ref().map(|question| {
+                let text: Vec<&str> = question.parts.iter().map(text_of).collect();
+                crate::approval::cut(&text.join("\n"), REQUEST_CHARS)
+            });
+            if let Some(question) = question {
+                let history = file.task.history.get_or_insert_with(Vec::new);
+                // Before the reply, which `send` put last.
+                let at = history.len().saturating_sub(1);
+                history.insert(at, question);
+            }
+            wait_for_owner(service, caller, file, message, hops, asked).await
+        }
+    };
+    reserved.give_back(service).await;
+    result
+}
+
+/// Refuses one more request of `caller` over [`MAX_WAITING_PER_CALLER`].
+fn check_room(service: &Service, caller: &Caller) -> Result<(), Error> {
     let waiting = service
         .approvals
         .list()
@@ -69,20 +121,30 @@ pub(super) async fn request(
     if waiting >= MAX_WAITING_PER_CALLER {
         return Err(Error::TooManyAwaitingApproval { max: MAX_WAITING_PER_CALLER });
     }
-    let task_id = message.task_id.clone().unwrap_or_default();
-    let context_id = message.context_id.clone().unwrap_or_default();
-    let mut file = new_task_file(caller, &message);
+    Ok(())
+}
+
+/// Puts `file`'s task in `TASK_STATE_AUTH_REQUIRED` and records the request for `message`
+/// (`question`: what the task asked, for a reply), request first, then the task; the owner is
+/// told through the log, `volcanic approvals` and the host's notifier.
+async fn wait_for_owner(
+    service: &Arc<Service>,
+    caller: &Caller,
+    mut file: TaskFile,
+    message: a2a::Message,
+    hops: u32,
+    question: Option<String>,
+) -> Result<Started, Error> {
+    let (task_id, context_id) = (file.task.id.clone(), file.task.context_id.clone());
+    if let Some(old) = file.task.status.message.take() {
+        file.task.history.get_or_insert_with(Vec::new).push(old);
+    }
     file.task.status = TaskStatus {
         state: TaskState::AuthRequired,
         message: Some(agent_message(&task_id, &context_id, WAITING_TEXT)),
         timestamp: Some(now()),
     };
-    // The stored history keeps no file bytes (as for any task); the run gets the message as it
-    // came, from the request's own file.
-    crate::files::strip_bytes(&mut file.task);
-    register(&mut file);
     file.events.record_status_change();
-    retry::remember(&mut file, accepted, window);
 
     let requested_at = crate::approval::millis_now();
     let timeout = service.options.approval_timeout;
@@ -100,17 +162,26 @@ pub(super) async fn request(
         // For the owner's eyes only (never logged, never sent to a caller).
         request: crate::approval::cut(&text, REQUEST_CHARS),
         tool: None,
+        question,
     };
     // The request first, then the task: a task that says it waits always has its request.
     let approvals = service.approvals.clone();
-    let (stored, kept) = (record.clone(), message.clone());
-    tokio::task::spawn_blocking(move || approvals.add(stored, Some(&kept)))
+    let stored = record.clone();
+    let max = service.options.max_pending_approval_bytes;
+    let added = tokio::task::spawn_blocking(move || approvals.add(stored, Some(&message), max))
         .await
-        .map_err(|_| A2aError::Internal)?
-        .map_err(|err| {
+        .map_err(|_| A2aError::Internal)?;
+    match added {
+        Ok(()) => {}
+        Err(AddError::Full { max }) => {
+            tracing::warn!(caller = %caller.name, max, "the messages waiting for the owner's approval are at A2A__MaxPendingApprovalBytes; a request was refused");
+            return Err(Error::ApprovalQueueFull { max });
+        }
+        Err(AddError::Io(err)) => {
             tracing::error!(error = %err, "cannot record an approval request");
-            A2aError::Internal
-        })?;
+            return Err(A2aError::Internal.into());
+        }
+    }
     if let Err(err) = service.tasks.save(&caller.workspace, &file).await {
         let approvals = service.approvals.clone();
         let id = record.id.clone();
@@ -118,11 +189,12 @@ pub(super) async fn request(
         return Err(err);
     }
     service.push.notify(&file.task, &file.push_configs);
+    let what = if record.question.is_some() { "a reply to a task" } else { "a task" };
     tracing::info!(
         approval = %record.id,
         caller = %caller.name,
         task_id = %task_id,
-        "a task waits for the owner's approval: volcanic approve {} (or deny)",
+        "{what} waits for the owner's approval: volcanic approve {} (or deny)",
         record.id
     );
     schedule_timeout(service, &record);
@@ -266,8 +338,15 @@ async fn approve(
     };
     let message = match message {
         Some(message) => message,
-        // Without the kept message, the one in the task's history (file bytes stripped).
-        None => match file.task.history.as_ref().and_then(|h| h.first()).cloned() {
+        // Without the kept message, the caller's last in the task's history (file bytes
+        // stripped): the new task's, or the reply's.
+        None => match file
+            .task
+            .history
+            .as_ref()
+            .and_then(|h| h.iter().rev().find(|m| m.role == a2a::Role::User))
+            .cloned()
+        {
             Some(message) => message,
             None => return Err(DecideError::Failed("the task has no message to run".into())),
         },

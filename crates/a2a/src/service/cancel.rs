@@ -1,5 +1,7 @@
 //! CancelTask: a live task's run is aborted and awaited; any other task that has not ended is
 //! marked canceled in its file, under a hold on its context so no run starts from the old file.
+//! A run that ended some other way before the abort reached it answers as it ended
+//! (TaskNotCancelable for a terminal state), so a success always means a canceled task.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,13 +30,25 @@ pub(super) async fn cancel(
 ) -> Result<(a2a::Task, u64), Error> {
     let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
     let on_live = |live: Arc<LiveTask>| -> BoxFuture<'static, _> {
+        let task_id = task_id.to_string();
         Box::pin(async move {
             let finished = live.finished();
             live.abort();
-            Some(Ok(match tokio::time::timeout_at(deadline, wait_finished(finished)).await {
-                Ok(Some(task)) => (task, *live.generations().borrow()),
-                Ok(None) | Err(_) => live.view().await,
-            }))
+            match tokio::time::timeout_at(deadline, wait_finished(finished)).await {
+                // The run may have ended before the abort reached it: the answer says how the
+                // task really ended.
+                Ok(Some(task)) => match &task.status.state {
+                    TaskState::Canceled => Some(Ok((task, *live.generations().borrow()))),
+                    state if state.is_terminal() => Some(Err(A2aError::TaskNotCancelable {
+                        task_id,
+                        state: state_name(state).into(),
+                    }
+                    .into())),
+                    // It stopped to ask for input: cancel it at rest, from its file.
+                    _ => None,
+                },
+                Ok(None) | Err(_) => Some(Ok(live.view().await)),
+            }
         })
     };
     let check = |file: &TaskFile| {

@@ -31,6 +31,20 @@ pub(super) struct Reserved {
     guard: Option<ClaimGuard>,
 }
 
+impl Reserved {
+    /// Gives the context back without a run (a message that waits for the owner instead).
+    pub(super) async fn give_back(self, service: &Service) {
+        let Reserved { reservation, guard } = self;
+        match reservation {
+            Reservation::Ready(claim) => service.pool.release(&claim.scope).await,
+            Reservation::Pending(opening) => opening.abandon().await,
+        }
+        if let Some(guard) = guard {
+            guard.disarm();
+        }
+    }
+}
+
 /// Reserves the caller's context `context_id` for a run.
 ///
 /// # Errors

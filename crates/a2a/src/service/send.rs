@@ -247,15 +247,14 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
         return Ok(Started::Finished(Box::new(file.task), position, generation));
     }
 
-    if continued.is_none() {
-        // A context with a task waiting for the owner is busy until it is decided.
-        if service.approvals.waits_in_context(&caller.workspace.path, &caller.name, &context_id) {
-            return Err(Error::ContextBusy);
-        }
-        if super::approve::needed(service, caller) {
-            let request = super::approve::Request { message, hops, accepted, window };
-            return super::approve::request(service, caller, request, &register).await;
-        }
+    // A context with a task waiting for the owner is busy until it is decided.
+    if service.approvals.waits_in_context(&caller.workspace.path, &caller.name, &context_id) {
+        return Err(Error::ContextBusy);
+    }
+    let approval = super::approve::needed(service, caller);
+    if approval && continued.is_none() {
+        let request = super::approve::Request { message, hops, accepted, window };
+        return super::approve::request(service, caller, request, &register).await;
     }
 
     let reserved = reserve(service, caller, &context_id).await?;
@@ -275,6 +274,11 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
     files::strip_bytes(&mut file.task);
     register(&mut file);
     retry::remember(&mut file, accepted, window);
+    if approval {
+        // A reply to a task the owner approved is a new instruction: it waits for the owner
+        // too (a new task's did above).
+        return super::approve::request_reply(service, caller, file, reserved, message, hops).await;
+    }
     launch(service, caller, file, reserved, message, hops, streaming).await
 }
 

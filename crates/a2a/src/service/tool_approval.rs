@@ -84,12 +84,14 @@ impl volcanic_core::extension::ToolGate for ToolApproval {
                 .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
             request: shown.clone(),
             tool: Some(call.name.clone()),
+            question: None,
         };
         let decided = service.approvals.wait(&record.id);
         let _waiting = Waiting { approvals: service.approvals.clone(), id: record.id.clone() };
         let approvals = service.approvals.clone();
         let stored = record.clone();
-        let added = tokio::task::spawn_blocking(move || approvals.add(stored, None)).await;
+        let added =
+            tokio::task::spawn_blocking(move || approvals.add(stored, None, u64::MAX)).await;
         if !matches!(added, Ok(Ok(()))) {
             tracing::error!(tool = %call.name, "cannot record a tool call's approval request; the call is refused");
             return refuse("the owner's approval could not be asked for");

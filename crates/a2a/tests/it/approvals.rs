@@ -417,3 +417,155 @@ async fn a_caller_may_have_at_most_32_tasks_waiting_and_a_decision_makes_room() 
     assert_eq!(pending(&server).await.len(), 33);
     assert!(server.faux.requests().is_empty());
 }
+
+/// A directive that asks the caller a question and stops there.
+fn ask(question: &str) -> String {
+    directive(json!([{"tool": "request_input", "args": {"question": question}}]))
+}
+
+/// Sends `prompt` as travel-bot (every-task), approves it, and waits until its run asks for
+/// input; the task id.
+async fn approved_task_asking_for_input(server: &TestServer, question: &str) -> String {
+    let task = send_as(server, KEY, &ask(question), None).await;
+    let id = task["id"].as_str().unwrap().to_string();
+    let approval = pending(server).await[0]["id"].as_str().unwrap().to_string();
+    let decided = control(server, ControlRequest::Approve { id: approval }).await;
+    assert_eq!(decided["ok"], true, "{decided}");
+    wait_for_state(server, KEY, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    id
+}
+
+/// Whether any model request so far carried `text`.
+fn model_saw(server: &TestServer, text: &str) -> bool {
+    server.faux.requests().iter().any(|request| format!("{request:?}").contains(text))
+}
+
+#[tokio::test]
+async fn a_reply_to_an_approved_task_waits_for_the_owner_before_the_model_sees_it() {
+    let server = TestServer::start().await;
+    approving_callers(&server);
+    let id = approved_task_asking_for_input(&server, "Which city?").await;
+    let calls_before = server.faux.requests().len();
+
+    // The caller's reply carries new instructions: the owner approved the task, not this.
+    let smuggled = directive(json!([
+        {"tool": "write", "args": {"path": "smuggled.txt", "content": "smuggled"}},
+        {"text": "did what the reply said"},
+    ]));
+    let reply = send_as(&server, KEY, &smuggled, Some(json!({"taskId": id}))).await;
+    assert_eq!(state(&reply), "TASK_STATE_AUTH_REQUIRED", "{reply}");
+    assert_eq!(status_text(&reply), "Waiting for the owner's approval.");
+    assert_eq!(server.faux.requests().len(), calls_before, "the model saw nothing new");
+    assert!(!model_saw(&server, "smuggled.txt"));
+    assert!(!server.ws().join("smuggled.txt").exists());
+    // While it waits, more messages to the task are refused, as for a new task.
+    let more =
+        server.rpc(KEY, "SendMessage", send_params("and more", Some(json!({"taskId": id})))).await;
+    assert_eq!(more["error"]["code"], -32004, "{more}");
+
+    // The owner sees the reply, the task it continues and the question it answers.
+    let waiting = pending(&server).await;
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!(waiting[0]["taskId"], id.as_str());
+    assert_eq!(waiting[0]["question"], "Which city?");
+    assert!(waiting[0]["request"].as_str().unwrap().contains("smuggled.txt"), "{waiting:?}");
+    let approval = waiting[0]["id"].as_str().unwrap().to_string();
+    let decided = control(&server, ControlRequest::Approve { id: approval }).await;
+    assert_eq!(decided["ok"], true, "{decided}");
+    let done = wait_for_state(&server, KEY, &id, "TASK_STATE_COMPLETED").await;
+    assert!(done.to_string().contains("did what the reply said"), "{done}");
+    assert_eq!(std::fs::read_to_string(server.ws().join("smuggled.txt")).unwrap(), "smuggled");
+    // The history keeps the whole conversation in order.
+    let history = done["history"].to_string();
+    let (asked, replied) =
+        (history.find("Which city?").unwrap(), history.find("smuggled.txt").unwrap());
+    assert!(asked < replied, "{history}");
+}
+
+#[tokio::test]
+async fn a_denied_reply_rejects_the_task_and_never_reaches_the_model() {
+    let server = TestServer::start().await;
+    approving_callers(&server);
+    let id = approved_task_asking_for_input(&server, "Which city?").await;
+    let reply =
+        send_as(&server, KEY, "Paris, and also email my contacts", Some(json!({"taskId": id})))
+            .await;
+    assert_eq!(state(&reply), "TASK_STATE_AUTH_REQUIRED", "{reply}");
+    let approval = pending(&server).await[0]["id"].as_str().unwrap().to_string();
+    let reason = Some("no emails".to_string());
+    let decided = control(&server, ControlRequest::Deny { id: approval, reason }).await;
+    assert_eq!(decided["decided"]["state"], "rejected", "{decided}");
+    let task = wait_for_state(&server, KEY, &id, "TASK_STATE_REJECTED").await;
+    assert!(status_text(&task).contains("no emails"), "{task}");
+    assert!(!model_saw(&server, "email my contacts"));
+}
+
+#[tokio::test]
+async fn a_waiting_reply_survives_a_restart_and_can_be_canceled() {
+    let server = TestServer::start().await;
+    approving_callers(&server);
+    let id = approved_task_asking_for_input(&server, "Which city?").await;
+    let reply = send_as(&server, KEY, "Lyon", Some(json!({"taskId": id}))).await;
+    assert_eq!(state(&reply), "TASK_STATE_AUTH_REQUIRED", "{reply}");
+    let (workspace, extra, state_dir) = server.stop().await;
+    let server = TestServer::start_in(workspace, extra, state_dir, Setup::default()).await;
+    assert_eq!(pending(&server).await.len(), 1);
+    let task = server.rpc(KEY, "GetTask", json!({"id": id})).await["result"].clone();
+    assert_eq!(state(&task), "TASK_STATE_AUTH_REQUIRED", "{task}");
+    let canceled = server.rpc(KEY, "CancelTask", json!({"id": id})).await;
+    assert_eq!(state(&canceled["result"]), "TASK_STATE_CANCELED", "{canceled}");
+    assert!(pending(&server).await.is_empty());
+    assert!(!model_saw(&server, "Lyon"));
+}
+
+#[tokio::test]
+async fn a_first_contact_callers_replies_need_no_approval_once_it_is_approved() {
+    let server = TestServer::start().await;
+    approving_callers(&server);
+    let task = send_as(&server, OTHER_KEY, &ask("Which city?"), None).await;
+    let id = task["id"].as_str().unwrap().to_string();
+    let approval = pending(&server).await[0]["id"].as_str().unwrap().to_string();
+    control(&server, ControlRequest::Approve { id: approval }).await;
+    wait_for_state(&server, OTHER_KEY, &id, "TASK_STATE_INPUT_REQUIRED").await;
+    let reply = send_as(&server, OTHER_KEY, "Lyon", Some(json!({"taskId": id}))).await;
+    assert_eq!(state(&reply), "TASK_STATE_COMPLETED", "the caller is approved: {reply}");
+    assert!(pending(&server).await.is_empty());
+}
+
+#[tokio::test]
+async fn messages_waiting_for_the_owner_are_capped_over_all_callers() {
+    use base64::Engine;
+    let options = A2aOptions { max_pending_approval_bytes: 200_000, ..A2aOptions::default() };
+    let server = TestServer::with(Setup { options, ..Setup::default() }).await;
+    approving_callers(&server);
+    // A file of 60,000 bytes is kept whole (as 80,000 bytes of base64) while its request waits.
+    let file = base64::engine::general_purpose::STANDARD.encode(vec![7u8; 60_000]);
+    let with_file = |text: &str| {
+        json!({"message": {"messageId": crate::support::uuid(), "role": "ROLE_USER", "parts": [
+            {"text": text},
+            {"raw": file, "filename": "big.bin", "mediaType": "application/octet-stream"},
+        ]}})
+    };
+    for text in ["first", "second"] {
+        let answer = server.rpc(KEY, "SendMessage", with_file(text)).await;
+        assert_eq!(state(&answer["result"]["task"]), "TASK_STATE_AUTH_REQUIRED", "{answer}");
+    }
+    // Over the cap: refused, for this caller and every other one, and nothing is created.
+    for key in [KEY, OTHER_KEY] {
+        let refused = server.rpc(key, "SendMessage", with_file("third")).await;
+        assert_eq!(refused["error"]["code"], -32004, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains("too much waiting for approval"), "{message}");
+    }
+    assert_eq!(pending(&server).await.len(), 2);
+    // A small message still fits; a decision makes room for a big one again.
+    assert_eq!(
+        state(&send_as(&server, OTHER_KEY, "small", None).await),
+        "TASK_STATE_AUTH_REQUIRED"
+    );
+    let first = pending(&server).await[0]["id"].as_str().unwrap().to_string();
+    control(&server, ControlRequest::Deny { id: first, reason: None }).await;
+    let answer = server.rpc(KEY, "SendMessage", with_file("fourth")).await;
+    assert_eq!(state(&answer["result"]["task"]), "TASK_STATE_AUTH_REQUIRED", "{answer}");
+    assert!(server.faux.requests().is_empty());
+}

@@ -97,7 +97,7 @@ async fn card_for_a_1_0_request_is_strict_and_the_others_get_the_blended_card() 
     let server = TestServer::start().await;
     let (status, headers, body) = get_card(&server, &[("A2A-Version", "1.0")]).await;
     assert_eq!(status, 200);
-    assert_eq!(headers["vary"], "A2A-Version");
+    assert_eq!(headers["vary"], "A2A-Version, Host, X-Forwarded-Proto");
     let strict: Value = serde_json::from_str(&body).unwrap();
     for field in V03_ONLY {
         assert!(strict.get(field).is_none(), "{field} in the strict card: {strict}");
@@ -126,7 +126,7 @@ async fn card_for_a_1_0_request_is_strict_and_the_others_get_the_blended_card() 
     for headers in [vec![], vec![("A2A-Version", "0.3")], vec![("A2A-Version", "7.1")]] {
         let (status, answer_headers, body) = get_card(&server, &headers).await;
         assert_eq!(status, 200, "{headers:?}");
-        assert_eq!(answer_headers["vary"], "A2A-Version");
+        assert_eq!(answer_headers["vary"], "A2A-Version, Host, X-Forwarded-Proto");
         let blended: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(blended["protocolVersion"], "0.3.0", "{headers:?}");
         assert_eq!(blended["securitySchemes"]["apiKey"]["type"], "apiKey");
@@ -153,7 +153,7 @@ async fn card_has_validators_and_answers_304_when_unchanged() {
     let modified = headers["last-modified"].to_str().unwrap().to_string();
     assert!(etag.starts_with('"') && etag.ends_with('"') && etag.len() > 2, "{etag}");
     assert!(modified.ends_with(" GMT"), "{modified}");
-    assert_eq!(headers["cache-control"], "public, max-age=300");
+    assert_eq!(headers["cache-control"], "private, max-age=300");
     assert!(!body.is_empty());
 
     // The same card again: 304 without a body, with the validators.
@@ -166,7 +166,7 @@ async fn card_has_validators_and_answers_304_when_unchanged() {
         assert_eq!(status, 304, "{conditional:?}");
         assert_eq!(body, "", "{conditional:?}");
         assert_eq!(headers["etag"].to_str().unwrap(), etag);
-        assert_eq!(headers["vary"], "A2A-Version");
+        assert_eq!(headers["vary"], "A2A-Version, Host, X-Forwarded-Proto");
     }
     let weak = format!("\"other\", W/{etag}");
     assert_eq!(get_card(&server, &[("If-None-Match", &weak)]).await.0, 304);
@@ -182,4 +182,47 @@ async fn card_has_validators_and_answers_304_when_unchanged() {
     let both = [("If-None-Match", "\"other\""), ("If-Modified-Since", modified.as_str())];
     assert_eq!(get_card(&server, &both).await.0, 200);
     assert_eq!(get_card(&server, &[("If-Modified-Since", "yesterday")]).await.0, 200);
+}
+
+/// The values of a comma-separated header, lower-cased.
+fn header_list(headers: &reqwest::header::HeaderMap, name: &str) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .flat_map(|value| value.to_str().unwrap().split(','))
+        .map(|item| item.trim().to_ascii_lowercase())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_card_built_from_the_request_is_kept_out_of_shared_caches() {
+    // Without A2A__PublicUrl the interfaces (and the signatures' jku) follow Host and
+    // X-Forwarded-Proto: a shared cache that stored one request's card must not serve it to a
+    // request for another host or scheme.
+    let server = TestServer::start().await;
+    for (host, proto) in [("a.example", "https"), ("b.example:8443", "http")] {
+        let headers = [("A2A-Version", "1.0"), ("Host", host), ("X-Forwarded-Proto", proto)];
+        let (status, headers, body) = get_card(&server, &headers).await;
+        assert_eq!(status, 200);
+        let card: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(card["supportedInterfaces"][0]["url"], format!("{proto}://{host}/a2a"));
+        let cache = header_list(&headers, "cache-control");
+        assert!(cache.contains(&"private".to_string()), "{cache:?}");
+        assert!(!cache.contains(&"public".to_string()), "{cache:?}");
+        let vary = header_list(&headers, "vary");
+        for name in ["a2a-version", "host", "x-forwarded-proto"] {
+            assert!(vary.contains(&name.to_string()), "{name} in {vary:?}");
+        }
+    }
+
+    // With a public URL the card is the same for every request: public, varying by version only.
+    let options = volcanic_a2a::A2aOptions {
+        public_url: Some("https://bot.example".into()),
+        ..volcanic_a2a::A2aOptions::default()
+    };
+    let fixed = TestServer::with(Setup { options, ..Setup::default() }).await;
+    let (_, headers, body) = get_card(&fixed, &[("Host", "evil.example")]).await;
+    assert!(body.contains("https://bot.example/a2a") && !body.contains("evil"), "{body}");
+    assert_eq!(headers["cache-control"], "public, max-age=300");
+    assert_eq!(headers["vary"], "A2A-Version");
 }

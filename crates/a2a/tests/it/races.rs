@@ -254,3 +254,52 @@ async fn v03_stream_of_a_finished_task_still_ends_with_final() {
     assert_eq!(last["final"], true);
     assert_eq!(last["status"]["state"], "input-required");
 }
+
+#[tokio::test]
+async fn cancel_racing_completion_answers_as_the_task_ended() {
+    // CancelTask arrives as the run completes: its answer must agree with the task's final
+    // state, canceled and the task canceled, or TaskNotCancelable (-32002) and the task
+    // completed; never a "successful" cancel that returns a completed task.
+    let server = TestServer::start().await;
+    let (mut canceled, mut not_cancelable) = (0, 0);
+    for round in 0..150u64 {
+        let delay = round % 6;
+        // Every fifth run stops to ask for input instead: not an end, so the cancel must win.
+        let prompt = if round % 5 == 4 {
+            directive(
+                json!([{"sleep_ms": delay}, {"tool": "request_input", "args": {"question": "?"}}]),
+            )
+        } else {
+            directive(json!([{"text": "done", "delay_ms": delay}]))
+        };
+        let mut params = send_params(&prompt, None);
+        params["configuration"] = json!({"returnImmediately": true});
+        let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
+        let id = task["id"].as_str().unwrap().to_string();
+        tokio::time::sleep(Duration::from_millis((round * 7) % 5)).await;
+        let answer = server.rpc(KEY, "CancelTask", json!({"id": id})).await;
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        let final_task = loop {
+            let task = server.rpc(KEY, "GetTask", json!({"id": id})).await["result"].clone();
+            if matches!(state(&task).as_str(), "TASK_STATE_COMPLETED" | "TASK_STATE_CANCELED") {
+                break task;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "round {round}: {task} / {answer}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        match answer.get("result") {
+            Some(result) => {
+                assert_eq!(state(result), "TASK_STATE_CANCELED", "round {round}: {answer}");
+                assert_eq!(state(&final_task), "TASK_STATE_CANCELED", "round {round}");
+                canceled += 1;
+            }
+            None => {
+                assert_eq!(answer["error"]["code"], -32002, "round {round}: {answer}");
+                assert_eq!(state(&final_task), "TASK_STATE_COMPLETED", "round {round}");
+                not_cancelable += 1;
+            }
+        }
+    }
+    // Both outcomes happened, so the rounds did race.
+    assert!(canceled > 0 && not_cancelable > 0, "{canceled} canceled, {not_cancelable} not");
+}

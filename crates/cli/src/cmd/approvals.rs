@@ -84,18 +84,23 @@ pub async fn list(args: ListArgs) -> Result<u8, Failure> {
     }
     for approval in &approvals {
         let text = |key: &str| approval[key].as_str().unwrap_or("?").to_string();
-        let what = match approval["tool"].as_str() {
-            Some(tool) => format!("a call of {tool} in task"),
-            None => "task".to_string(),
+        let what = match (approval["tool"].as_str(), approval["question"].is_string()) {
+            (Some(tool), _) => format!("a call of {tool} in task"),
+            (None, true) => "a reply in task".to_string(),
+            (None, false) => "task".to_string(),
         };
         println!(
-            "{}  {}  {what} {}  (expires in {})\n    {}",
+            "{}  {}  {what} {}  (expires in {})",
             text("id"),
             text("caller"),
             text("taskId"),
             remaining(approval["expiresAt"].as_u64().unwrap_or(0)),
-            text("request").replace('\n', "\n    ")
         );
+        if let Some(question) = approval["question"].as_str() {
+            println!("    the task asked: {}", question.replace('\n', "\n    "));
+            println!("    the caller answers:");
+        }
+        println!("    {}", text("request").replace('\n', "\n    "));
     }
     if !running {
         println!(

@@ -136,6 +136,40 @@ pub fn factory_with_shutdown(
     builder.build()
 }
 
+/// The environment of A2A callers' tools: `PATH`, `LANG`, `TZ`, `HOME`, `TERM` and the variables
+/// `A2A__Sandbox__AllowEnv` names, those only when their values hold no credential (a warning
+/// names each one left out). The process's own secrets are never among them.
+///
+/// # Errors
+/// Exit 2 when `A2A__Sandbox__AllowEnv` names a variable whose name looks like a credential's.
+pub fn caller_env(
+    settings: &Settings,
+    provider_secrets: &[(String, String)],
+    env: &[(String, String)],
+) -> Result<ExecEnv, Failure> {
+    let named = &settings.a2a.sandbox.allow_env;
+    if let Some(name) = named.iter().find(|name| volcanic_core::exec::is_credential_name(name)) {
+        return Err(Failure::usage(format!(
+            "A2A__Sandbox__AllowEnv names {name}, which looks like a credential: callers' sessions never get credentials (docs/security.md)"
+        )));
+    }
+    let own_secret = |value: &str| {
+        provider_secrets.iter().any(|(_, secret)| !secret.is_empty() && secret == value)
+    };
+    let exec =
+        ExecEnv::for_callers(env.iter().filter(|(_, value)| !own_secret(value)).cloned(), named);
+    for name in named {
+        let set = env.iter().any(|(k, _)| k == name);
+        if set && !exec.vars().any(|(k, _)| k == name) {
+            tracing::warn!(
+                variable = %name,
+                "A2A__Sandbox__AllowEnv names a variable whose value looks like a credential: callers' tools do not get it"
+            );
+        }
+    }
+    Ok(exec)
+}
+
 /// How the owner's own sessions' tools are contained, from `[agent.sandbox]`: `None` when they
 /// run unconfined (the owner's opt-out, or `auto` where no sandbox can be had, with a warning).
 /// The config file and the state folder are hidden from them; the host hides more per session.

@@ -60,6 +60,7 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
         crate::provider::build(args.faux, args.faux_script.as_deref(), &settings.provider, &env)?;
     let state_dir = super::state_dir(args.state_dir.as_deref(), &settings, &env)?;
 
+    let caller_env = super::caller_env(&settings, &built.secrets, &env)?;
     let shutdown = CancellationToken::new();
     let factory = Arc::new(super::factory_with_shutdown(
         built.provider,
@@ -82,6 +83,7 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
         .options(options)
         .notifier(Arc::new(LogNotifier))
         .containment(containment)
+        .caller_env(caller_env)
         .build()
         .map_err(|e| {
             // An unusable card-signing key is a configuration problem: exit 2, naming the setting.

@@ -60,6 +60,7 @@ pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
         ))
     })?;
 
+    let caller_env = super::caller_env(&settings, &built.secrets, &env)?;
     let shutdown = CancellationToken::new();
     let factory = Arc::new(super::factory_with_shutdown(
         built.provider,
@@ -79,7 +80,7 @@ pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
         .owner_confinement(owner);
     if let Some(options) = a2a_options {
         let containment = super::containment(&settings.a2a.sandbox, Some(&config_file)).await?;
-        builder = builder.containment(containment);
+        builder = builder.containment(containment).caller_env(caller_env);
         let listen = args
             .listen
             .or_else(|| settings.a2a.listen.clone())

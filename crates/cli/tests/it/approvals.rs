@@ -230,6 +230,38 @@ fn approvals_deny_with_a_reason_and_clear_errors_without_a_server() {
 }
 
 #[test]
+fn approvals_a_reply_to_an_approved_task_is_listed_with_its_question_and_decided_again() {
+    let fixture = Fixture::new(Mode::Sandboxed);
+    alice_needs_approval(&fixture);
+    let server = Server::start(&fixture, Mode::Sandboxed);
+    let key = fixture.secrets.alice_key.clone();
+    let ask = directive(json!([{"tool": "request_input", "args": {"question": "Which day?"}}]));
+    let asked = server.send(&key, &ask);
+    let task = asked["result"]["task"]["id"].as_str().unwrap().to_string();
+    let id = waiting(&fixture).remove(0);
+    assert_eq!(owner(&fixture, &["approve", &id]).0, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while state_of(&server, &key, &task) != "TASK_STATE_INPUT_REQUIRED" {
+        assert!(std::time::Instant::now() < deadline, "never asked");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let message = json!({"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+        "taskId": task, "parts": [{"text": "Tuesday, and forward my inbox to me"}]});
+    let replied = server.rpc(&key, "SendMessage", json!({"message": message}));
+    assert_eq!(replied["result"]["task"]["status"]["state"], "TASK_STATE_AUTH_REQUIRED");
+    let (code, listing, _) = owner(&fixture, &["approvals"]);
+    assert_eq!(code, 0);
+    assert!(listing.contains("a reply in task"), "{listing}");
+    assert!(listing.contains("the task asked: Which day?"), "{listing}");
+    assert!(listing.contains("forward my inbox"), "{listing}");
+    let id = waiting(&fixture).remove(0);
+    let (code, stdout, _) = owner(&fixture, &["approve", &id]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("working"), "{stdout}");
+    server.stop();
+}
+
+#[test]
 fn approvals_a_tool_call_waiting_when_the_server_is_killed_fails_its_task_at_the_next_start() {
     let fixture = Fixture::new(Mode::Sandboxed);
     let path = fixture.ws.join(".volcanic/a2a/callers.json");

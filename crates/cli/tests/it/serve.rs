@@ -267,6 +267,26 @@ fn serve_bad_a2a_config_exits_2_naming_the_key() {
 }
 
 #[test]
+fn serve_refuses_to_hand_callers_a_variable_named_like_a_credential() {
+    let ws = workspace_with_caller();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("volcanic")
+        .unwrap()
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("A2A__Sandbox__AllowEnv", "TOOL_MODE, SMTP_PASS")
+        .args(["serve", "--faux", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(state.path())
+        .arg("--workspace")
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("A2A__Sandbox__AllowEnv names SMTP_PASS"), "{stderr}");
+}
+
+#[test]
 fn serve_with_a_spending_cap_but_no_price_for_the_model_exits_2_naming_both_keys() {
     let ws = workspace_with_caller();
     let state = tempfile::tempdir().unwrap();

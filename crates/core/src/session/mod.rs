@@ -103,8 +103,9 @@ impl SessionFactoryBuilder {
         self
     }
 
-    /// The environment child processes start from; the secrets taken out of it are redacted
-    /// everywhere. Default: empty.
+    /// The environment child processes start from (unless a session is given its own); the
+    /// credentials found in the host environment it was built from are redacted everywhere.
+    /// Default: empty.
     pub fn exec_env(mut self, exec: ExecEnv) -> Self {
         self.exec = exec;
         self
@@ -130,10 +131,11 @@ impl SessionFactoryBuilder {
 
     pub fn build(self) -> SessionFactory {
         let mut secrets = self.secrets;
-        // Picked by name only: a short value would hide ordinary text, so it is not redacted.
+        // Guessed by their names or looks: a short value would hide ordinary text, so it is not
+        // redacted.
         secrets.extend(
             self.exec
-                .removed()
+                .secrets()
                 .iter()
                 .filter(|s| s.value.len() >= crate::redact::MIN_GUESSED_SECRET_LEN)
                 .cloned(),
@@ -184,6 +186,10 @@ pub struct SessionOptions {
     /// The sandbox the built-in tools run in; `None` runs them in this process, unconfined
     /// (the owner's own sessions, or an owner's explicit opt-out).
     pub confinement: Option<Confinement>,
+    /// The environment of this session's tools instead of the factory's (callers' sessions get
+    /// an allow-list). Its credentials are not added to the redacted values, the factory's
+    /// are: build both from the same host environment.
+    pub exec: Option<Arc<ExecEnv>>,
 }
 
 impl SessionOptions {
@@ -195,6 +201,7 @@ impl SessionOptions {
             extensions: Vec::new(),
             tool_set: ToolSet::All,
             confinement: None,
+            exec: None,
         }
     }
 }
@@ -280,7 +287,12 @@ impl SessionFactory {
     /// when the sandbox would show it: always for the owner's view of the whole host, and for
     /// a caller's when the folder lies inside the workspace (journals, task files and the
     /// host's own records must stay out of reach).
-    fn tool_host(&self, scope: &str, confinement: Option<Confinement>) -> Option<Arc<ToolHost>> {
+    fn tool_host(
+        &self,
+        scope: &str,
+        confinement: Option<Confinement>,
+        exec: &ExecEnv,
+    ) -> Option<Arc<ToolHost>> {
         let mut confinement = confinement?;
         let state_dir = crate::sandbox::normalize_path(&self.shared.state_dir);
         if confinement.view.base == ViewBase::Host
@@ -288,7 +300,7 @@ impl SessionFactory {
         {
             confinement.view.hidden.push(state_dir);
         }
-        let env = self.shared.exec.vars().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let env = exec.vars().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Some(Arc::new(ToolHost::new(
             Arc::new(confinement),
             self.session_dir(scope).join("spill"),
@@ -363,7 +375,8 @@ impl SessionFactory {
                 .to_string(),
             );
         }
-        let host = self.tool_host(&options.scope, options.confinement);
+        let exec = options.exec.unwrap_or_else(|| self.shared.exec.clone());
+        let host = self.tool_host(&options.scope, options.confinement, &exec);
         let (tools, specs) =
             self.tools(options.channel.is_some(), options.tool_set, host.as_ref(), registrar.tools);
 
@@ -397,6 +410,7 @@ impl SessionFactory {
                 cwd: options.cwd,
                 spill_dir: self.session_dir_for_spill(&loaded.journal),
                 shared: self.shared.clone(),
+                exec,
                 tools,
                 specs,
                 fragments: registrar.fragments,
@@ -460,6 +474,8 @@ pub(crate) struct Inner {
     pub cwd: PathBuf,
     pub spill_dir: PathBuf,
     pub shared: Arc<Shared>,
+    /// The environment of the session's tools (the factory's, or the session's own).
+    pub exec: Arc<ExecEnv>,
     pub tools: Vec<Arc<dyn Tool>>,
     /// The tools' specs, in the same order (computed once, shared by every request of the session).
     pub specs: Arc<[crate::provider::ToolSpec]>,

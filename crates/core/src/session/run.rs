@@ -377,7 +377,7 @@ impl<'a> Run<'a> {
             cwd: self.inner.cwd.clone(),
             cancel: self.cancel.clone(),
             limits: self.inner.shared.limits.clone(),
-            exec: self.inner.shared.exec.clone(),
+            exec: self.inner.exec.clone(),
             redactor: self.inner.redactor.current(),
             spill_dir: self.inner.spill_dir.clone(),
             channel: self.inner.channel.clone(),

@@ -547,7 +547,7 @@ mod tests {
             &[],
         );
         let mut ctx = test_context(dir.path());
-        ctx.redactor = Arc::new(Redactor::new(env.removed().to_vec()));
+        ctx.redactor = Arc::new(Redactor::new(env.secrets().to_vec()));
         ctx.exec = Arc::new(env);
 
         let listed = BashTool.execute(json!({"command": "env"}), ctx.clone()).await.unwrap();
@@ -682,7 +682,7 @@ mod tests {
         std::fs::write(dir.path().join("line.txt"), line).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut ctx = test_context(dir.path());
-        ctx.redactor = Arc::new(Redactor::new(env.removed().to_vec()));
+        ctx.redactor = Arc::new(Redactor::new(env.secrets().to_vec()));
         ctx.exec = Arc::new(env);
         let (sink, folder) = (seen.clone(), dir.path().to_path_buf());
         // Each update lets the command go on, so every state of the output is shown once.

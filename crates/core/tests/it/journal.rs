@@ -189,6 +189,48 @@ async fn planted_secret_is_redacted_in_tool_output_errors_and_journal() {
     assert!(journal.contains("my token is [REDACTED:MY_API_TOKEN]"));
 }
 
+#[tokio::test]
+async fn credentials_the_owners_tools_keep_are_redacted_from_their_output_and_the_journal() {
+    // The owner's sessions keep these variables (their deny-list is by name and none of these
+    // names is on it), but what they hold looks like a credential and is never shown.
+    let credentials = [
+        ("MYSQL_PWD", "mysql-pw-Zq81vXk2"),
+        ("REDIS_URL", "redis://:r3dis-Pa55w0rd@cache.internal:6379/0"),
+        ("NOTIFY_URL", "https://hooks.example.com/services/T0/B0/Xq7pLm2Nz9Rt4Kw8Vb1Yc6Hd"),
+        ("BUILD_SIGNATURE", "d41d8cd98f00b204e9800998ecf8427e"),
+    ];
+    let mut host = vec![("PATH".to_string(), std::env::var("PATH").unwrap_or_default())];
+    host.extend(credentials.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let dirs = Dirs::new();
+    let factory = SessionFactory::builder(faux(), dirs.state.path())
+        .config(fast_config())
+        .exec_env(ExecEnv::from_host(host, &[]))
+        .build();
+    let session = open(&factory, &dirs, "credentials").await;
+    let command = "echo \"pwd=$MYSQL_PWD redis=$REDIS_URL hook=$NOTIFY_URL sig=$BUILD_SIGNATURE\"; \
+                   echo \"lengths ${#MYSQL_PWD} ${#REDIS_URL}\"; echo r3dis-Pa55w0rd";
+    let prompt = directive(json!([{"tool": "bash", "args": {"command": command}}]));
+    let (events, _) = collect(session.prompt(prompt).unwrap()).await;
+    let output = events
+        .iter()
+        .find_map(|e| match e {
+            EventKind::ToolEnd { result, .. } => Some(result.content.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(output.contains("lengths 17 45"), "the variables reached bash: {output}");
+    for (name, value) in credentials {
+        assert!(!output.contains(value), "{value}: {output}");
+        assert!(output.contains(&format!("[REDACTED:{name}]")), "{name}: {output}");
+    }
+    assert!(!output.contains("r3dis-Pa55w0rd"), "the URL's password alone: {output}");
+    assert!(!output.contains("Xq7pLm2Nz9Rt4Kw8Vb1Yc6Hd"), "the webhook's token: {output}");
+    let journal = std::fs::read_to_string(journal_path(&dirs, "credentials")).unwrap();
+    for (_, value) in credentials {
+        assert!(!journal.contains(value), "{value} in the journal");
+    }
+}
+
 struct KeyExtension {
     seen: Arc<Mutex<u32>>,
 }

@@ -96,9 +96,10 @@ pub struct Secrets {
     pub api_key: String,
     pub owner_transcript: String,
     pub home_secret: String,
-    /// A plain (not secret-looking) variable in the server's start-up environment, as
-    /// `envmarker<id>`. Plain variables reach every session's environment, so a route proves it
-    /// read the server's `/proc/<pid>/environ` by rewriting the prefix to `fromproc` on the way.
+    /// A plain (not secret-looking: letters only, so no random token either) variable in the
+    /// server's start-up environment, as `envmarker<letters>`. Plain variables reach the owner's
+    /// sessions' environment (not callers'), so a route proves it read the server's
+    /// `/proc/<pid>/environ` by rewriting the prefix to `fromproc` on the way.
     pub env_marker: String,
 }
 
@@ -113,7 +114,7 @@ impl Secrets {
             api_key: fresh("sk-ant-api03-"),
             owner_transcript: fresh("ownertranscript"),
             home_secret: fresh("homesecret"),
-            env_marker: fresh("envmarker"),
+            env_marker: format!("envmarker{}", letters()),
         }
     }
 
@@ -135,6 +136,11 @@ impl Secrets {
             ("the server's environment marker", self.env_marker_from_proc()),
         ]
     }
+}
+
+/// 32 random lower-case letters: unique per run, and shaped like no credential.
+pub fn letters() -> String {
+    uuid::Uuid::new_v4().simple().to_string().bytes().map(|b| char::from(b'g' + b % 20)).collect()
 }
 
 /// A workspace, state and home folder under one root, with callers and seeded secrets.

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{
-    Fixture, Mode, Server, assert_route, assert_route_closing, bash, directive, seed_alice, steal,
-    tool,
+    Fixture, Mode, Server, assert_route, assert_route_closing, bash, directive, rot13, seed_alice,
+    steal, tool,
 };
 
 /// Sends `loot.txt` back as an artifact after `command`.
@@ -129,6 +129,78 @@ fn mount_umount_and_chroot_cannot_undo_the_view() {
         );
         steal_and_send(server, fixture, &command)
     });
+}
+
+/// The credentials of the reported leak, each in the server's environment under a name that
+/// says so or with a value that does (a URL's password), fresh per run.
+fn server_credentials() -> Vec<(&'static str, String)> {
+    let fresh = |prefix: &str| format!("{prefix}{}", uuid::Uuid::new_v4().simple());
+    vec![
+        ("MYSQL_PWD", fresh("mysqlpwd")),
+        ("REDIS_URL", format!("redis://:{}@cache.internal:6379/0", fresh("redispw"))),
+        ("SMTP_PASS", fresh("smtppass")),
+        ("GH_PAT", fresh("ghpat")),
+        ("SLACK_WEBHOOK_URL", format!("https://hooks.slack.com/services/{}", fresh("hook"))),
+        ("AWS_SESSION", fresh("awssession")),
+    ]
+}
+
+#[test]
+fn the_servers_credentials_and_plain_variables_do_not_reach_a_callers_environment() {
+    // Callers' tools get an allow-list, whatever the sandbox mode: a plain-looking variable of the
+    // server's is not theirs either, only PATH, LANG, TZ, HOME, TERM and what the owner names.
+    for mode in Mode::all() {
+        let fixture = Fixture::new(mode);
+        let credentials = server_credentials();
+        let plain = format!("plainsetting{}", super::letters());
+        let named = format!("namedsetting{}", super::letters());
+        let mut env: Vec<(&str, &str)> =
+            credentials.iter().map(|(name, value)| (*name, value.as_str())).collect();
+        env.extend([
+            ("PLAIN_SETTING", plain.as_str()),
+            ("TOOL_MODE", named.as_str()),
+            ("A2A__Sandbox__AllowEnv", "TOOL_MODE"),
+            ("LANG", "C.UTF-8"),
+        ]);
+        let server = Server::start_with(&fixture, mode, &env);
+        // Every process's start-up environment too: in a sandbox that is bwrap, the tool host
+        // and bash; under the opt-out the server's own, which keeps only its plain variables
+        // (the credentials were moved out of it at start-up).
+        let command = "env > loot.txt; env | tr 'A-Za-z' 'N-ZA-Mn-za-m' >> loot.txt; \
+                       for f in /proc/*/environ; do tr '\\0' '\\n' < $f; done \
+                         | tr 'A-Za-z' 'N-ZA-Mn-za-m' > procs.txt; \
+                       grep -c . procs.txt; cat procs.txt >> loot.txt; cat loot.txt";
+        let reply = steal_and_send(&server, &fixture, command);
+        let evidence = super::Evidence::gather(&fixture, &reply);
+        assert_eq!(server.stop(), Some(0), "{mode:?}");
+        // The route works: the environment came back, with what callers may see.
+        for seen in [named.as_str(), "LANG=C.UTF-8", "PATH="] {
+            assert!(evidence.text.contains(seen), "{mode:?}: {seen} in {}", evidence.text);
+        }
+        let mut leaked: Vec<&str> = credentials
+            .iter()
+            .filter(|(_, value)| {
+                evidence.text.contains(value.as_str()) || evidence.text.contains(&rot13(value))
+            })
+            .map(|(name, _)| *name)
+            .collect();
+        // Under the opt-out the server's own /proc/<pid>/environ is in reach, with its plain
+        // variables: the opt-out gives callers what the server can reach.
+        let plain_in_reach = !mode.contained();
+        if !plain_in_reach
+            && (evidence.text.contains(&plain) || evidence.text.contains(&rot13(&plain)))
+        {
+            leaked.push("PLAIN_SETTING");
+        }
+        for name in ["MYSQL_PWD", "SMTP_PASS", "GH_PAT", "SLACK_WEBHOOK", "AWS_SESSION"] {
+            if evidence.text.contains(name) || evidence.text.contains(&rot13(name)) {
+                leaked.push(name);
+            }
+        }
+        let plain_in_env = evidence.text.contains(&format!("PLAIN_SETTING={plain}"));
+        assert!(!plain_in_env, "{mode:?}: a plain variable in the caller's env");
+        assert_eq!(leaked, Vec::<&str>::new(), "{mode:?}: {}", evidence.text);
+    }
 }
 
 /// Runs `steps` as mallory in each mode and hands the fixture and server to `check`, which
