@@ -140,9 +140,14 @@ struct DailyCaps {
     caller: Caller,
 }
 
+#[async_trait::async_trait]
 impl volcanic_core::extension::ModelGate for DailyCaps {
-    fn check(&self, model: &str) -> Result<(), String> {
-        self.meter.check(&self.caller, model).map_err(|exhausted| exhausted.reason)
+    async fn admit(
+        &self,
+        request: &volcanic_core::provider::ModelRequest,
+    ) -> Result<volcanic_core::extension::ModelHold, String> {
+        self.meter.check(&self.caller, &request.model).map_err(|exhausted| exhausted.reason)?;
+        Ok(volcanic_core::extension::ModelHold::none())
     }
 }
 

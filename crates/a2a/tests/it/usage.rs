@@ -1,8 +1,8 @@
 //! Spend caps and rate limits (issue 23) over the real server: `requestsPerMinute` refused with
 //! 429 and `Retry-After` on every binding and version, daily token and spending caps refused
 //! before a task exists and at a run's next model call, usage by estimate for a provider that
-//! reports none, counts that survive a restart and reset at the day's end, and the owner's
-//! alerts at 80 % and 100 %.
+//! reports none, counts that survive a restart and reset at the day's end, the owner's alerts
+//! at 80 % and 100 %, and (issue 33) a cancelled model call counted.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -356,4 +356,46 @@ async fn the_owner_hears_of_80_and_100_percent_of_each_cap_once_a_day() {
     server.rpc(OTHER_KEY, "SendMessage", send_params(&costing(10, 10), None)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(server.alerts.0.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_cancelled_model_call_counts_what_was_sent_and_what_streamed() {
+    let server = server_with(A2aOptions::default(), json!({"tokensPerDay": 1_000_000})).await;
+    let text = directive(json!([{"text": "streamed ".repeat(100), "chunk": 9, "delay_ms": 50}]));
+    let params = send_params(&text, None);
+    let started = server
+        .rpc(
+            KEY,
+            "SendMessage",
+            json!({"message": params["message"], "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let task_id = started["result"]["task"]["id"].as_str().unwrap().to_string();
+    // Cancel once part of the answer has streamed.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let task = server.rpc(KEY, "GetTask", json!({"id": task_id})).await;
+        if task["result"]["artifacts"].as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "nothing streamed: {task}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let canceled = server.rpc(KEY, "CancelTask", json!({"id": task_id})).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    // The provider bills the input of a call it started: at least the input estimate of what
+    // was sent, plus the chunk that streamed, is counted.
+    let request = server.faux.requests().pop().unwrap();
+    let nothing = volcanic_core::message::AssistantMessage::default();
+    let input = volcanic_core::provider::estimate_usage(&request, &nothing).input_tokens;
+    assert!(input > 100, "{input}");
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while tokens_today(&server) == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let report = server.server.usage_report(&workspace(&server));
+    let bot = report.callers.iter().find(|c| c.name == "travel-bot").unwrap();
+    assert!(bot.counts.input_tokens >= input, "{bot:?} (input estimate {input})");
+    assert!(bot.counts.output_tokens >= 2, "what streamed is not counted: {bot:?}");
+    assert_eq!(bot.counts.estimated_calls, 1, "{bot:?}");
 }
