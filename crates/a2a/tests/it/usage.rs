@@ -2,7 +2,8 @@
 //! 429 and `Retry-After` on every binding and version, daily token and spending caps refused
 //! before a task exists and at a run's next model call, usage by estimate for a provider that
 //! reports none, counts that survive a restart and reset at the day's end, the owner's alerts
-//! at 80 % and 100 %, and (issue 33) a cancelled model call counted.
+//! at 80 % and 100 %, and (issue 33) many sends at once ending at most one model call past a
+//! cap, and a cancelled model call counted.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -356,6 +357,100 @@ async fn the_owner_hears_of_80_and_100_percent_of_each_cap_once_a_day() {
     server.rpc(OTHER_KEY, "SendMessage", send_params(&costing(10, 10), None)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(server.alerts.0.lock().unwrap().is_empty());
+}
+
+/// One model call of 9,000 tokens (1,000 in, 8,000 out: within the default 8,192 output
+/// tokens) that takes a while, so that many of them run at once.
+fn slow_call_of_9000_tokens() -> String {
+    directive(json!([
+        {"sleep_ms": 300},
+        {"usage": {"input": 1000, "output": 8000}},
+        {"text": "ok"}
+    ]))
+}
+
+/// Sends `text` as travel-bot `count` times at once, spread over JSON-RPC 1.0, JSON-RPC 0.3,
+/// HTTP+JSON 1.0, HTTP+JSON 0.3 and streaming JSON-RPC 1.0, each send blocking until its task
+/// ends (or it is refused); returns once every answer is read to its end.
+async fn send_at_once(server: &TestServer, count: usize, text: &str) {
+    let mut sends = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let id = format!("m-at-once-{i}");
+        let (path, version, body) = match i % 5 {
+            0 => (
+                "/a2a",
+                "1.0",
+                json!({"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params":
+                    {"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}}}),
+            ),
+            1 => (
+                "/a2a",
+                "0.3",
+                json!({"jsonrpc": "2.0", "id": i, "method": "message/send", "params":
+                    {"message": {"kind": "message", "messageId": id, "role": "user",
+                                 "parts": [{"kind": "text", "text": text}]},
+                     "configuration": {"blocking": true}}}),
+            ),
+            2 => (
+                "/a2a/v1/message:send",
+                "1.0",
+                json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}}),
+            ),
+            3 => (
+                "/a2a/v1/message:send",
+                "0.3",
+                json!({"request": {"message_id": id, "role": "ROLE_USER", "content": [{"text": text}]},
+                       "configuration": {"blocking": true}}),
+            ),
+            _ => (
+                "/a2a",
+                "1.0",
+                json!({"jsonrpc": "2.0", "id": i, "method": "SendStreamingMessage", "params":
+                    {"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}}}),
+            ),
+        };
+        let request = server
+            .client
+            .post(format!("{}{path}", server.base))
+            .header("X-API-Key", KEY)
+            .header("A2A-Version", version)
+            .json(&body);
+        sends.spawn(async move {
+            let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
+            tokio::time::timeout(DEADLINE, response.text()).await.unwrap().unwrap()
+        });
+    }
+    while let Some(answer) = sends.join_next().await {
+        answer.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn fifty_sends_at_once_end_at_most_one_call_over_the_token_cap() {
+    let server = server_with(A2aOptions::default(), json!({"tokensPerDay": 10000})).await;
+    send_at_once(&server, 50, &slow_call_of_9000_tokens()).await;
+    let used = tokens_today(&server);
+    assert!(used >= 9000, "no call ran: {used}");
+    assert!(used <= 10000 + 9000, "{used} tokens against a cap of 10,000");
+    // Once the cap is reached nothing more runs: a send is refused.
+    let refused = send(&server, "hello").await;
+    assert_eq!(refused["error"]["data"][0]["reason"], "DAILY_LIMIT_REACHED", "{refused}");
+}
+
+#[tokio::test]
+async fn fifty_sends_at_once_end_at_most_one_call_over_the_spending_cap() {
+    let mut options = A2aOptions::default();
+    // Ten dollars per million tokens either way: a call of 9,000 tokens costs $0.09.
+    options.usage.prices.insert(
+        "faux".into(),
+        ModelPrice { input: 10.0, output: 10.0, cache_read: None, cache_write: None },
+    );
+    let server = server_with(options, json!({"usdPerDay": 1.0})).await;
+    send_at_once(&server, 50, &slow_call_of_9000_tokens()).await;
+    let report = server.server.usage_report(&workspace(&server));
+    let bot = report.callers.iter().find(|c| c.name == "travel-bot").unwrap();
+    assert!(bot.counts.usd >= 0.09 - 1e-9, "no call ran: {bot:?}");
+    assert!(bot.counts.usd <= 1.0 + 0.09 + 1e-9, "${} against a cap of $1.00", bot.counts.usd);
 }
 
 #[tokio::test]
