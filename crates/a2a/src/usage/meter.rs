@@ -186,7 +186,7 @@ impl Meter {
     ///
     /// # Cancel safety
     /// Dropping the future while it waits holds nothing.
-    pub async fn reserve(
+    pub(crate) async fn reserve(
         self: &Arc<Self>,
         caller: &Caller,
         request: &ModelRequest,

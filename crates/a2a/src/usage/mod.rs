@@ -31,7 +31,6 @@ use serde_json::Value;
 use volcanic_core::message::Usage;
 
 pub use meter::Meter;
-pub use reservation::Reservation;
 
 /// What may be used: per caller (callers.json `"limits"`) or per workspace in total
 /// (`A2A__Limits__*`). Each is optional; none set = no cap.

@@ -121,7 +121,7 @@ pub(crate) fn fits(
 /// The room one model call of a caller holds under the daily caps. Dropping it gives the room
 /// back and wakes the calls waiting for room; the run drops it once the call has ended and its
 /// usage is counted.
-pub struct Reservation {
+pub(crate) struct Reservation {
     meter: Arc<Meter>,
     workspace: PathBuf,
     caller: String,
