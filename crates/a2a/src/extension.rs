@@ -35,8 +35,9 @@ pub struct A2aSessionExtension {
     pub secrets: Arc<dyn SecretSource>,
     /// Holds calls of the tools the owner approves one by one (callers.json `approveTools`).
     pub gate: Option<Arc<dyn volcanic_core::extension::ToolGate>>,
-    /// Counts the model usage of the session's runs, and stops a run at its next model call
-    /// once a daily cap is reached (callers.json `limits`, `A2A__Limits__*`).
+    /// Counts the model usage of the session's runs, holds room under the daily caps for each
+    /// model call while it runs, and stops a run at its next model call once a daily cap is
+    /// reached (callers.json `limits`, `A2A__Limits__*`).
     pub meter: Option<Arc<crate::usage::Meter>>,
 }
 
@@ -134,15 +135,26 @@ impl Extension for A2aSessionExtension {
     }
 }
 
-/// Stops a caller's run before a model call once one of its daily caps is reached.
+/// Stops a caller's run before a model call once one of its daily caps is reached, and holds
+/// room under the caps while the call runs, so calls made at once cannot together run far past
+/// them (a call waits while there is too little).
 struct DailyCaps {
     meter: Arc<crate::usage::Meter>,
     caller: Caller,
 }
 
+#[async_trait::async_trait]
 impl volcanic_core::extension::ModelGate for DailyCaps {
-    fn check(&self, model: &str) -> Result<(), String> {
-        self.meter.check(&self.caller, model).map_err(|exhausted| exhausted.reason)
+    async fn admit(
+        &self,
+        request: &volcanic_core::provider::ModelRequest,
+    ) -> Result<volcanic_core::extension::ModelHold, String> {
+        use volcanic_core::extension::ModelHold;
+        match self.meter.reserve(&self.caller, request).await {
+            Ok(Some(reservation)) => Ok(ModelHold::new(reservation)),
+            Ok(None) => Ok(ModelHold::none()),
+            Err(exhausted) => Err(exhausted.reason),
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use crate::provider::ModelRequest;
 use crate::redact::{Secret, SecretSource};
 use crate::session::SessionEvent;
 use crate::tool::Tool;
@@ -46,15 +47,49 @@ pub trait ToolGate: Send + Sync {
 }
 
 /// A check before each model call of a session's runs (for example the owner's daily spending
-/// caps): a refusal ends the run before the call is made, failed with the reason.
+/// caps): it may hold the call until there is room for it, keeps what it needs while the call
+/// runs (a [`ModelHold`]), and a refusal ends the run before the call is made, failed with the
+/// reason.
 ///
-/// The run asks a session's model gates in registration order before every model call (not
-/// before retries of the same call); the first refusal wins. It must not block: it runs on the
-/// run's task.
+/// The run asks a session's model gates in registration order before every attempt of a model
+/// call (its retries after a provider failure too: each is billed on its own), once the request
+/// is built; the first refusal wins, and the holds of the gates that admitted it are dropped at
+/// once.
+#[async_trait::async_trait]
 pub trait ModelGate: Send + Sync {
-    /// `Err(reason)` stops the run; `reason` becomes the run's failure text
-    /// ([`crate::RunFailure::Stopped`]), shown to whoever waits for the run after redaction.
-    fn check(&self, model: &str) -> Result<(), String>;
+    /// Decides about the call that would send `request`: `Ok(hold)` lets it be made, and the
+    /// run keeps `hold` until the call has ended (see [`ModelHold`]); `Err(reason)` stops the
+    /// run, and `reason` becomes its failure text ([`crate::RunFailure::Stopped`]), shown to
+    /// whoever waits for the run after redaction.
+    ///
+    /// # Cancel safety
+    /// When the run is aborted the future is dropped at whatever await it is at, and no call is
+    /// made: a gate must not rely on being polled to the end.
+    async fn admit(&self, request: &ModelRequest) -> Result<ModelHold, String>;
+}
+
+/// What a [`ModelGate`] keeps while the call it admitted runs (for example room reserved under
+/// a budget). The run drops it once that attempt has ended and its usage has reached the
+/// session's listeners (`MessageEnd`), before any wait for a retry, or when the run stops before
+/// making the call; dropping it is how the gate learns that the call is over.
+pub struct ModelHold(Option<Box<dyn Send + Sync>>);
+
+impl ModelHold {
+    /// Nothing to keep.
+    pub fn none() -> Self {
+        ModelHold(None)
+    }
+
+    /// Keeps `value` until the call has ended, then drops it.
+    pub fn new(value: impl Send + Sync + 'static) -> Self {
+        ModelHold(Some(Box::new(value)))
+    }
+}
+
+impl std::fmt::Debug for ModelHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "ModelHold(..)" } else { "ModelHold(none)" })
+    }
 }
 
 /// A tool call as a [`ToolGate`] sees it.

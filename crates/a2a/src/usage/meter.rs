@@ -1,5 +1,6 @@
 //! The server's meter: admits requests against `requestsPerMinute`, counts the model's usage
-//! of each caller's runs, refuses sends and model calls over a daily cap, and alerts the owner.
+//! of each caller's runs, refuses sends and model calls over a daily cap, holds room under the
+//! daily caps for model calls in flight ([`super::reservation`]), and alerts the owner.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,9 +10,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use volcanic_core::message::Usage;
+use volcanic_core::provider::ModelRequest;
 
 use super::ledger::{self, DayFile, WorkspaceDay, WorkspaceReport};
 use super::rate::Rates;
+use super::reservation::{self, Held, InFlight, Reservation};
 use super::{Cap, Clock, Limits, UsageAlert, UsageNotifier, UsageOptions};
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
@@ -35,6 +38,8 @@ pub struct Meter {
     /// Held from a write's snapshot to its end, so an older snapshot never lands after a newer.
     writing: tokio::sync::Mutex<()>,
     notifier: Option<Arc<dyn UsageNotifier>>,
+    /// Told when a model call in flight gives its room back.
+    released: tokio::sync::Notify,
 }
 
 struct State {
@@ -46,6 +51,29 @@ struct State {
     /// Each caller's caps as its latest request had them (callers.json may change while a
     /// session is open; its runs are held to the current caps).
     limits: HashMap<PathBuf, HashMap<String, Limits>>,
+    /// The model calls in flight per workspace, and the room they hold under the daily caps.
+    in_flight: HashMap<PathBuf, InFlight>,
+}
+
+impl State {
+    /// `caller`'s caps as its latest request had them.
+    fn limits_of(&self, caller: &Caller) -> Limits {
+        self.limits
+            .get(&caller.workspace.path)
+            .and_then(|l| l.get(&caller.name))
+            .copied()
+            .unwrap_or(caller.limits)
+    }
+}
+
+/// Whether a model call may start now.
+enum Room {
+    /// No daily cap applies: nothing to hold.
+    Free,
+    /// It may, holding this room.
+    Held(Held),
+    /// Not before a call in flight ends.
+    Wait,
 }
 
 /// A send or model call over a daily cap: the caller's text and when the day ends.
@@ -75,12 +103,20 @@ impl Meter {
             clock,
             state_dir: state_dir.to_path_buf(),
             rates: Rates::default(),
-            state: Mutex::new(State { date, ends, day, finished: None, limits: HashMap::new() }),
+            state: Mutex::new(State {
+                date,
+                ends,
+                day,
+                finished: None,
+                limits: HashMap::new(),
+                in_flight: HashMap::new(),
+            }),
             dirty: AtomicBool::new(false),
             flusher: AtomicBool::new(false),
             writing: tokio::sync::Mutex::new(()),
             notifier,
             options,
+            released: tokio::sync::Notify::new(),
         }
     }
 
@@ -135,12 +171,103 @@ impl Meter {
     /// [`Exhausted`], with the reason for the caller.
     pub fn check(&self, caller: &Caller, model: &str) -> Result<(), Exhausted> {
         let state = self.lock();
-        let limits = state
-            .limits
-            .get(&caller.workspace.path)
-            .and_then(|l| l.get(&caller.name))
-            .copied()
-            .unwrap_or(caller.limits);
+        self.exhausted(&state, caller, &state.limits_of(caller), model)
+    }
+
+    /// Holds room under the daily caps for one model call of `caller` that sends `request`,
+    /// waiting while the caller's other calls in flight leave too little
+    /// ([`super::reservation`]); the room is given back when the returned reservation is
+    /// dropped. `None` when no daily cap applies to the caller: nothing needs holding (calls
+    /// that start before the owner sets a cap are not counted as in flight under it).
+    ///
+    /// # Errors
+    /// [`Exhausted`] when a daily cap is reached (or a spending cap applies to a model without a
+    /// price), as [`Meter::check`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future while it waits holds nothing.
+    pub(crate) async fn reserve(
+        self: &Arc<Self>,
+        caller: &Caller,
+        request: &ModelRequest,
+    ) -> Result<Option<Reservation>, Exhausted> {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            // Registered before the look, so a release between the look and the wait wakes it.
+            released.as_mut().enable();
+            match self.try_reserve(caller, request)? {
+                Room::Free => return Ok(None),
+                Room::Held(held) => {
+                    let (workspace, name) = (caller.workspace.path.clone(), caller.name.clone());
+                    return Ok(Some(Reservation::new(self.clone(), workspace, name, held)));
+                }
+                Room::Wait => {
+                    tracing::debug!(caller = %caller.name, "a model call waits for room under a daily cap until a call in flight ends");
+                    released.await;
+                }
+            }
+        }
+    }
+
+    /// Reserves room for the call if it may start now.
+    fn try_reserve(&self, caller: &Caller, request: &ModelRequest) -> Result<Room, Exhausted> {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let limits = state.limits_of(caller);
+        self.exhausted(state, caller, &limits, &request.model)?;
+        let workspace = &self.options.workspace;
+        if !limits.has_daily() && !workspace.has_daily() {
+            return Ok(Room::Free);
+        }
+        let ceiling = volcanic_core::provider::usage_ceiling(request);
+        let usd = self.options.prices.get(&request.model).map_or(0.0, |p| p.most(&ceiling));
+        let need = Held { calls: 1, tokens: ceiling.total(), usd };
+        let path = &caller.workspace.path;
+        let day = state.day.workspace(path);
+        let own = day.and_then(|d| d.callers.get(&caller.name)).copied().unwrap_or_default();
+        let total = day.map(WorkspaceDay::total).unwrap_or_default();
+        let held = state
+            .in_flight
+            .get(path)
+            .map(|flight| (flight.of(&caller.name), flight.total()))
+            .unwrap_or_default();
+        if !reservation::fits(&limits, workspace, (&own, held.0), (&total, held.1), need) {
+            return Ok(Room::Wait);
+        }
+        match state.in_flight.get_mut(path) {
+            Some(flight) => flight.add(&caller.name, need),
+            None => {
+                let mut flight = InFlight::default();
+                flight.add(&caller.name, need);
+                state.in_flight.insert(path.clone(), flight);
+            }
+        }
+        Ok(Room::Held(need))
+    }
+
+    /// Gives back the room a call of `caller` held, and wakes the calls waiting for room.
+    pub(crate) fn release(&self, workspace: &Path, caller: &str, held: Held) {
+        {
+            let mut state = self.lock();
+            if let Some(flight) = state.in_flight.get_mut(workspace)
+                && flight.remove(caller, held)
+            {
+                state.in_flight.remove(workspace);
+            }
+        }
+        self.released.notify_waiters();
+    }
+
+    /// Refuses `caller` a run or model call of `model` when one of its daily caps or the
+    /// workspace's is reached, or when a spending cap applies and `model` has no price.
+    fn exhausted(
+        &self,
+        state: &State,
+        caller: &Caller,
+        limits: &Limits,
+        model: &str,
+    ) -> Result<(), Exhausted> {
         let workspace = &self.options.workspace;
         if !limits.has_daily() && !workspace.has_daily() {
             return Ok(());

@@ -7,9 +7,11 @@
 //!   JSON-RPC). The limiter is `governor`'s GCRA: a full minute's worth may come at once, then
 //!   one more every `60 / N` seconds.
 //! - `tokensPerDay` and `usdPerDay` count the model's tokens (input, output and cached input, as
-//!   the provider reports them, or the run loop's estimate when it reports none) and their price
-//!   from [`UsageOptions::prices`]. A send over a cap is refused before a task exists; a run that
-//!   crosses one stops at its next model call and its task fails with the reason.
+//!   the provider reports them, or the run loop's estimate when it reports none or the call was
+//!   aborted) and their price from [`UsageOptions::prices`]. A send over a cap is refused before
+//!   a task exists; a run that crosses one stops at its next model call and its task fails with
+//!   the reason. Each model call holds room under the caps while it runs ([`reservation`]), so
+//!   calls made at once end a caller's day at most one call past its cap.
 //! - "Today" is the calendar day in UTC, or in [`UsageOptions::time_zone`]. The day's counts are
 //!   kept in `<state dir>/a2a/usage/<date>.json` ([`ledger`]), written at most a second after
 //!   they change and when the server stops, so a restart keeps them.
@@ -17,6 +19,7 @@
 pub mod ledger;
 mod meter;
 mod rate;
+mod reservation;
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
@@ -120,6 +123,17 @@ impl ModelPrice {
             + usage.output_tokens as f64 * per_token(self.output)
             + usage.cache_read_tokens as f64 * per_token(self.cache_read.unwrap_or(self.input))
             + usage.cache_write_tokens as f64 * per_token(self.cache_write.unwrap_or(self.input))
+    }
+
+    /// The most `usage` can cost when any part of its input may turn out to be read from or
+    /// written to the provider's cache: every input token at the highest of the input prices.
+    pub fn most(&self, usage: &Usage) -> f64 {
+        let input = self
+            .input
+            .max(self.cache_read.unwrap_or(self.input))
+            .max(self.cache_write.unwrap_or(self.input));
+        let tokens = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+        (tokens as f64 * input + usage.output_tokens as f64 * self.output) / 1_000_000.0
     }
 }
 

@@ -1,8 +1,9 @@
 //! Spend caps and rate limits (issue 23) over the real server: `requestsPerMinute` refused with
 //! 429 and `Retry-After` on every binding and version, daily token and spending caps refused
 //! before a task exists and at a run's next model call, usage by estimate for a provider that
-//! reports none, counts that survive a restart and reset at the day's end, and the owner's
-//! alerts at 80 % and 100 %.
+//! reports none, counts that survive a restart and reset at the day's end, the owner's alerts
+//! at 80 % and 100 %, and (issue 33) many sends at once ending at most one model call past a
+//! cap, and a cancelled model call counted.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -356,4 +357,140 @@ async fn the_owner_hears_of_80_and_100_percent_of_each_cap_once_a_day() {
     server.rpc(OTHER_KEY, "SendMessage", send_params(&costing(10, 10), None)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(server.alerts.0.lock().unwrap().is_empty());
+}
+
+/// One model call of 9,000 tokens (1,000 in, 8,000 out: within the default 8,192 output
+/// tokens) that takes a while, so that many of them run at once.
+fn slow_call_of_9000_tokens() -> String {
+    directive(json!([
+        {"sleep_ms": 300},
+        {"usage": {"input": 1000, "output": 8000}},
+        {"text": "ok"}
+    ]))
+}
+
+/// Sends `text` as travel-bot `count` times at once, spread over JSON-RPC 1.0, JSON-RPC 0.3,
+/// HTTP+JSON 1.0, HTTP+JSON 0.3 and streaming JSON-RPC 1.0, each send blocking until its task
+/// ends (or it is refused); returns once every answer is read to its end.
+async fn send_at_once(server: &TestServer, count: usize, text: &str) {
+    let mut sends = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let id = format!("m-at-once-{i}");
+        let (path, version, body) = match i % 5 {
+            0 => (
+                "/a2a",
+                "1.0",
+                json!({"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params":
+                    {"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}}}),
+            ),
+            1 => (
+                "/a2a",
+                "0.3",
+                json!({"jsonrpc": "2.0", "id": i, "method": "message/send", "params":
+                    {"message": {"kind": "message", "messageId": id, "role": "user",
+                                 "parts": [{"kind": "text", "text": text}]},
+                     "configuration": {"blocking": true}}}),
+            ),
+            2 => (
+                "/a2a/v1/message:send",
+                "1.0",
+                json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}}),
+            ),
+            3 => (
+                "/a2a/v1/message:send",
+                "0.3",
+                json!({"request": {"message_id": id, "role": "ROLE_USER", "content": [{"text": text}]},
+                       "configuration": {"blocking": true}}),
+            ),
+            _ => (
+                "/a2a",
+                "1.0",
+                json!({"jsonrpc": "2.0", "id": i, "method": "SendStreamingMessage", "params":
+                    {"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}}}),
+            ),
+        };
+        let request = server
+            .client
+            .post(format!("{}{path}", server.base))
+            .header("X-API-Key", KEY)
+            .header("A2A-Version", version)
+            .json(&body);
+        sends.spawn(async move {
+            let response = tokio::time::timeout(DEADLINE, request.send()).await.unwrap().unwrap();
+            tokio::time::timeout(DEADLINE, response.text()).await.unwrap().unwrap()
+        });
+    }
+    while let Some(answer) = sends.join_next().await {
+        answer.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn fifty_sends_at_once_end_at_most_one_call_over_the_token_cap() {
+    let server = server_with(A2aOptions::default(), json!({"tokensPerDay": 10000})).await;
+    send_at_once(&server, 50, &slow_call_of_9000_tokens()).await;
+    let used = tokens_today(&server);
+    assert!(used >= 9000, "no call ran: {used}");
+    assert!(used <= 10000 + 9000, "{used} tokens against a cap of 10,000");
+    // Once the cap is reached nothing more runs: a send is refused.
+    let refused = send(&server, "hello").await;
+    assert_eq!(refused["error"]["data"][0]["reason"], "DAILY_LIMIT_REACHED", "{refused}");
+}
+
+#[tokio::test]
+async fn fifty_sends_at_once_end_at_most_one_call_over_the_spending_cap() {
+    let mut options = A2aOptions::default();
+    // Ten dollars per million tokens either way: a call of 9,000 tokens costs $0.09.
+    options.usage.prices.insert(
+        "faux".into(),
+        ModelPrice { input: 10.0, output: 10.0, cache_read: None, cache_write: None },
+    );
+    let server = server_with(options, json!({"usdPerDay": 1.0})).await;
+    send_at_once(&server, 50, &slow_call_of_9000_tokens()).await;
+    let report = server.server.usage_report(&workspace(&server));
+    let bot = report.callers.iter().find(|c| c.name == "travel-bot").unwrap();
+    assert!(bot.counts.usd >= 0.09 - 1e-9, "no call ran: {bot:?}");
+    assert!(bot.counts.usd <= 1.0 + 0.09 + 1e-9, "${} against a cap of $1.00", bot.counts.usd);
+}
+
+#[tokio::test]
+async fn a_cancelled_model_call_counts_what_was_sent_and_what_streamed() {
+    let server = server_with(A2aOptions::default(), json!({"tokensPerDay": 1_000_000})).await;
+    let text = directive(json!([{"text": "streamed ".repeat(100), "chunk": 9, "delay_ms": 50}]));
+    let params = send_params(&text, None);
+    let started = server
+        .rpc(
+            KEY,
+            "SendMessage",
+            json!({"message": params["message"], "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    let task_id = started["result"]["task"]["id"].as_str().unwrap().to_string();
+    // Cancel once part of the answer has streamed.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let task = server.rpc(KEY, "GetTask", json!({"id": task_id})).await;
+        if task["result"]["artifacts"].as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "nothing streamed: {task}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let canceled = server.rpc(KEY, "CancelTask", json!({"id": task_id})).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{canceled}");
+    // The provider bills the input of a call it started: at least the input estimate of what
+    // was sent, plus the chunk that streamed, is counted.
+    let request = server.faux.requests().pop().unwrap();
+    let nothing = volcanic_core::message::AssistantMessage::default();
+    let input = volcanic_core::provider::estimate_usage(&request, &nothing).input_tokens;
+    assert!(input > 100, "{input}");
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while tokens_today(&server) == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let report = server.server.usage_report(&workspace(&server));
+    let bot = report.callers.iter().find(|c| c.name == "travel-bot").unwrap();
+    assert!(bot.counts.input_tokens >= input, "{bot:?} (input estimate {input})");
+    assert!(bot.counts.output_tokens >= 2, "what streamed is not counted: {bot:?}");
+    assert_eq!(bot.counts.estimated_calls, 1, "{bot:?}");
 }

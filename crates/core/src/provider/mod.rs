@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::message::{AssistantMessage, Message, Usage};
+use crate::message::{AssistantBlock, AssistantMessage, Message, Usage};
 
 pub mod anthropic;
 mod http;
@@ -53,10 +53,92 @@ impl ModelRequest {
 /// text and code with the common tokenizers.
 const CHARS_PER_TOKEN: usize = 4;
 
+/// What a provider adds to a request beyond its text, counted by [`usage_ceiling`]: its own
+/// instructions for tool use (Anthropic documents a few hundred tokens of them) and the framing of
+/// the request.
+const REQUEST_OVERHEAD_TOKENS: u64 = 1024;
+
+/// What a provider adds around each message and tool definition (role and turn markers),
+/// counted by [`usage_ceiling`].
+const MESSAGE_OVERHEAD_TOKENS: u64 = 16;
+
 /// The usage of a model call estimated from the length of its request and answer (four
-/// characters a token, at least one token of output), marked as estimated. The run loop uses it
-/// when a provider reports no usage, so a usage-less backend is never counted as free.
+/// characters a token, at least one token of output and never more than the request's
+/// `max_output_tokens`), marked as estimated. The run loop uses it when a provider reports no
+/// usage, so a usage-less backend is never counted as free.
 pub fn estimate_usage(request: &ModelRequest, answer: &AssistantMessage) -> Usage {
+    let output = answer.text().len()
+        + answer.tool_calls().map(|c| c.name.len() + c.args.to_string().len()).sum::<usize>();
+    Usage {
+        input_tokens: estimate_input_tokens(request),
+        output_tokens: ((output / CHARS_PER_TOKEN) as u64)
+            .min(u64::from(request.max_output_tokens))
+            .max(1),
+        estimated: true,
+        ..Usage::default()
+    }
+}
+
+/// The usage of a model call that stopped before its answer was whole (aborted, or failed
+/// while it streamed): the input estimate of everything sent and `streamed` characters of text
+/// and thinking as output, four characters a token, marked as estimated. A provider bills the
+/// input of a call it has started, so a stopped call is never counted as free.
+pub fn estimate_stopped_usage(request: &ModelRequest, streamed: usize) -> Usage {
+    Usage {
+        input_tokens: estimate_input_tokens(request),
+        output_tokens: ((streamed / CHARS_PER_TOKEN) as u64)
+            .min(u64::from(request.max_output_tokens)),
+        estimated: true,
+        ..Usage::default()
+    }
+}
+
+/// The most a model call of `request` can use, for holding room under a budget before the call
+/// is made: every byte of what is sent (system prompt, messages, thinking, tool calls and
+/// results, tool definitions with their schemas) counted as an input token, plus a margin for
+/// what the provider adds around them, plus `max_output_tokens`. The tokenizers of the common
+/// APIs never make more tokens than bytes and their output stays within the maximum asked for,
+/// so the usage they report for the call (its input, cached input and output together) stays
+/// under this; so does [`estimate_usage`] and [`estimate_stopped_usage`] of the same request.
+pub fn usage_ceiling(request: &ModelRequest) -> Usage {
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + json_len(&t.parameters))
+        .sum();
+    let messages: usize = request
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::User { text } | Message::Note { text } => text.len(),
+            Message::Assistant(answer) => answer
+                .content
+                .iter()
+                .map(|block| match block {
+                    AssistantBlock::Text { text } => text.len(),
+                    AssistantBlock::Thinking { text, signature } => {
+                        text.len() + signature.as_ref().map_or(0, String::len)
+                    }
+                    AssistantBlock::ToolCall(call) => {
+                        call.id.len() + call.name.len() + json_len(&call.args)
+                    }
+                })
+                .sum(),
+            Message::ToolResult(result) => result.call_id.len() + result.content.len(),
+        })
+        .sum();
+    let framing = REQUEST_OVERHEAD_TOKENS
+        + MESSAGE_OVERHEAD_TOKENS * (request.messages.len() + request.tools.len()) as u64;
+    Usage {
+        input_tokens: (request.system.len() + tools + messages) as u64 + framing,
+        output_tokens: u64::from(request.max_output_tokens),
+        ..Usage::default()
+    }
+}
+
+/// Four characters a token of what the model is shown: the system prompt, the tools' names and
+/// descriptions, and the messages' text.
+fn estimate_input_tokens(request: &ModelRequest) -> u64 {
     let input: usize = request.system.len()
         + request.tools.iter().map(|t| t.name.len() + t.description.len()).sum::<usize>()
         + request
@@ -68,13 +150,26 @@ pub fn estimate_usage(request: &ModelRequest, answer: &AssistantMessage) -> Usag
                 Message::ToolResult(r) => r.content.len(),
             })
             .sum::<usize>();
-    let output = answer.text().len()
-        + answer.tool_calls().map(|c| c.name.len() + c.args.to_string().len()).sum::<usize>();
-    Usage {
-        input_tokens: (input / CHARS_PER_TOKEN) as u64,
-        output_tokens: (output / CHARS_PER_TOKEN).max(1) as u64,
-        estimated: true,
-        ..Usage::default()
+    (input / CHARS_PER_TOKEN) as u64
+}
+
+/// The length of `value` as compact JSON, without building the text.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a writer that never fails cannot fail.
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => 0,
     }
 }
 

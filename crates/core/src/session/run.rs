@@ -7,11 +7,16 @@
 //! a listener may prompt again right away. Tool calls of one answer run one after the other, in
 //! the order the model made them. No tool executes before every gate of the session
 //! ([`crate::extension::ToolGate`]) allowed that call, and an abort ends a gate's wait at once
-//! (the call then does not run). Every run's task is on the factory's run tracker, so
+//! (the call then does not run). No model call, and no retry of one, is made before every model
+//! gate of the session ([`crate::extension::ModelGate`]) admitted it, and what the gates keep for
+//! an attempt is dropped only once its `MessageEnd` (with its usage) was emitted. A call that was sent is never counted as free: an answer without usage gets an
+//! estimate, and so does a call aborted or failed while it streamed (what was sent, and what
+//! streamed). Every run's task is on the factory's run tracker, so
 //! [`SessionFactory::close_runs`](super::SessionFactory::close_runs) returns only once each run
 //! has journaled its end and emitted `Settled`.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -22,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::journal::{self, ABORTED_NOTE, Entry, RunEnd};
 use super::{EventKind, Inner, Role, RunFailure, RunHandle, RunOutcome, RunSettled, Running};
-use crate::extension::{GateCall, GateDecision};
+use crate::extension::{GateCall, GateDecision, ModelHold};
 use crate::message::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResult, Usage,
 };
@@ -92,11 +97,21 @@ struct Run<'a> {
     warned_estimate: bool,
 }
 
+/// Why the model gates did not let a call be made.
+enum GateStop {
+    /// A gate refused it, with this reason.
+    Refused(String),
+    /// The run was aborted while a gate held it.
+    Aborted,
+}
+
 /// How a model call ended.
 enum Answer {
     Ok(AssistantMessage),
     Aborted,
     Failed(String),
+    /// A model gate refused an attempt, with this reason.
+    Refused(String),
 }
 
 impl<'a> Run<'a> {
@@ -194,13 +209,6 @@ impl<'a> Run<'a> {
             if self.turns >= config.max_turns {
                 return Ok(RunOutcome::MaxTurns);
             }
-            if let Err(reason) = self.pass_model_gates(&model) {
-                let reason = self.inner.redactor.current().redact(&reason).into_owned();
-                tracing::info!(scope = %self.inner.scope, reason = %reason, "a model gate stopped the run");
-                return Ok(RunOutcome::Failed { error: RunFailure::Stopped { reason } });
-            }
-            self.turns += 1;
-            self.emit(EventKind::TurnStart { turn: self.turns });
             let request = ModelRequest {
                 model: model.clone(),
                 system: system.clone(),
@@ -213,6 +221,11 @@ impl<'a> Run<'a> {
                 Answer::Aborted => return Ok(RunOutcome::Aborted),
                 Answer::Failed(message) => {
                     return Ok(RunOutcome::Failed { error: RunFailure::Provider { message } });
+                }
+                Answer::Refused(reason) => {
+                    let reason = self.inner.redactor.current().redact(&reason).into_owned();
+                    tracing::info!(scope = %self.inner.scope, reason = %reason, "a model gate stopped the run");
+                    return Ok(RunOutcome::Failed { error: RunFailure::Stopped { reason } });
                 }
             };
             let calls: Vec<ToolCall> = answer.tool_calls().cloned().collect();
@@ -248,23 +261,40 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// One model call with retries. Every attempt is journaled as an assistant message.
+    /// One model call with retries, each attempt admitted by the model gates first (the first
+    /// one starts the turn). Every attempt is journaled as an assistant message, and what the
+    /// gates keep for it is dropped only after that.
     async fn call_model(&mut self, request: &ModelRequest) -> Result<Answer> {
         let retry = self.inner.shared.config.retry.clone();
         let provider = self.inner.shared.provider.clone();
         let mut attempt = 0;
         loop {
+            // Kept until the attempt has ended and its usage reached the listeners.
+            let holds = match self.pass_model_gates(request).await {
+                Ok(holds) => holds,
+                Err(GateStop::Aborted) => return Ok(Answer::Aborted),
+                Err(GateStop::Refused(reason)) => return Ok(Answer::Refused(reason)),
+            };
+            if attempt == 0 {
+                self.turns += 1;
+                self.emit(EventKind::TurnStart { turn: self.turns });
+            }
             self.message_index += 1;
             let index = self.message_index;
             self.emit(EventKind::MessageStart { index, role: Role::Assistant });
             let partial = Mutex::new(String::new());
+            // Characters of thinking streamed: billed as output like the text.
+            let thought = AtomicUsize::new(0);
             let result = {
                 let sink = |delta: Delta| match delta {
                     Delta::Text(text) => {
                         partial.lock().unwrap_or_else(PoisonError::into_inner).push_str(&text);
                         self.emit(EventKind::TextDelta { index, text });
                     }
-                    Delta::Thinking(text) => self.emit(EventKind::ThinkingDelta { index, text }),
+                    Delta::Thinking(text) => {
+                        thought.fetch_add(text.len(), Ordering::Relaxed);
+                        self.emit(EventKind::ThinkingDelta { index, text });
+                    }
                 };
                 tokio::select! {
                     biased;
@@ -273,7 +303,8 @@ impl<'a> Run<'a> {
                 }
             };
             let partial = partial.into_inner().unwrap_or_else(PoisonError::into_inner);
-            let stopped = |stop_reason, error| AssistantMessage {
+            let streamed = partial.len() + thought.into_inner();
+            let stopped = |stop_reason, error, usage| AssistantMessage {
                 content: if partial.is_empty() {
                     Vec::new()
                 } else {
@@ -281,7 +312,7 @@ impl<'a> Run<'a> {
                 },
                 stop_reason,
                 error,
-                usage: Usage::default(),
+                usage,
                 provider: provider.name().to_string(),
                 model: request.model.clone(),
             };
@@ -304,16 +335,29 @@ impl<'a> Run<'a> {
                     return Ok(Answer::Ok(answer));
                 }
                 None => {
+                    // The request was sent: its input is billed, and whatever streamed.
+                    let usage = crate::provider::estimate_stopped_usage(request, streamed);
+                    self.usage.add(&usage);
                     self.final_text = partial.clone();
-                    self.record_assistant(index, stopped(StopReason::Aborted, None))?;
+                    self.record_assistant(index, stopped(StopReason::Aborted, None, usage))?;
                     return Ok(Answer::Aborted);
                 }
                 Some(Err(err)) => {
                     let message = self.inner.redactor.current().redact(&err.message).into_owned();
+                    // A failure before the answer began is not billed; one while it streamed is,
+                    // like an abort.
+                    let usage = if streamed > 0 {
+                        crate::provider::estimate_stopped_usage(request, streamed)
+                    } else {
+                        Usage::default()
+                    };
+                    self.usage.add(&usage);
                     self.record_assistant(
                         index,
-                        stopped(StopReason::Error, Some(message.clone())),
+                        stopped(StopReason::Error, Some(message.clone()), usage),
                     )?;
+                    // Not held through the wait: the next attempt is admitted on its own.
+                    drop(holds);
                     if !err.kind.is_retryable() || attempt >= retry.max_retries {
                         return Ok(Answer::Failed(message));
                     }
@@ -405,20 +449,32 @@ impl<'a> Run<'a> {
         output
     }
 
-    /// Asks the session's model gates about the next model call, in registration order, until
-    /// one refuses (its reason). A gate that panics refuses with a fixed reason.
-    fn pass_model_gates(&self, model: &str) -> std::result::Result<(), String> {
+    /// Asks the session's model gates about the call that would send `request`, in registration
+    /// order, until one refuses; returns what the gates keep while the call runs. A gate that
+    /// panics refuses with a fixed reason; an abort ends a gate's wait.
+    async fn pass_model_gates(
+        &self,
+        request: &ModelRequest,
+    ) -> std::result::Result<Vec<ModelHold>, GateStop> {
+        let mut holds = Vec::new();
         for gate in &self.inner.model_gates {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| gate.check(model))) {
-                Ok(Ok(())) => {}
-                Ok(Err(reason)) => return Err(reason),
+            // Inside the async block, so a panic while making the future is caught as well.
+            let admit = AssertUnwindSafe(async { gate.admit(request).await }).catch_unwind();
+            let decision = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Err(GateStop::Aborted),
+                decision = admit => decision,
+            };
+            match decision {
+                Ok(Ok(hold)) => holds.push(hold),
+                Ok(Err(reason)) => return Err(GateStop::Refused(reason)),
                 Err(_) => {
                     tracing::error!(scope = %self.inner.scope, "a model gate panicked");
-                    return Err(MODEL_GATE_FAILED.to_string());
+                    return Err(GateStop::Refused(MODEL_GATE_FAILED.to_string()));
                 }
             }
         }
-        Ok(())
+        Ok(holds)
     }
 
     /// Asks the session's gates about a call, in registration order, until one refuses.

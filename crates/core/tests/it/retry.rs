@@ -11,7 +11,7 @@ use crate::support::*;
 
 const KEY: &str = "sk-ant-test-key-0123456789abcdef";
 
-fn sse_answer(text: &str) -> String {
+pub(crate) fn sse_answer(text: &str) -> String {
     let events = [
         (
             "message_start",
@@ -35,7 +35,7 @@ fn sse_answer(text: &str) -> String {
     events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect()
 }
 
-fn anthropic(server: &MockServer) -> Arc<AnthropicProvider> {
+pub(crate) fn anthropic(server: &MockServer) -> Arc<AnthropicProvider> {
     let mut config = AnthropicConfig::new(KEY.to_string());
     config.base_url = server.uri();
     Arc::new(AnthropicProvider::new(config).unwrap())
