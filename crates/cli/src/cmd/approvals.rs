@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::Value;
 use volcanic_a2a::control::{self, ControlRequest};
+use volcanic_core::escape::{one_line, printable};
 
 use crate::{Failure, config};
 
@@ -83,9 +84,11 @@ pub async fn list(args: ListArgs) -> Result<u8, Failure> {
         println!("No request waits for your approval.");
     }
     for approval in &approvals {
-        let text = |key: &str| approval[key].as_str().unwrap_or("?").to_string();
+        // The header line is the server's; the request below it is the caller's, every line of it
+        // indented and none of it able to move the cursor or rewrite a line.
+        let text = |key: &str| one_line(approval[key].as_str().unwrap_or("?")).into_owned();
         let what = match approval["tool"].as_str() {
-            Some(tool) => format!("a call of {tool} in task"),
+            Some(tool) => format!("a call of {} in task", one_line(tool)),
             None => "task".to_string(),
         };
         println!(
@@ -94,7 +97,7 @@ pub async fn list(args: ListArgs) -> Result<u8, Failure> {
             text("caller"),
             text("taskId"),
             remaining(approval["expiresAt"].as_u64().unwrap_or(0)),
-            text("request").replace('\n', "\n    ")
+            printable(approval["request"].as_str().unwrap_or("?")).replace('\n', "\n    ")
         );
     }
     if !running {
@@ -133,12 +136,8 @@ async fn decide(server: &ServerArgs, request: ControlRequest) -> Result<u8, Fail
     let socket = socket(server)?;
     let answer = ask(&socket, &request).await?;
     let decided = &answer["decided"];
-    println!(
-        "Task {} of {} is {} now.",
-        decided["taskId"].as_str().unwrap_or("?"),
-        decided["caller"].as_str().unwrap_or("?"),
-        decided["state"].as_str().unwrap_or("?")
-    );
+    let field = |key: &str| one_line(decided[key].as_str().unwrap_or("?")).into_owned();
+    println!("Task {} of {} is {} now.", field("taskId"), field("caller"), field("state"));
     Ok(0)
 }
 

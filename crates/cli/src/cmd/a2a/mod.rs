@@ -5,8 +5,6 @@
 
 mod show;
 
-pub use show::printable;
-
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand, ValueEnum};
