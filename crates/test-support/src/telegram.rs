@@ -924,7 +924,16 @@ fn message_entities(text: &str, params: &Value) -> Result<Vec<Value>, &'static s
     for entity in list {
         let known = matches!(
             entity["type"].as_str(),
-            Some("bold" | "italic" | "underline" | "strikethrough" | "code" | "spoiler")
+            Some(
+                "bold"
+                    | "italic"
+                    | "underline"
+                    | "strikethrough"
+                    | "code"
+                    | "spoiler"
+                    | "blockquote"
+                    | "expandable_blockquote"
+            )
         );
         let (Some(offset), Some(length)) = (entity["offset"].as_u64(), entity["length"].as_u64())
         else {

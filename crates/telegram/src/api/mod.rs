@@ -32,8 +32,8 @@ use tokio_util::sync::CancellationToken;
 use volcanic_core::redact::Redactor;
 
 pub use types::{
-    Button, CallbackQuery, Chat, ChatKind, Document, File, InlineKeyboardButton,
-    InlineKeyboardMarkup, Message, MessageOrigin, PhotoSize, Update, User,
+    Button, CallbackQuery, Chat, ChatKind, Document, Entity, EntityKind, File,
+    InlineKeyboardButton, InlineKeyboardMarkup, Message, MessageOrigin, PhotoSize, Update, User,
 };
 
 use crate::config::{Backoff, TelegramConfig};
@@ -468,19 +468,18 @@ impl BotApi {
         self.call("sendMessage", body, self.sends(), self.inner.call_timeout, cancel).await
     }
 
-    /// `sendMessage` with plain text whose first `bold_units` UTF-16 units are bold (an
-    /// `entities` parameter, never a parse mode, so nothing in the text can mark itself).
+    /// `sendMessage` with plain text marked by `entities` (an `entities` parameter, never a
+    /// parse mode, so nothing in the text can mark itself).
     ///
     /// # Errors
     /// The last failure once attempts run out, or a refusal.
-    pub async fn send_message_bold_prefix(
+    pub async fn send_message_with_entities(
         &self,
         chat_id: i64,
         text: &str,
-        bold_units: usize,
+        entities: &[Entity],
         cancel: &CancellationToken,
     ) -> Result<Message, ApiError> {
-        let entities = json!([{"type": "bold", "offset": 0, "length": bold_units}]);
         let body = Body::Json(json!({"chat_id": chat_id, "text": text, "entities": entities}));
         self.call("sendMessage", body, self.sends(), self.inner.call_timeout, cancel).await
     }
