@@ -2,6 +2,8 @@
 //! A2A error the agent answered, or an answer that is not A2A. Messages name the URL and never a
 //! key (keys travel in headers only, and no header is ever part of an error).
 
+use super::redirect::Refusal;
+
 /// A failed client call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
@@ -29,6 +31,15 @@ pub enum ClientError {
     /// The operation does not exist in the protocol version in use.
     #[error("{operation} does not exist in A2A {version}")]
     NotInVersion { operation: &'static str, version: &'static str },
+    /// The agent redirected the call somewhere the client does not follow.
+    #[error("{url} redirected to {to}, {why}")]
+    Redirected { url: String, to: String, why: Refusal },
+    /// The card was served from another origin than the one asked (through a redirect), so the
+    /// interfaces it names are not the asked agent's word: the key is not sent to them.
+    #[error(
+        "the card asked for at {card} was served by {served_from}, another origin: your key is not sent to the interface it names ({interface})"
+    )]
+    KeyWithheld { card: String, served_from: String, interface: String },
 }
 
 impl ClientError {
@@ -42,7 +53,9 @@ impl ClientError {
             | ClientError::NoInterface { .. }
             | ClientError::Http { .. }
             | ClientError::BadResponse { .. }
-            | ClientError::NotInVersion { .. } => None,
+            | ClientError::NotInVersion { .. }
+            | ClientError::Redirected { .. }
+            | ClientError::KeyWithheld { .. } => None,
         }
     }
 }

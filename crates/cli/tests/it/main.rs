@@ -9,6 +9,7 @@ mod callers;
 mod chat;
 mod client;
 mod client_errors;
+mod client_hostile;
 mod containment;
 mod crash;
 mod host_secrets;
