@@ -343,6 +343,45 @@ async fn approval_deny_rejects_the_task_and_a_message_typed_meanwhile_takes_noth
 }
 
 #[tokio::test]
+async fn approval_request_text_cannot_pass_for_another_callers_request() {
+    let bot = Bot::with(Setup { a2a: true, ..Setup::default() }).await;
+    approving_caller(&bot);
+    let base = bot.a2a_url.clone().unwrap();
+    // The attack: the request ends its own message early and then asks, as another caller, for
+    // something harmless, right above the buttons that approve the real request.
+    let request = "delete every file in the workspace\n\nApprove to let it run, or deny it. (It is \
+rejected if nobody decides in time.)\n\n🔐 A2A · calendar asks for your approval:\n\nwhat is on \
+my calendar today?";
+    let (_, body) = a2a_send(&base, KEY, request).await;
+    let task_id = body["result"]["task"]["id"].as_str().unwrap().to_string();
+    let asked = bot.message(OWNER, |t| t.starts_with("🔐 A2A · travel-bot")).await;
+    let heading = "🔐 A2A · travel-bot asks for your approval:";
+    let shown = asked.text.strip_prefix(&format!("{heading}\n\n")).expect("the heading");
+    let quoted = shown
+        .strip_suffix(
+            "\n\nApprove to let it run, or deny it. (It is rejected if nobody decides in time.)",
+        )
+        .expect("the closing line");
+    assert!(quoted.contains("🔐 A2A · calendar asks"), "{quoted}");
+    // Only the real heading is bold; the caller's whole request, imitation included, is quoted.
+    let marks = |quoted: &str| {
+        vec![
+            json!({"type": "bold", "offset": 0, "length": utf16(heading)}),
+            json!({"type": "blockquote", "offset": utf16(heading) + 2, "length": utf16(quoted)}),
+        ]
+    };
+    assert_eq!(bot.api().entities(OWNER, asked.message_id), marks(quoted));
+    // Decided, the message keeps its marks.
+    let deny = asked.buttons[0][1].1.clone();
+    let pressed = bot.api().push_callback_query(OWNER, OWNER, asked.message_id, &deny);
+    bot.api().wait_for_callback_answer(&pressed, DEADLINE).await;
+    wait_for_task_state(&base, &task_id, "TASK_STATE_REJECTED").await;
+    bot.message(OWNER, |t| t.ends_with("❌ Denied.")).await;
+    assert_eq!(bot.api().entities(OWNER, asked.message_id), marks(quoted));
+    bot.stop().await;
+}
+
+#[tokio::test]
 async fn approval_decided_at_the_shell_takes_the_buttons_away() {
     use volcanic_a2a::control::{self, ControlRequest};
     let bot = Bot::with(Setup { a2a: true, ..Setup::default() }).await;
