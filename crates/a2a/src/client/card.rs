@@ -104,10 +104,11 @@ impl AgentCard {
     ///
     /// [`ClientError::KeyWithheld`] naming both origins.
     pub fn check_key_goes_to(&self, interface: &Interface) -> Result<(), ClientError> {
-        let origin = |url: &str| url::Url::parse(url).ok().map(|u| u.origin());
-        let asked = origin(&self.url);
-        let trusted = asked.is_some()
-            && (origin(&self.served_from) == asked || origin(&interface.url) == asked);
+        let home = |url: &str| {
+            let asked = url::Url::parse(&self.url).ok()?;
+            Some(super::redirect::is_home(&asked, &url::Url::parse(url).ok()?))
+        };
+        let trusted = home(&self.served_from) == Some(true) || home(&interface.url) == Some(true);
         if trusted {
             return Ok(());
         }

@@ -204,7 +204,7 @@ async fn send_following(
     let mut hops = 0;
     loop {
         let url = request.url().clone();
-        let is_home = url.origin() == home.origin();
+        let is_home = redirect::is_home(&home, &url);
         if !is_home && outside.is_none() {
             let client = redirect::outside_client(CONNECT_TIMEOUT)
                 .map_err(|e| unreachable_at(url.as_str(), &e))?;

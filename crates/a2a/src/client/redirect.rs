@@ -3,7 +3,9 @@
 //! each one, and the client sends it.
 //!
 //! The key belongs to one origin (scheme, host and port): the interface the card names, or the
-//! card's own URL while the card is read. A redirect within that origin is followed with the key.
+//! card's own URL while the card is read. A redirect within that origin is followed with the key,
+//! and so is the upgrade of an http origin to https on the same host and the default port (the
+//! key went to that host in the clear already; it is only better protected there).
 //! One to another origin is an error unless the caller asked for [`Redirects::AnyOrigin`], and
 //! even then it is followed without the key, and never to a link-local or cloud metadata
 //! address: a redirect is the agent's choice, and must not turn the user's client against the
@@ -91,7 +93,7 @@ pub(crate) fn next(
         let _ = shown.set_password(None);
         return Err((Refusal::Userinfo, shown.to_string()));
     }
-    if url.origin() == home.origin() {
+    if is_home(home, &url) {
         return Ok(Hop { url, home: true });
     }
     if redirects == Redirects::SameOrigin {
@@ -106,6 +108,19 @@ pub(crate) fn next(
         return Err((Refusal::LinkLocal, url.to_string()));
     }
     Ok(Hop { url, home: false })
+}
+
+/// Whether `url` is on the key's origin, `home`: the same origin, or its upgrade from http to
+/// https on the same host and the default port.
+pub fn is_home(home: &Url, url: &Url) -> bool {
+    if url.origin() == home.origin() {
+        return true;
+    }
+    home.scheme() == "http"
+        && url.scheme() == "https"
+        && home.port_or_known_default() == Some(80)
+        && url.port_or_known_default() == Some(443)
+        && home.host() == url.host()
 }
 
 /// Whether a connection to `ip` is refused on a redirect to another origin: link-local
@@ -194,6 +209,27 @@ mod tests {
         let away = url("http://127.0.0.1:9090/x");
         let hop = next(&away, "http://127.0.0.1:8080/b", &home, Redirects::AnyOrigin).unwrap();
         assert!(hop.home);
+    }
+
+    #[test]
+    fn an_upgrade_to_https_on_the_same_host_is_home() {
+        let home = url("http://agent.example.com/a2a");
+        for (location, is_home) in [
+            ("https://agent.example.com/a2a", true),
+            ("https://agent.example.com:443/a2a", true),
+            ("https://agent.example.com:8443/a2a", false),
+            ("https://other.example.com/a2a", false),
+        ] {
+            let hop = next(&home, location, &home, Redirects::SameOrigin);
+            assert_eq!(hop.is_ok(), is_home, "{location}: {hop:?}");
+        }
+        // Only upwards, and only from the default port.
+        let secure = url("https://agent.example.com/a2a");
+        assert!(
+            next(&secure, "http://agent.example.com/a2a", &secure, Redirects::SameOrigin).is_err()
+        );
+        let odd = url("http://agent.example.com:8080/a2a");
+        assert!(next(&odd, "https://agent.example.com/a2a", &odd, Redirects::SameOrigin).is_err());
     }
 
     #[test]
