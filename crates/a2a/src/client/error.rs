@@ -2,8 +2,6 @@
 //! A2A error the agent answered, or an answer that is not A2A. Messages name the URL and never a
 //! key (keys travel in headers only, and no header is ever part of an error).
 
-use super::redirect::Refusal;
-
 /// A failed client call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
@@ -60,6 +58,35 @@ impl ClientError {
     }
 }
 
+/// Why a redirect was not followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It leads to another origin, and only same-origin redirects are followed.
+    OtherOrigin,
+    /// It leads to a link-local or cloud metadata address.
+    LinkLocal,
+    /// Its `Location` is not an http or https URL.
+    NotHttp,
+    /// Its `Location` carries a user name or password.
+    Userinfo,
+    /// The call was redirected more than [`MAX_REDIRECTS`](super::redirect::MAX_REDIRECTS) times.
+    TooMany,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refusal::OtherOrigin => {
+                "another origin (scheme, host and port): redirects are followed only within the origin called"
+            }
+            Refusal::LinkLocal => "a link-local or cloud metadata address, which is never followed",
+            Refusal::NotHttp => "not an http or https URL",
+            Refusal::Userinfo => "a URL with a user name or password, which is never followed",
+            Refusal::TooMany => "one redirect too many (at most 10 are followed)",
+        })
+    }
+}
+
 /// The name of an A2A or JSON-RPC error code, as the spec's error catalogue calls it.
 pub fn code_name(code: i32) -> &'static str {
     use a2a::error_code as c;
@@ -91,6 +118,25 @@ pub(super) fn excerpt(body: &str) -> String {
         None if line.is_empty() => "(empty body)".to_owned(),
         None => line,
     }
+}
+
+/// A failed request to `url`, as [`ClientError::Unreachable`].
+pub(crate) fn unreachable_at(url: &str, error: &reqwest::Error) -> ClientError {
+    let reason = if error.is_timeout() { "timed out".to_owned() } else { chain(error) };
+    ClientError::Unreachable { url: url.to_owned(), reason }
+}
+
+/// What went wrong, without reqwest's "for url (…)" (the URL is said once).
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = Vec::new();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        parts.push(cause.to_string());
+        next = cause.source();
+    }
+    // The innermost cause says what happened ("Connection refused"); the outer ones are
+    // reqwest's and hyper's wrappers around it.
+    parts.pop().unwrap_or_else(|| error.to_string())
 }
 
 #[cfg(test)]

@@ -30,14 +30,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use reqwest::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue, LOCATION,
-};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use self::card::{AgentCard, card_url};
 pub use self::error::ClientError;
+use self::error::{chain, unreachable_at};
 pub use self::events::EventLimits;
 pub use self::redirect::Redirects;
 use self::wire::{Call, Op, Shape, Verb};
@@ -172,84 +171,14 @@ pub struct Client {
 }
 
 /// The HTTP client every call to `url` uses: connect timeout, no overall timeout (set per call),
-/// no redirects of its own ([`send_following`] decides them). Building it fails only when TLS
-/// cannot be set up, which no call to `url` could then get past.
+/// no redirects of its own (`redirect::send_following` decides them). Building it fails only
+/// when TLS cannot be set up, which no call to `url` could then get past.
 fn http_client(url: &str) -> Result<reqwest::Client, ClientError> {
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| ClientError::Unreachable { url: url.to_owned(), reason: chain(&e) })
-}
-
-/// Sends `request` and follows the redirects `redirects` allows ([`redirect`]): the key (the
-/// header `credential`) goes only to hops on the origin of `request`'s URL, and a 303, or a 301
-/// or 302 of a POST, turns the call into a GET without its body, as browsers do.
-///
-/// # Errors
-///
-/// [`ClientError::Unreachable`] for a failed hop, [`ClientError::Redirected`] for a redirect that
-/// is not followed.
-async fn send_following(
-    http: &reqwest::Client,
-    request: reqwest::Request,
-    credential: Option<&HeaderName>,
-    redirects: Redirects,
-) -> Result<reqwest::Response, ClientError> {
-    let home = request.url().clone();
-    let template = request.try_clone();
-    let mut request = request;
-    let mut as_get = false;
-    let mut outside: Option<reqwest::Client> = None;
-    let mut hops = 0;
-    loop {
-        let url = request.url().clone();
-        let is_home = redirect::is_home(&home, &url);
-        if !is_home && outside.is_none() {
-            let client = redirect::outside_client(CONNECT_TIMEOUT)
-                .map_err(|e| unreachable_at(url.as_str(), &e))?;
-            outside = Some(client);
-        }
-        let client = match &outside {
-            Some(client) if !is_home => client,
-            Some(_) | None => http,
-        };
-        let response =
-            client.execute(request).await.map_err(|e| unreachable_at(url.as_str(), &e))?;
-        let status = response.status().as_u16();
-        let location = response.headers().get(LOCATION).and_then(|v| v.to_str().ok());
-        let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location)
-        else {
-            return Ok(response);
-        };
-        let refused = |why, to: String| ClientError::Redirected { url: url.to_string(), to, why };
-        if hops == redirect::MAX_REDIRECTS {
-            return Err(refused(redirect::Refusal::TooMany, location.to_owned()));
-        }
-        hops += 1;
-        let hop = redirect::next(&url, location, &home, redirects)
-            .map_err(|(why, to)| refused(why, to))?;
-        // Every request this client makes has a body it can repeat; a redirect of one that has
-        // not is the agent's answer as it is.
-        let Some(mut next) = template.as_ref().and_then(reqwest::Request::try_clone) else {
-            return Ok(response);
-        };
-        as_get |= status == 303
-            || (matches!(status, 301 | 302) && next.method() == reqwest::Method::POST);
-        if as_get {
-            *next.method_mut() = reqwest::Method::GET;
-            *next.body_mut() = None;
-            next.headers_mut().remove(CONTENT_TYPE);
-            next.headers_mut().remove(CONTENT_LENGTH);
-        }
-        if !hop.home
-            && let Some(header) = credential
-        {
-            next.headers_mut().remove(header);
-        }
-        *next.url_mut() = hop.url;
-        request = next;
-    }
 }
 
 /// Reads an agent's public card from what the user typed ([`card_url`]), following the
@@ -271,7 +200,8 @@ pub async fn fetch_card(base: &str, redirects: Redirects) -> Result<AgentCard, C
         .timeout(CALL_TIMEOUT)
         .build()
         .map_err(|e| unreachable_at(&url, &e))?;
-    let response = send_following(&http, request, None, redirects).await?;
+    let response =
+        redirect::send_following(&http, request, None, redirects, CONNECT_TIMEOUT).await?;
     let served_from = response.url().to_string();
     let status = response.status();
     let body = read_body(&url, response).await?;
@@ -502,7 +432,14 @@ impl Client {
     ) -> Result<reqwest::Response, ClientError> {
         let request = builder.build().map_err(|e| unreachable_at(url, &e))?;
         let credential = self.credential.as_ref().map(|c| &c.header);
-        send_following(&self.http, request, credential, self.options.redirects).await
+        redirect::send_following(
+            &self.http,
+            request,
+            credential,
+            self.options.redirects,
+            CONNECT_TIMEOUT,
+        )
+        .await
     }
 
     fn request(
@@ -645,24 +582,6 @@ async fn read_body(url: &str, mut response: reqwest::Response) -> Result<String,
         body.extend_from_slice(&chunk);
     }
     Ok(String::from_utf8_lossy(&body).into_owned())
-}
-
-fn unreachable_at(url: &str, error: &reqwest::Error) -> ClientError {
-    let reason = if error.is_timeout() { "timed out".to_owned() } else { chain(error) };
-    ClientError::Unreachable { url: url.to_owned(), reason }
-}
-
-/// What went wrong, without reqwest's "for url (…)" (the URL is said once).
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = Vec::new();
-    let mut next = error.source();
-    while let Some(cause) = next {
-        parts.push(cause.to_string());
-        next = cause.source();
-    }
-    // The innermost cause says what happened ("Connection refused"); the outer ones are
-    // reqwest's and hyper's wrappers around it.
-    parts.pop().unwrap_or_else(|| error.to_string())
 }
 
 #[cfg(test)]

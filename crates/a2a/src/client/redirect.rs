@@ -17,8 +17,11 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderName, LOCATION};
 use url::{Host, Url};
 
+pub use super::error::Refusal;
+use super::error::{ClientError, unreachable_at};
 use crate::push::guard;
 
 /// Most redirects one call follows.
@@ -34,41 +37,82 @@ pub enum Redirects {
     AnyOrigin,
 }
 
-/// Why a redirect was not followed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// It leads to another origin, and only same-origin redirects are followed.
-    OtherOrigin,
-    /// It leads to a link-local or cloud metadata address.
-    LinkLocal,
-    /// Its `Location` is not an http or https URL.
-    NotHttp,
-    /// Its `Location` carries a user name or password.
-    Userinfo,
-    /// The call was redirected more than [`MAX_REDIRECTS`] times.
-    TooMany,
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Refusal::OtherOrigin => {
-                "another origin (scheme, host and port): redirects are followed only within the origin called"
-            }
-            Refusal::LinkLocal => "a link-local or cloud metadata address, which is never followed",
-            Refusal::NotHttp => "not an http or https URL",
-            Refusal::Userinfo => "a URL with a user name or password, which is never followed",
-            Refusal::TooMany => "one redirect too many (at most 10 are followed)",
-        })
-    }
-}
-
 /// One redirect to follow: where, and whether the key goes along.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hop {
     pub(crate) url: Url,
     /// The hop stays on the key's origin.
     pub(crate) home: bool,
+}
+
+/// Sends `request` and follows the redirects `redirects` allows: the key (the header
+/// `credential`) goes only to hops on the origin of `request`'s URL ([`is_home`]), and a 303, or
+/// a 301 or 302 of a POST, turns the call into a GET without its body, as browsers do.
+///
+/// # Errors
+///
+/// [`ClientError::Unreachable`] for a failed hop, [`ClientError::Redirected`] for a redirect that
+/// is not followed.
+pub(crate) async fn send_following(
+    http: &reqwest::Client,
+    request: reqwest::Request,
+    credential: Option<&HeaderName>,
+    redirects: Redirects,
+    connect_timeout: Duration,
+) -> Result<reqwest::Response, ClientError> {
+    let home = request.url().clone();
+    let template = request.try_clone();
+    let mut request = request;
+    let mut as_get = false;
+    let mut outside: Option<reqwest::Client> = None;
+    let mut hops = 0;
+    loop {
+        let url = request.url().clone();
+        let is_home = is_home(&home, &url);
+        if !is_home && outside.is_none() {
+            let client =
+                outside_client(connect_timeout).map_err(|e| unreachable_at(url.as_str(), &e))?;
+            outside = Some(client);
+        }
+        let client = match &outside {
+            Some(client) if !is_home => client,
+            Some(_) | None => http,
+        };
+        let response =
+            client.execute(request).await.map_err(|e| unreachable_at(url.as_str(), &e))?;
+        let status = response.status().as_u16();
+        let location = response.headers().get(LOCATION).and_then(|v| v.to_str().ok());
+        let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location)
+        else {
+            return Ok(response);
+        };
+        let refused = |why, to: String| ClientError::Redirected { url: url.to_string(), to, why };
+        if hops == MAX_REDIRECTS {
+            return Err(refused(Refusal::TooMany, location.to_owned()));
+        }
+        hops += 1;
+        let hop = next(&url, location, &home, redirects).map_err(|(why, to)| refused(why, to))?;
+        // Every request this client makes has a body it can repeat; a redirect of one that has
+        // not is the agent's answer as it is.
+        let Some(mut next) = template.as_ref().and_then(reqwest::Request::try_clone) else {
+            return Ok(response);
+        };
+        as_get |= status == 303
+            || (matches!(status, 301 | 302) && next.method() == reqwest::Method::POST);
+        if as_get {
+            *next.method_mut() = reqwest::Method::GET;
+            *next.body_mut() = None;
+            next.headers_mut().remove(CONTENT_TYPE);
+            next.headers_mut().remove(CONTENT_LENGTH);
+        }
+        if !hop.home
+            && let Some(header) = credential
+        {
+            next.headers_mut().remove(header);
+        }
+        *next.url_mut() = hop.url;
+        request = next;
+    }
 }
 
 /// Decides the redirect from `from` to `location` (its `Location` header, absolute or relative)
