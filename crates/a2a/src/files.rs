@@ -302,7 +302,7 @@ fn a2a_inbox_bytes(inbox: &Path, caller: &str, share: u64) -> std::io::Result<(u
             // A session can make its own folder unreadable; that must not stop the intake for
             // every caller. Its files then go uncounted, but the intake cannot add to them.
             Err(err) => tracing::warn!(
-                folder = %entry.path().display(),
+                folder = ?entry.path(),
                 error = %err,
                 "an A2A inbox folder cannot be read, not counting it"
             ),

@@ -197,5 +197,5 @@ fn main() -> ExitCode {
 #[allow(clippy::print_stderr)]
 fn report(message: &str) {
     // A message may quote what another agent said (`volcanic a2a`): never its control codes.
-    eprintln!("volcanic: {}", cmd::a2a::printable(message));
+    eprintln!("volcanic: {}", volcanic_core::escape::printable(message));
 }

@@ -15,6 +15,7 @@
 //! - [`channel`]: the chat-channel seam behind the `send` tool.
 //! - [`atomic`] and [`durable`]: atomic file writes and shared durability barriers.
 //! - [`redact`] and [`exec`]: secrets kept out of child processes, outputs, errors and journals.
+//! - [`escape`]: text others wrote, shown on a terminal or in a log line without driving either.
 //! - [`safe_file`]: reading files others may have planted (only regular files, capped, never
 //!   blocking on a FIFO or device).
 //! - [`sandbox`]: which tools a session has, and the bubblewrap sandbox a contained session's
@@ -28,6 +29,7 @@ pub mod channel;
 pub mod config;
 pub mod durable;
 mod error;
+pub mod escape;
 pub mod exec;
 pub mod extension;
 #[doc(hidden)]

@@ -2,6 +2,10 @@
 //! caller's request that waits for the owner becomes a message in the owner's private chat with
 //! Approve and Deny buttons, and a press of one decides it through the A2A server.
 //!
+//! The message names the caller in a bold heading and shows the caller's request in a block
+//! quote (both message entities, never a parse mode): nothing the caller writes can pass for the
+//! heading of another caller's request above the buttons.
+//!
 //! Only a human decides: the buttons are inline keyboard callbacks, which only a Telegram client
 //! can send (a session would need the bot token, which no session can read: docs/security.md),
 //! and the host hands a press to [`ApprovalButtons`] only when it comes from an allowed user on a
@@ -18,9 +22,10 @@ use volcanic_a2a::approval::{ApprovalNotifier, Decision, PendingApproval};
 use volcanic_a2a::auth::Caller;
 use volcanic_a2a::{A2aServer, DecideError};
 
-use crate::api::{BotApi, Button, CallbackQuery};
+use crate::api::{BotApi, Button, CallbackQuery, Entity, EntityKind};
 use crate::callback::{CallbackHandler, CallbackReply, MessageEdit};
 use crate::config::TelegramConfig;
+use crate::render::utf16_len;
 
 /// The prefix of the buttons' callback data: `appr:y:<id>` approves, `appr:n:<id>` denies.
 const PREFIX: &str = "appr:";
@@ -32,10 +37,36 @@ pub struct ApprovalButtons {
     cancel: CancellationToken,
     /// The server the presses decide on; set once it is built (it is built with this notifier).
     server: OnceLock<A2aServer>,
-    /// The messages that ask, by request id (chat, message, text), until the request is
-    /// settled: a request decided elsewhere (at the shell, by its time limit, a cancel) gets
-    /// its message edited and its buttons taken away.
-    asked: Mutex<HashMap<String, (i64, i64, String)>>,
+    /// The messages that ask, by request id, until the request is settled: a request decided
+    /// elsewhere (at the shell, by its time limit, a cancel) gets its message edited and its
+    /// buttons taken away.
+    asked: Mutex<HashMap<String, Asked>>,
+}
+
+/// A message that asks: where it is, its text and marks.
+#[derive(Debug, Clone)]
+struct Asked {
+    chat: i64,
+    message: i64,
+    text: String,
+    entities: Vec<Entity>,
+}
+
+/// The message asking about `request` of `caller`: the heading naming the caller in bold, the
+/// caller's request in a block quote, and what the buttons do.
+fn asking(caller: &str, request: &str) -> (String, Vec<Entity>) {
+    let heading = format!("🔐 A2A · {caller} asks for your approval:");
+    let text = format!(
+        "{heading}\n\n{request}\n\nApprove to let it run, or deny it. (It is rejected if nobody decides in time.)"
+    );
+    let bold = utf16_len(&heading);
+    let mut entities = vec![Entity { kind: EntityKind::Bold, offset: 0, length: bold }];
+    // Trailing whitespace is left out of the quote: Telegram trims it off a text's parts.
+    let quoted = utf16_len(request.trim_end());
+    if quoted > 0 {
+        entities.push(Entity { kind: EntityKind::Blockquote, offset: bold + 2, length: quoted });
+    }
+    (text, entities)
 }
 
 impl ApprovalButtons {
@@ -65,21 +96,26 @@ impl ApprovalNotifier for ApprovalButtons {
             tracing::warn!(approval = %request.id, "no Telegram chat to ask for this approval; it waits for volcanic approve");
             return;
         };
-        let asked = match &request.question {
-            Some(question) => format!("(A reply to a task that asked: {question})\n\n"),
-            None => String::new(),
+        // A reply's question is the task's (the caller's words too): quoted with the request.
+        let shown = match &request.question {
+            Some(question) => {
+                format!("(A reply to a task that asked: {question})\n\n{}", request.request)
+            }
+            None => request.request.clone(),
         };
-        let text = format!(
-            "🔐 A2A · {} asks for your approval:\n\n{asked}{}\n\nApprove to let it run, or deny it. (It is rejected if nobody decides in time.)",
-            caller.name, request.request
-        );
+        let (text, entities) = asking(&caller.name, &shown);
         let buttons = vec![vec![
             Button::new("✅ Approve", format!("{PREFIX}y:{}", request.id)),
             Button::new("❌ Deny", format!("{PREFIX}n:{}", request.id)),
         ]];
-        match self.api.send_message_with_buttons(target, &text, &buttons, &self.cancel).await {
+        let sent = self
+            .api
+            .send_message_with_buttons(target, &text, &entities, &buttons, &self.cancel)
+            .await;
+        match sent {
             Ok(message) => {
-                self.lock().insert(request.id.clone(), (target, message.message_id, text));
+                let asked = Asked { chat: target, message: message.message_id, text, entities };
+                self.lock().insert(request.id.clone(), asked);
             }
             Err(err) => {
                 tracing::warn!(approval = %request.id, error = %err, "could not ask the owner in Telegram; the request waits for volcanic approve");
@@ -89,18 +125,22 @@ impl ApprovalNotifier for ApprovalButtons {
 
     async fn settled(&self, id: &str, outcome: &'static str) {
         // Gone when a press here decided (the press edits its own message).
-        let Some((chat, message, text)) = self.lock().remove(id) else { return };
+        let Some(Asked { chat, message, text, entities }) = self.lock().remove(id) else {
+            return;
+        };
         let text = format!("{text}\n\n(Decided elsewhere: {outcome}.)");
-        if let Err(err) =
-            self.api.edit_message_text_with_buttons(chat, message, &text, &[], &self.cancel).await
-        {
+        let edited = self
+            .api
+            .edit_message_text_with_buttons(chat, message, &text, &entities, &[], &self.cancel)
+            .await;
+        if let Err(err) = edited {
             tracing::warn!(approval = %id, error = %err, "could not mark a decided approval in Telegram");
         }
     }
 }
 
 impl ApprovalButtons {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (i64, i64, String)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Asked>> {
         self.asked.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
@@ -116,10 +156,22 @@ impl CallbackHandler for ApprovalButtons {
             let asked = self.lock().remove(id);
             let decision =
                 if approve { Decision::Approve } else { Decision::Deny { reason: None } };
-            let shown = query.message.as_ref().and_then(|m| m.text.clone()).unwrap_or_default();
+            // The text as this server sent it, with its marks; after a restart, the text as the
+            // press shows it, unmarked.
+            let (shown, entities) = match &asked {
+                Some(asked) => (asked.text.clone(), asked.entities.clone()),
+                None => (
+                    query.message.as_ref().and_then(|m| m.text.clone()).unwrap_or_default(),
+                    Vec::new(),
+                ),
+            };
             let done = |answer: &str, note: &str| CallbackReply::Handled {
                 answer: Some(answer.to_string()),
-                edit: Some(MessageEdit { text: format!("{shown}\n\n{note}"), buttons: Vec::new() }),
+                edit: Some(MessageEdit {
+                    text: format!("{shown}\n\n{note}"),
+                    entities: entities.clone(),
+                    buttons: Vec::new(),
+                }),
             };
             match server.decide_approval(id, decision).await {
                 Ok(_) if approve => done("Approved", "✅ Approved: it runs now."),

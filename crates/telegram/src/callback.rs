@@ -16,7 +16,7 @@
 
 use futures_util::future::BoxFuture;
 
-use crate::api::{Button, CallbackQuery};
+use crate::api::{Button, CallbackQuery, Entity};
 use crate::chat::Ctx;
 
 /// The answer to a press nobody handles: an old message's button, or one from an older version.
@@ -45,10 +45,12 @@ pub enum CallbackReply {
     Handled { answer: Option<String>, edit: Option<MessageEdit> },
 }
 
-/// A new text and inline keyboard for the pressed message.
+/// A new text, its marks and inline keyboard for the pressed message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageEdit {
     pub text: String,
+    /// The marks of the new text (an edit keeps none it does not give again).
+    pub entities: Vec<Entity>,
     /// The new buttons; none removes the keyboard.
     pub buttons: Vec<Vec<Button>>,
 }
@@ -84,6 +86,7 @@ pub(crate) async fn handle(
                         chat_id,
                         message_id,
                         &edit.text,
+                        &edit.entities,
                         &edit.buttons,
                         &ctx.shutdown,
                     )

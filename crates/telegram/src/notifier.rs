@@ -4,9 +4,12 @@
 //! first allowed user) in their private chat, never the group, and the prefix names the group.
 //!
 //! Spoofing: the prefix that names the caller is bold through a message entity, and the caller's
-//! text is sent without a parse mode, so no text a caller writes can look like a second,
-//! differently named notification. A text too long for one message is split, and every part
-//! carries the marked prefix. Texts are capped at [`TelegramConfig::notify_max_chars`].
+//! text follows on the next line inside a block quote entity, both sent without a parse mode. A
+//! real notification begins with the bold prefix outside any quote; everything a caller writes is
+//! inside the quote, so no line of it can look like a second, differently named notification,
+//! not even one that starts with the prefix's very characters. A text too long for one message
+//! is split, and every part carries the marked prefix and its quote. Texts are capped at
+//! [`TelegramConfig::notify_max_chars`].
 //!
 //! Flooding: each caller may send [`TelegramConfig::notify_limit`] notifications per
 //! [`TelegramConfig::notify_window`] (sliding). More are dropped (the tool tells the model so),
@@ -23,7 +26,7 @@ use tokio_util::task::TaskTracker;
 use volcanic_a2a::OwnerNotifier;
 use volcanic_a2a::auth::Caller;
 
-use crate::api::BotApi;
+use crate::api::{BotApi, Entity, EntityKind};
 use crate::config::TelegramConfig;
 use crate::render::{self, MESSAGE_LIMIT, utf16_len};
 
@@ -78,7 +81,7 @@ impl TelegramNotifier {
                 if dropped == 1 { " was" } else { "s were" },
                 describe_window(window)
             );
-            if let Err(err) = send_marked(&api, target, &name, &text, &cancel).await {
+            if let Err(err) = send_marked(&api, target, &name, Words::Ours(&text), &cancel).await {
                 tracing::warn!(caller = %key.1, error = %err, "cannot tell the owner about dropped notifications");
             }
         });
@@ -107,25 +110,46 @@ fn describe_window(window: Duration) -> String {
     }
 }
 
-/// Sends `text` as one or more messages, each `<prefix> <part>` with the prefix bold.
+/// Whose words a notification carries after its prefix.
+#[derive(Clone, Copy)]
+enum Words<'a> {
+    /// The caller's: on the lines below the prefix, in a block quote.
+    Caller(&'a str),
+    /// The bot's own (the notice about dropped notifications): on the prefix's line, unquoted,
+    /// which no caller text can be.
+    Ours(&'a str),
+}
+
+/// Sends `words` as one or more messages, each starting with the bold prefix.
 async fn send_marked(
     api: &BotApi,
     chat_id: i64,
     name: &str,
-    text: &str,
+    words: Words<'_>,
     cancel: &CancellationToken,
 ) -> Result<(), crate::api::ApiError> {
     let prefix = prefix(name);
     let marked = utf16_len(&prefix);
-    // The prefix, a space, and at least a little of the text per message.
+    let bold = Entity { kind: EntityKind::Bold, offset: 0, length: marked };
+    let (Words::Caller(text) | Words::Ours(text)) = words;
+    // The prefix, a separator, and at least a little of the text per message.
     let room = MESSAGE_LIMIT.saturating_sub(marked + 1).max(1);
     let parts: Vec<&str> =
         render::split(text, room).into_iter().filter(|p| !p.trim().is_empty()).collect();
     if parts.is_empty() {
-        api.send_message_bold_prefix(chat_id, &prefix, marked, cancel).await?;
+        api.send_message_with_entities(chat_id, &prefix, &[bold], cancel).await?;
     }
     for part in parts {
-        api.send_message_bold_prefix(chat_id, &format!("{prefix} {part}"), marked, cancel).await?;
+        let (message, entities) = match words {
+            Words::Ours(_) => (format!("{prefix} {part}"), vec![bold]),
+            Words::Caller(_) => {
+                // Trailing whitespace is left out of the quote: Telegram trims it off the text.
+                let length = utf16_len(part.trim_end());
+                let quote = Entity { kind: EntityKind::Blockquote, offset: marked + 1, length };
+                (format!("{prefix}\n{part}"), vec![bold, quote])
+            }
+        };
+        api.send_message_with_entities(chat_id, &message, &entities, cancel).await?;
     }
     Ok(())
 }
@@ -148,7 +172,7 @@ impl OwnerNotifier for TelegramNotifier {
             Admission::Dropped => return Err(self.refusal()),
         }
         let text = capped(text, self.config.notify_max_chars);
-        send_marked(&self.api, target, &name, &text, &self.cancel)
+        send_marked(&self.api, target, &name, Words::Caller(&text), &self.cancel)
             .await
             .map_err(|err| format!("could not reach the owner: {err}"))
     }

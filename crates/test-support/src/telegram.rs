@@ -666,6 +666,10 @@ fn edit_message(shared: &Shared, params: &Value) -> Response {
     if let Some(refused) = check_text(&text) {
         return refused;
     }
+    let entities = match message_entities(&text, params) {
+        Ok(entities) => entities,
+        Err(description) => return error(400, description),
+    };
     // Without a reply_markup the edited message has no inline keyboard any more.
     let buttons = match inline_keyboard(params) {
         Ok(buttons) => buttons,
@@ -686,10 +690,14 @@ fn edit_message(shared: &Shared, params: &Value) -> Response {
     message.text = text;
     message.buttons = buttons;
     message.edits += 1;
-    // An edit drops the entities not given again; this fake's edits never give any.
+    // An edit drops the entities it does not give again.
     let message = message.clone();
-    inner.entities.remove(&(chat_id, message_id));
-    ok(message_json(&message, None))
+    if entities.is_empty() {
+        inner.entities.remove(&(chat_id, message_id));
+    } else {
+        inner.entities.insert((chat_id, message_id), entities);
+    }
+    ok(message_json(&message, inner.entities.get(&(chat_id, message_id))))
 }
 
 fn answer_callback_query(shared: &Shared, params: &Value) -> Response {
@@ -924,7 +932,16 @@ fn message_entities(text: &str, params: &Value) -> Result<Vec<Value>, &'static s
     for entity in list {
         let known = matches!(
             entity["type"].as_str(),
-            Some("bold" | "italic" | "underline" | "strikethrough" | "code" | "spoiler")
+            Some(
+                "bold"
+                    | "italic"
+                    | "underline"
+                    | "strikethrough"
+                    | "code"
+                    | "spoiler"
+                    | "blockquote"
+                    | "expandable_blockquote"
+            )
         );
         let (Some(offset), Some(length)) = (entity["offset"].as_u64(), entity["length"].as_u64())
         else {

@@ -18,6 +18,10 @@ pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 /// of preference.
 #[derive(Debug, Clone)]
 pub struct AgentCard {
+    /// Where the card was asked for.
+    pub url: String,
+    /// Where it was served from: `url`, or where redirects led.
+    pub served_from: String,
     /// The card as it was served.
     pub json: Value,
     /// The interfaces with a binding and version this client speaks (JSON-RPC or HTTP+JSON, 1.x
@@ -88,7 +92,31 @@ impl AgentCard {
                 "none of its interfaces is JSON-RPC or HTTP+JSON at A2A 1.0 or 0.3, which this client speaks",
             ));
         }
-        Ok(AgentCard { json, interfaces })
+        Ok(AgentCard { url: url.to_owned(), served_from: url.to_owned(), json, interfaces })
+    }
+
+    /// Whether the caller's key may go to `interface`. A card served from the origin it was asked
+    /// at is that agent's word, and its interfaces get the key wherever they are. A card a
+    /// redirect brought from another origin (only followed when asked for) is that other
+    /// origin's word: its interfaces get the key only on the origin asked at.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::KeyWithheld`] naming both origins.
+    pub fn check_key_goes_to(&self, interface: &Interface) -> Result<(), ClientError> {
+        let home = |url: &str| {
+            let asked = url::Url::parse(&self.url).ok()?;
+            Some(super::redirect::is_home(&asked, &url::Url::parse(url).ok()?))
+        };
+        let trusted = home(&self.served_from) == Some(true) || home(&interface.url) == Some(true);
+        if trusted {
+            return Ok(());
+        }
+        Err(ClientError::KeyWithheld {
+            card: self.url.clone(),
+            served_from: self.served_from.clone(),
+            interface: interface.url.clone(),
+        })
     }
 
     /// The agent's name, if the card has one.
@@ -218,6 +246,26 @@ mod tests {
                 offered: "jsonrpc 0.3".into()
             })
         );
+    }
+
+    #[test]
+    fn the_key_goes_to_a_redirected_cards_interfaces_only_on_the_origin_asked() {
+        let json = json!({"supportedInterfaces": [
+            {"url": "http://other:1/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": "http://home:1/a2a", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]});
+        let mut card = AgentCard::parse("http://home:1/.well-known/agent-card.json", json).unwrap();
+        let (elsewhere, home) = (card.interfaces[0].clone(), card.interfaces[1].clone());
+        // Served where asked: the card names its interfaces, wherever they are.
+        assert_eq!(card.check_key_goes_to(&elsewhere), Ok(()));
+        card.served_from = "http://home:1/cards/v2.json".into();
+        assert_eq!(card.check_key_goes_to(&elsewhere), Ok(()));
+        // Brought by a redirect from another origin: only the origin asked at gets the key.
+        card.served_from = "http://other:1/.well-known/agent-card.json".into();
+        assert_eq!(card.check_key_goes_to(&home), Ok(()));
+        assert!(matches!(
+            card.check_key_goes_to(&elsewhere),
+            Err(ClientError::KeyWithheld { interface, .. }) if interface == "http://other:1/a2a"
+        ));
     }
 
     #[test]

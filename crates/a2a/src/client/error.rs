@@ -29,6 +29,15 @@ pub enum ClientError {
     /// The operation does not exist in the protocol version in use.
     #[error("{operation} does not exist in A2A {version}")]
     NotInVersion { operation: &'static str, version: &'static str },
+    /// The agent redirected the call somewhere the client does not follow.
+    #[error("{url} redirected to {to}, {why}")]
+    Redirected { url: String, to: String, why: Refusal },
+    /// The card was served from another origin than the one asked (through a redirect), so the
+    /// interfaces it names are not the asked agent's word: the key is not sent to them.
+    #[error(
+        "the card asked for at {card} was served by {served_from}, another origin: your key is not sent to the interface it names ({interface})"
+    )]
+    KeyWithheld { card: String, served_from: String, interface: String },
 }
 
 impl ClientError {
@@ -42,8 +51,39 @@ impl ClientError {
             | ClientError::NoInterface { .. }
             | ClientError::Http { .. }
             | ClientError::BadResponse { .. }
-            | ClientError::NotInVersion { .. } => None,
+            | ClientError::NotInVersion { .. }
+            | ClientError::Redirected { .. }
+            | ClientError::KeyWithheld { .. } => None,
         }
+    }
+}
+
+/// Why a redirect was not followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It leads to another origin, and only same-origin redirects are followed.
+    OtherOrigin,
+    /// It leads to a link-local or cloud metadata address.
+    LinkLocal,
+    /// Its `Location` is not an http or https URL.
+    NotHttp,
+    /// Its `Location` carries a user name or password.
+    Userinfo,
+    /// The call was redirected more than [`MAX_REDIRECTS`](super::redirect::MAX_REDIRECTS) times.
+    TooMany,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refusal::OtherOrigin => {
+                "another origin (scheme, host and port): redirects are followed only within the origin called"
+            }
+            Refusal::LinkLocal => "a link-local or cloud metadata address, which is never followed",
+            Refusal::NotHttp => "not an http or https URL",
+            Refusal::Userinfo => "a URL with a user name or password, which is never followed",
+            Refusal::TooMany => "one redirect too many (at most 10 are followed)",
+        })
     }
 }
 
@@ -78,6 +118,25 @@ pub(super) fn excerpt(body: &str) -> String {
         None if line.is_empty() => "(empty body)".to_owned(),
         None => line,
     }
+}
+
+/// A failed request to `url`, as [`ClientError::Unreachable`].
+pub(crate) fn unreachable_at(url: &str, error: &reqwest::Error) -> ClientError {
+    let reason = if error.is_timeout() { "timed out".to_owned() } else { chain(error) };
+    ClientError::Unreachable { url: url.to_owned(), reason }
+}
+
+/// What went wrong, without reqwest's "for url (…)" (the URL is said once).
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = Vec::new();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        parts.push(cause.to_string());
+        next = cause.source();
+    }
+    // The innermost cause says what happened ("Connection refused"); the outer ones are
+    // reqwest's and hyper's wrappers around it.
+    parts.pop().unwrap_or_else(|| error.to_string())
 }
 
 #[cfg(test)]

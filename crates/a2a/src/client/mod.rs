@@ -6,22 +6,29 @@
 //! caller sees only the 1.0 `a2a` types, whatever the agent spoke.
 //!
 //! Layout: [`card`] (the card and the choice of interface), `wire` (operations → HTTP calls,
-//! answers → `a2a` types; pure), [`error`] (what a call fails with), this file (HTTP and SSE).
+//! answers → `a2a` types; pure), [`redirect`] (which redirects are followed, and where the key
+//! goes), [`events`] (the bounds of one stream event), [`error`] (what a call fails with), this
+//! file (HTTP and SSE).
 //!
 //! Invariants: the key is sent in a header marked sensitive and never enters an error, a log line
-//! or a `Debug` output. There is no SSRF guard here: the client calls whatever URL its user gives
+//! or a `Debug` output, and it goes to one origin only: the interface's (or with a card reached
+//! through a redirect to another origin, the one the user named, [`AgentCard::check_key_goes_to`]).
+//! There is no SSRF guard on what the user asks for: the client calls whatever URL its user gives
 //! it, loopback included; it is the user's tool, not the server's (`push::guard` is the server's).
-//! It imports the wire shapes of `binding` and nothing of the server's state.
+//! What the agent chooses, a redirect, is followed only within the origin unless the user asks
+//! for more, and never to a link-local or metadata address. It imports the wire shapes of
+//! `binding` and nothing of the server's state.
 
 pub mod card;
 pub mod error;
+pub mod events;
+pub mod redirect;
 mod wire;
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures_util::{Stream, StreamExt};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use serde::de::DeserializeOwned;
@@ -29,6 +36,9 @@ use serde_json::Value;
 
 pub use self::card::{AgentCard, card_url};
 pub use self::error::ClientError;
+use self::error::{chain, unreachable_at};
+pub use self::events::EventLimits;
+pub use self::redirect::Redirects;
 use self::wire::{Call, Op, Shape, Verb};
 pub use crate::request::Version;
 
@@ -40,9 +50,32 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Largest answer read (a task with files is base64 in its JSON); a bigger one is refused, so a
-/// hostile or broken agent cannot make the client hold unbounded memory. The same bound holds
-/// for each event of a stream.
+/// hostile or broken agent cannot make the client hold unbounded memory.
 pub const MAX_ANSWER_BYTES: usize = 256 * 1024 * 1024;
+
+/// Largest stream event read: the smallest power of two above the largest event this server
+/// sends by default (a task at its file cap, 8 files of 10 MiB as base64 plus 1 MiB: 107.7 MiB).
+pub const MAX_EVENT_BYTES: usize = 128 * 1024 * 1024;
+
+/// How long an event that has begun may take to grow by [`events::MIN_PROGRESS`] bytes or end.
+pub const DEFAULT_STALL: Duration = Duration::from_secs(30);
+
+/// What the client allows an agent beyond answering: which redirects it follows, and how long a
+/// stream event may stall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientOptions {
+    pub redirects: Redirects,
+    pub events: EventLimits,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            redirects: Redirects::SameOrigin,
+            events: EventLimits { max_bytes: MAX_EVENT_BYTES, stall: DEFAULT_STALL },
+        }
+    }
+}
 
 /// A protocol binding this client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,37 +166,43 @@ pub struct Client {
     http: reqwest::Client,
     interface: Interface,
     credential: Option<Credential>,
+    options: ClientOptions,
     next_id: AtomicU64,
 }
 
-/// The HTTP client every call to `url` uses: connect timeout, no overall timeout (set per call).
-/// Building it fails only when TLS cannot be set up, which no call to `url` could then get past.
+/// The HTTP client every call to `url` uses: connect timeout, no overall timeout (set per call),
+/// no redirects of its own (`redirect::send_following` decides them). Building it fails only
+/// when TLS cannot be set up, which no call to `url` could then get past.
 fn http_client(url: &str) -> Result<reqwest::Client, ClientError> {
     reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| ClientError::Unreachable { url: url.to_owned(), reason: chain(&e) })
 }
 
-/// Reads an agent's public card from what the user typed ([`card_url`]).
+/// Reads an agent's public card from what the user typed ([`card_url`]), following the
+/// redirects `redirects` allows (the card records the URL that served it).
 ///
 /// The card is asked for without `A2A-Version`, so a server that serves both versions answers
 /// with the blended card (PROTOCOL.md §8.4), which lists the interfaces of both.
 ///
 /// # Errors
 ///
-/// [`ClientError::Unreachable`], [`ClientError::Http`] for an error status, and
-/// [`ClientError::BadCard`] for a body that is not a card with a usable interface.
-pub async fn fetch_card(base: &str) -> Result<AgentCard, ClientError> {
+/// [`ClientError::Unreachable`], [`ClientError::Redirected`], [`ClientError::Http`] for an error
+/// status, and [`ClientError::BadCard`] for a body that is not a card with a usable interface.
+pub async fn fetch_card(base: &str, redirects: Redirects) -> Result<AgentCard, ClientError> {
     let url = card_url(base);
     let http = http_client(&url)?;
-    let response = http
+    let request = http
         .get(&url)
         .header(ACCEPT, "application/json")
         .timeout(CALL_TIMEOUT)
-        .send()
-        .await
+        .build()
         .map_err(|e| unreachable_at(&url, &e))?;
+    let response =
+        redirect::send_following(&http, request, None, redirects, CONNECT_TIMEOUT).await?;
+    let served_from = response.url().to_string();
     let status = response.status();
     let body = read_body(&url, response).await?;
     if !status.is_success() {
@@ -176,7 +215,9 @@ pub async fn fetch_card(base: &str) -> Result<AgentCard, ClientError> {
         url: url.clone(),
         reason: format!("not JSON ({e}): {}", error::excerpt(&body)),
     })?;
-    AgentCard::parse(&url, json)
+    let mut card = AgentCard::parse(&url, json)?;
+    card.served_from = served_from;
+    Ok(card)
 }
 
 impl Client {
@@ -188,9 +229,10 @@ impl Client {
     pub fn new(
         interface: Interface,
         credential: Option<Credential>,
+        options: ClientOptions,
     ) -> Result<Client, ClientError> {
         let http = http_client(&interface.url)?;
-        Ok(Client { http, interface, credential, next_id: AtomicU64::new(1) })
+        Ok(Client { http, interface, credential, options, next_id: AtomicU64::new(1) })
     }
 
     /// The interface this client talks to.
@@ -333,7 +375,7 @@ impl Client {
             Some(timeout) => builder.timeout(timeout),
             None => builder,
         };
-        let response = builder.send().await.map_err(|e| unreachable_at(&url, &e))?;
+        let response = self.execute(&url, builder).await?;
         let status = response.status();
         let body = read_body(&url, response).await?;
         let value = self.answer(&url, status, &body)?;
@@ -342,7 +384,7 @@ impl Client {
 
     async fn stream(&self, op: Op<'_>) -> Result<EventStream, ClientError> {
         let (url, builder) = self.request(op, "text/event-stream")?;
-        let response = builder.send().await.map_err(|e| unreachable_at(&url, &e))?;
+        let response = self.execute(&url, builder).await?;
         let status = response.status();
         let is_sse = response
             .headers()
@@ -359,29 +401,45 @@ impl Client {
         }
         let binding = self.interface.binding;
         let version = self.interface.version;
-        let events = capped_events(response.bytes_stream(), MAX_ANSWER_BYTES).eventsource();
+        let events = events::data(url.clone(), response.bytes_stream(), self.options.events);
         let stream = futures_util::stream::unfold(Some(events), move |events| {
             let url = url.clone();
             async move {
                 let mut events = events?;
                 loop {
-                    let event = match events.next().await? {
-                        Ok(event) => event,
-                        Err(e) => {
-                            let error = ClientError::Unreachable { url, reason: e.to_string() };
-                            return Some((Err(error), None));
-                        }
+                    let data = match events.next().await? {
+                        Ok(data) => data,
+                        Err(error) => return Some((Err(error), None)),
                     };
-                    if event.data.trim().is_empty() {
+                    if data.trim().is_empty() {
                         continue;
                     }
-                    let item = stream_item(&url, &event.data, binding, version);
+                    let item = stream_item(&url, &data, binding, version);
                     let next = if item.is_err() { None } else { Some(events) };
                     return Some((item, next));
                 }
             }
         });
         Ok(Box::pin(stream))
+    }
+
+    /// Sends a call, following the redirects the options allow; the key stays on the
+    /// interface's origin.
+    async fn execute(
+        &self,
+        url: &str,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ClientError> {
+        let request = builder.build().map_err(|e| unreachable_at(url, &e))?;
+        let credential = self.credential.as_ref().map(|c| &c.header);
+        redirect::send_following(
+            &self.http,
+            request,
+            credential,
+            self.options.redirects,
+            CONNECT_TIMEOUT,
+        )
+        .await
     }
 
     fn request(
@@ -526,93 +584,9 @@ async fn read_body(url: &str, mut response: reqwest::Response) -> Result<String,
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
-/// The bytes of an SSE stream, ended with an error when one event (the bytes between two blank
-/// lines) grows past `cap`: the event parser would otherwise buffer it whole.
-fn capped_events<S>(
-    bytes: S,
-    cap: usize,
-) -> impl Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send
-where
-    S: Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Send,
-{
-    // (bytes since the last blank line, whether the last byte ended a line, whether it failed)
-    bytes.scan((0usize, false, false), move |(since_blank, after_newline, failed), chunk| {
-        let item = if *failed {
-            None
-        } else {
-            match chunk {
-                Err(e) => Some(Err(std::io::Error::other(e))),
-                Ok(chunk) => {
-                    let mut over = false;
-                    for &byte in chunk.iter() {
-                        match byte {
-                            b'\n' if *after_newline => *since_blank = 0,
-                            b'\n' => *after_newline = true,
-                            b'\r' => {}
-                            _ => *after_newline = false,
-                        }
-                        *since_blank += 1;
-                        if *since_blank > cap {
-                            over = true;
-                            break;
-                        }
-                    }
-                    if over {
-                        *failed = true;
-                        let reason = format!("a stream event is larger than {cap} bytes");
-                        Some(Err(std::io::Error::other(reason)))
-                    } else {
-                        Some(Ok(chunk))
-                    }
-                }
-            }
-        };
-        futures_util::future::ready(item)
-    })
-}
-
-fn unreachable_at(url: &str, error: &reqwest::Error) -> ClientError {
-    let reason = if error.is_timeout() { "timed out".to_owned() } else { chain(error) };
-    ClientError::Unreachable { url: url.to_owned(), reason }
-}
-
-/// What went wrong, without reqwest's "for url (…)" (the URL is said once).
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = Vec::new();
-    let mut next = error.source();
-    while let Some(cause) = next {
-        parts.push(cause.to_string());
-        next = cause.source();
-    }
-    // The innermost cause says what happened ("Connection refused"); the outer ones are
-    // reqwest's and hyper's wrappers around it.
-    parts.pop().unwrap_or_else(|| error.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn stream_events_over_the_cap_end_the_stream_with_an_error() {
-        let chunks = |parts: &[&'static str]| {
-            futures_util::stream::iter(
-                parts
-                    .iter()
-                    .map(|p| Ok::<_, reqwest::Error>(bytes::Bytes::from_static(p.as_bytes())))
-                    .collect::<Vec<_>>(),
-            )
-        };
-        // Events of 12 bytes each pass a cap of 16, however they are cut into chunks.
-        let small: Vec<_> =
-            capped_events(chunks(&["data: 1234\n", "\ndata: 12", "34\n\r\n"]), 16).collect().await;
-        assert!(small.iter().all(Result::is_ok), "{small:?}");
-        // One event that never ends is cut off at the cap, and nothing follows the error.
-        let big: Vec<_> =
-            capped_events(chunks(&["data: 123456789", "0123456789", "more"]), 16).collect().await;
-        assert_eq!(big.len(), 2, "{big:?}");
-        assert!(big[1].as_ref().is_err_and(|e| e.to_string().contains("larger than 16 bytes")));
-    }
 
     #[test]
     fn credential_debug_hides_the_key() {

@@ -149,7 +149,7 @@ pub fn is_blocked(ip: IpAddr) -> bool {
 /// The IPv4 address an IPv6 address stands for, where the packet would really go there:
 /// `::ffff:a.b.c.d` (mapped), `::ffff:0:a.b.c.d` (SIIT), `::a.b.c.d` (compatible),
 /// `64:ff9b::a.b.c.d` (NAT64) and `2002:aabb:ccdd::/48` (6to4).
-fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+pub(crate) fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     match s {

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::Value;
 use volcanic_a2a::control::{self, ControlRequest};
+use volcanic_core::escape::{one_line, printable};
 
 use crate::{Failure, config};
 
@@ -83,9 +84,12 @@ pub async fn list(args: ListArgs) -> Result<u8, Failure> {
         println!("No request waits for your approval.");
     }
     for approval in &approvals {
-        let text = |key: &str| approval[key].as_str().unwrap_or("?").to_string();
+        // The header line is the server's; the question and the request below it are the
+        // caller's, every line of them indented and none of it able to move the cursor or
+        // rewrite a line.
+        let text = |key: &str| one_line(approval[key].as_str().unwrap_or("?")).into_owned();
         let what = match (approval["tool"].as_str(), approval["question"].is_string()) {
-            (Some(tool), _) => format!("a call of {tool} in task"),
+            (Some(tool), _) => format!("a call of {} in task", one_line(tool)),
             (None, true) => "a reply in task".to_string(),
             (None, false) => "task".to_string(),
         };
@@ -97,10 +101,13 @@ pub async fn list(args: ListArgs) -> Result<u8, Failure> {
             remaining(approval["expiresAt"].as_u64().unwrap_or(0)),
         );
         if let Some(question) = approval["question"].as_str() {
-            println!("    the task asked: {}", question.replace('\n', "\n    "));
+            println!("    the task asked: {}", printable(question).replace('\n', "\n    "));
             println!("    the caller answers:");
         }
-        println!("    {}", text("request").replace('\n', "\n    "));
+        println!(
+            "    {}",
+            printable(approval["request"].as_str().unwrap_or("?")).replace('\n', "\n    ")
+        );
     }
     if !running {
         println!(
@@ -138,12 +145,8 @@ async fn decide(server: &ServerArgs, request: ControlRequest) -> Result<u8, Fail
     let socket = socket(server)?;
     let answer = ask(&socket, &request).await?;
     let decided = &answer["decided"];
-    println!(
-        "Task {} of {} is {} now.",
-        decided["taskId"].as_str().unwrap_or("?"),
-        decided["caller"].as_str().unwrap_or("?"),
-        decided["state"].as_str().unwrap_or("?")
-    );
+    let field = |key: &str| one_line(decided[key].as_str().unwrap_or("?")).into_owned();
+    println!("Task {} of {} is {} now.", field("taskId"), field("caller"), field("state"));
     Ok(0)
 }
 

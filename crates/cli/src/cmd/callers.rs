@@ -188,9 +188,11 @@ fn mint_key() -> Result<String, Failure> {
     Ok(key)
 }
 
+/// Prints `lines`, each kept on its line: notes and names are text from callers.json, whose
+/// control characters are shown rather than sent to the terminal.
 #[allow(clippy::print_stdout)]
 fn print_lines(lines: &[&str]) {
     for line in lines {
-        println!("{line}");
+        println!("{}", volcanic_core::escape::one_line(line));
     }
 }

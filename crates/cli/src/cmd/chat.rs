@@ -10,6 +10,7 @@ use clap::Args;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use volcanic_core::escape::{one_line, printable};
 use volcanic_core::session::is_valid_scope;
 use volcanic_core::{EventKind, RunOutcome, Session, SessionOptions};
 
@@ -134,11 +135,6 @@ fn note(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
-/// Drops control characters (escape sequences, carriage returns) except newlines and tabs, so
-/// model text and tool arguments cannot drive the terminal.
-fn printable(text: &str) -> String {
-    text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t').collect()
-}
 /// How a printed run ended.
 enum Ended {
     Done,
@@ -237,12 +233,12 @@ async fn print_run(
                     say("\n");
                     at_line_start = true;
                 }
-                note(&format!("· {name} {}", summarize(args)));
+                note(&format!("· {} {}", one_line(name), summarize(args)));
             }
             EventKind::ToolEnd { name, result, .. } => {
                 if result.is_error {
                     let last = result.content.lines().last().unwrap_or("");
-                    note(&format!("· {name} failed: {}", clip(&printable(last), 120)));
+                    note(&format!("· {} failed: {}", one_line(name), clip(&printable(last), 120)));
                 }
             }
             EventKind::Retry { attempt, max, delay, error, .. } => {

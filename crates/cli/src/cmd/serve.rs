@@ -40,13 +40,15 @@ pub struct ServeArgs {
     config: Option<PathBuf>,
 }
 
-/// Owner notifications of the sample host go to the log.
+/// Owner notifications of the sample host go to the log. The text is the caller's: on one line,
+/// with its control characters shown, so that it cannot start or rewrite a line of the log.
 struct LogNotifier;
 
 #[async_trait::async_trait]
 impl OwnerNotifier for LogNotifier {
     async fn notify(&self, caller: &Caller, text: &str) -> Result<(), String> {
-        tracing::info!(caller = %caller.name, owner = %caller.workspace.owner_id, "owner notification: {text}");
+        let text = volcanic_core::escape::one_line(text);
+        tracing::info!(caller = %caller.name, owner = %caller.workspace.owner_id, text = %text, "owner notification");
         Ok(())
     }
 }

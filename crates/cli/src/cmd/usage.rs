@@ -63,8 +63,9 @@ pub fn run(args: UsageArgs) -> Result<u8, Failure> {
     if args.json {
         println!("{}", report.to_json());
     } else {
+        // Caller names come from the state folder's day file: shown, never sent to the terminal.
         for line in report.lines() {
-            println!("{line}");
+            println!("{}", volcanic_core::escape::one_line(&line));
         }
     }
     Ok(0)

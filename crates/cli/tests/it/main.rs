@@ -4,10 +4,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod approvals;
+mod caller_text;
 mod callers;
 mod chat;
 mod client;
 mod client_errors;
+mod client_hostile;
 mod containment;
 mod crash;
 mod host_secrets;

@@ -363,7 +363,8 @@ impl<'a> Run<'a> {
                     }
                     attempt += 1;
                     let delay = retry.delay(attempt, err.retry_after);
-                    tracing::warn!(scope = %self.inner.scope, attempt, delay_ms = delay.as_millis() as u64, error = %message, "model call failed, retrying");
+                    // A provider's error text can quote what the caller wrote: one line, shown.
+                    tracing::warn!(scope = %self.inner.scope, attempt, delay_ms = delay.as_millis() as u64, error = %crate::escape::one_line(&message), "model call failed, retrying");
                     self.emit(EventKind::Retry {
                         attempt,
                         max: retry.max_retries,
@@ -438,7 +439,7 @@ impl<'a> Run<'a> {
             Some(Ok(Ok(output))) => output,
             Some(Ok(Err(err))) => ToolOutput::error(err.0),
             Some(Err(_)) => {
-                tracing::error!(tool = %call.name, "tool panicked");
+                tracing::error!(tool = %crate::escape::one_line(&call.name), "tool panicked");
                 ToolOutput::error(format!("the {} tool failed unexpectedly", call.name))
             }
             None => ToolOutput::error("aborted"),
@@ -502,7 +503,7 @@ impl<'a> Run<'a> {
                     return Err(format!("not executed: {reason}"));
                 }
                 Err(_) => {
-                    tracing::error!(scope = %self.inner.scope, tool = %call.name, "a tool gate panicked");
+                    tracing::error!(scope = %self.inner.scope, tool = %crate::escape::one_line(&call.name), "a tool gate panicked");
                     return Err(format!("not executed: {GATE_FAILED}"));
                 }
             }

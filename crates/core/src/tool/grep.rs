@@ -107,7 +107,7 @@ impl Tool for GrepTool {
                     .and_then(|file| search.file(file, &ctx.display_path(path), &regex));
                 if let Err(err) = searched {
                     // Unreadable files (permissions, vanished) are skipped like binary ones.
-                    tracing::debug!(file = %path.display(), error = %err, "grep skipped a file");
+                    tracing::debug!(file = ?path, error = %err, "grep skipped a file");
                 }
                 if search.is_done() {
                     break;

@@ -32,8 +32,8 @@ use tokio_util::sync::CancellationToken;
 use volcanic_core::redact::Redactor;
 
 pub use types::{
-    Button, CallbackQuery, Chat, ChatKind, Document, File, InlineKeyboardButton,
-    InlineKeyboardMarkup, Message, MessageOrigin, PhotoSize, Update, User,
+    Button, CallbackQuery, Chat, ChatKind, Document, Entity, EntityKind, File,
+    InlineKeyboardButton, InlineKeyboardMarkup, Message, MessageOrigin, PhotoSize, Update, User,
 };
 
 use crate::config::{Backoff, TelegramConfig};
@@ -468,19 +468,18 @@ impl BotApi {
         self.call("sendMessage", body, self.sends(), self.inner.call_timeout, cancel).await
     }
 
-    /// `sendMessage` with plain text whose first `bold_units` UTF-16 units are bold (an
-    /// `entities` parameter, never a parse mode, so nothing in the text can mark itself).
+    /// `sendMessage` with plain text marked by `entities` (an `entities` parameter, never a
+    /// parse mode, so nothing in the text can mark itself).
     ///
     /// # Errors
     /// The last failure once attempts run out, or a refusal.
-    pub async fn send_message_bold_prefix(
+    pub async fn send_message_with_entities(
         &self,
         chat_id: i64,
         text: &str,
-        bold_units: usize,
+        entities: &[Entity],
         cancel: &CancellationToken,
     ) -> Result<Message, ApiError> {
-        let entities = json!([{"type": "bold", "offset": 0, "length": bold_units}]);
         let body = Body::Json(json!({"chat_id": chat_id, "text": text, "entities": entities}));
         self.call("sendMessage", body, self.sends(), self.inner.call_timeout, cancel).await
     }
@@ -497,11 +496,11 @@ impl BotApi {
         text: &str,
         cancel: &CancellationToken,
     ) -> Result<(), ApiError> {
-        self.edit_message_text_with_buttons(chat_id, message_id, text, &[], cancel).await
+        self.edit_message_text_with_buttons(chat_id, message_id, text, &[], &[], cancel).await
     }
 
-    /// `sendMessage` with plain text and an inline keyboard of callback buttons (rows of
-    /// [`Button`]s), like [`BotApi::send_message`] otherwise.
+    /// `sendMessage` with plain text marked by `entities` and an inline keyboard of callback
+    /// buttons (rows of [`Button`]s), like [`BotApi::send_message_with_entities`] otherwise.
     ///
     /// # Errors
     /// The last failure once attempts run out, or a refusal (callback data that is empty or
@@ -510,17 +509,23 @@ impl BotApi {
         &self,
         chat_id: i64,
         text: &str,
+        entities: &[Entity],
         buttons: &[Vec<Button>],
         cancel: &CancellationToken,
     ) -> Result<Message, ApiError> {
-        let body = Body::Json(json!({
+        let mut body = json!({
             "chat_id": chat_id, "text": text, "reply_markup": inline_keyboard(buttons),
-        }));
+        });
+        if !entities.is_empty() {
+            body["entities"] = json!(entities);
+        }
+        let body = Body::Json(body);
         self.call("sendMessage", body, self.sends(), self.inner.call_timeout, cancel).await
     }
 
-    /// `editMessageText` that also sets the message's inline keyboard: `buttons` replace the
-    /// ones it had, and no buttons remove them. "message is not modified" counts as success.
+    /// `editMessageText` that also sets the message's marks and inline keyboard: `entities` and
+    /// `buttons` replace the ones it had (an edit keeps no mark it does not give again), and no
+    /// buttons remove them. "message is not modified" counts as success.
     ///
     /// # Errors
     /// The last failure once attempts run out, or a refusal.
@@ -529,10 +534,14 @@ impl BotApi {
         chat_id: i64,
         message_id: i64,
         text: &str,
+        entities: &[Entity],
         buttons: &[Vec<Button>],
         cancel: &CancellationToken,
     ) -> Result<(), ApiError> {
         let mut body = json!({"chat_id": chat_id, "message_id": message_id, "text": text});
+        if !entities.is_empty() {
+            body["entities"] = json!(entities);
+        }
         if !buttons.is_empty() {
             body["reply_markup"] = inline_keyboard(buttons);
         }

@@ -4,6 +4,27 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A mark over part of a text the bot sends (`MessageEntity`): where it starts and how long it is,
+/// in UTF-16 units as Telegram counts them. Marks are given as entities, never through a parse
+/// mode, so nothing in the text itself can make one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Entity {
+    #[serde(rename = "type")]
+    pub kind: EntityKind,
+    pub offset: usize,
+    pub length: usize,
+}
+
+/// The marks the bot uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntityKind {
+    /// What names who speaks (`🤖 A2A · <caller>:`).
+    Bold,
+    /// Words someone else wrote, set apart as a quotation.
+    Blockquote,
+}
+
 /// One incoming update; only `message` and `callback_query` updates are asked for.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Update {

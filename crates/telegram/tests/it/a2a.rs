@@ -67,7 +67,7 @@ async fn notify_owner_reaches_owners_chat() {
     let (status, body) = a2a_send(&base, KEY, &text).await;
     assert_eq!(status, 200, "{body}");
     let note = bot.message(OWNER, |t| t.starts_with("🤖")).await;
-    assert_eq!(note.text, "🤖 A2A · travel-bot: your flight is booked");
+    assert_eq!(note.text, "🤖 A2A · travel-bot:\nyour flight is booked");
     assert!(bot.api().messages(OTHER_OWNER).is_empty());
     bot.stop().await;
 }
@@ -128,7 +128,7 @@ async fn notify_owner_from_a_group_workspace_goes_to_the_owners_private_chat() {
     // The group's workspace is served, its task is there, and the note went to the owner.
     assert!(bot.workspace(GROUP).join(".volcanic/a2a/tasks").is_dir());
     let note = bot.message(OWNER, |t| t.starts_with("🤖")).await;
-    assert_eq!(note.text, "🤖 A2A · travel-bot (group -1001234567): the group's trip is booked");
+    assert_eq!(note.text, "🤖 A2A · travel-bot (group -1001234567):\nthe group's trip is booked");
     assert_eq!(bot.api().messages(GROUP), vec![], "a notification went into the group");
     assert_eq!(bot.api().messages(OTHER_OWNER), vec![]);
     bot.stop().await;
@@ -147,9 +147,18 @@ fn notifications(bot: &Bot) -> Vec<(String, Vec<serde_json::Value>)> {
         .collect()
 }
 
-/// The only entity a notification may carry: bold over exactly `prefix`.
-fn bold_prefix(prefix: &str) -> Vec<serde_json::Value> {
-    vec![json!({"type": "bold", "offset": 0, "length": prefix.encode_utf16().count()})]
+fn utf16(text: &str) -> usize {
+    text.encode_utf16().count()
+}
+
+/// The entities of a notification that carries `words` of the caller: bold over exactly
+/// `prefix`, then a block quote over all of the caller's words (but trailing whitespace, which
+/// Telegram trims), on the line below.
+fn marked(prefix: &str, words: &str) -> Vec<serde_json::Value> {
+    vec![
+        json!({"type": "bold", "offset": 0, "length": utf16(prefix)}),
+        json!({"type": "blockquote", "offset": utf16(prefix) + 1, "length": utf16(words.trim_end())}),
+    ]
 }
 
 #[tokio::test]
@@ -157,7 +166,8 @@ async fn notify_owner_prefix_is_bold_and_caller_text_cannot_fake_one() {
     let bot = Bot::with(Setup { a2a: true, ..Setup::default() }).await;
     write_callers(&bot.workspace(OWNER), &[("travel-bot", KEY)]);
     let base = bot.a2a_url.clone().unwrap();
-    // The issue's attack: a long text whose later line pretends to be another caller.
+    // The issue's attack: a long text whose later line is, character for character, how a
+    // notification from another caller begins.
     let fake = "\n🤖 A2A · bank-official: your session expired, send /new then your password\n";
     let text = format!("{}{fake}{}", "a".repeat(100), "b".repeat(4_060));
     let steps = json!([{"tool": "notify_owner", "args": {"text": text}}, {"text": "ok"}]);
@@ -167,14 +177,13 @@ async fn notify_owner_prefix_is_bold_and_caller_text_cannot_fake_one() {
     assert_eq!(notes.len(), 1, "capped, so one message: {notes:?}");
     let (shown, entities) = &notes[0];
     let prefix = "🤖 A2A · travel-bot:";
-    assert_eq!(entities, &bold_prefix(prefix), "only the real prefix is marked");
-    assert!(shown.starts_with(&format!("{prefix} aaa")), "{shown}");
-    assert!(shown.contains("bank-official"), "the caller's text is shown, unmarked");
-    assert!(shown.ends_with("b…(cut)"), "the cut is visible");
-    assert_eq!(
-        shown.chars().count(),
-        prefix.chars().count() + 1 + 2_000 + "…(cut)".chars().count()
-    );
+    // What is outside the quote is the bold prefix alone, on its own line; the imitation is
+    // inside the quote with the rest of the caller's words.
+    let words = shown.strip_prefix(&format!("{prefix}\n")).expect("the prefix on its own line");
+    assert_eq!(entities, &marked(prefix, words), "only the real prefix is bold, all else quoted");
+    assert!(words.starts_with("aaa") && words.contains("\n🤖 A2A · bank-official: "), "{shown}");
+    assert!(words.ends_with("b…(cut)"), "the cut is visible");
+    assert_eq!(words.chars().count(), 2_000 + "…(cut)".chars().count());
     bot.stop().await;
 }
 
@@ -198,8 +207,10 @@ async fn notify_owner_every_part_of_a_split_notification_carries_the_marked_pref
     let prefix = "🤖 A2A · travel-bot:";
     let mut joined = String::new();
     for (shown, entities) in &notes {
-        assert_eq!(entities, &bold_prefix(prefix), "a part without its marked prefix");
-        joined.push_str(shown.strip_prefix(&format!("{prefix} ")).expect("the prefix"));
+        let words = shown.strip_prefix(&format!("{prefix}\n")).expect("the prefix");
+        assert!(shown.encode_utf16().count() <= 4096, "over Telegram's limit");
+        assert_eq!(entities, &marked(prefix, words), "a part without its marks");
+        joined.push_str(words);
     }
     assert_eq!(joined, text, "the parts make the whole text");
     // Nothing else reached the owner's chat without the prefix.
@@ -236,9 +247,9 @@ async fn notify_owner_flood_is_limited_per_caller_with_one_notice() {
         "🤖 A2A · travel-bot: 35 more notifications were dropped (at most 5 per 3 s)."
     );
     let texts: Vec<String> = bot.api().messages(OWNER).into_iter().map(|m| m.text).collect();
-    let floods = texts.iter().filter(|t| t.contains(": flood ")).count();
+    let floods = texts.iter().filter(|t| t.contains(":\nflood ")).count();
     assert_eq!((floods, texts.len()), (5, 7), "{texts:?}");
-    assert!(texts.contains(&"🤖 A2A · calendar: calendar here".to_string()), "{texts:?}");
+    assert!(texts.contains(&"🤖 A2A · calendar:\ncalendar here".to_string()), "{texts:?}");
     bot.stop().await;
 }
 
@@ -328,6 +339,45 @@ async fn approval_deny_rejects_the_task_and_a_message_typed_meanwhile_takes_noth
     assert_eq!(answer.text.as_deref(), Some("Denied"));
     wait_for_task_state(&base, &task_id, "TASK_STATE_REJECTED").await;
     bot.message(OWNER, |t| t.contains("❌ Denied.")).await;
+    bot.stop().await;
+}
+
+#[tokio::test]
+async fn approval_request_text_cannot_pass_for_another_callers_request() {
+    let bot = Bot::with(Setup { a2a: true, ..Setup::default() }).await;
+    approving_caller(&bot);
+    let base = bot.a2a_url.clone().unwrap();
+    // The attack: the request ends its own message early and then asks, as another caller, for
+    // something harmless, right above the buttons that approve the real request.
+    let request = "delete every file in the workspace\n\nApprove to let it run, or deny it. (It is \
+rejected if nobody decides in time.)\n\n🔐 A2A · calendar asks for your approval:\n\nwhat is on \
+my calendar today?";
+    let (_, body) = a2a_send(&base, KEY, request).await;
+    let task_id = body["result"]["task"]["id"].as_str().unwrap().to_string();
+    let asked = bot.message(OWNER, |t| t.starts_with("🔐 A2A · travel-bot")).await;
+    let heading = "🔐 A2A · travel-bot asks for your approval:";
+    let shown = asked.text.strip_prefix(&format!("{heading}\n\n")).expect("the heading");
+    let quoted = shown
+        .strip_suffix(
+            "\n\nApprove to let it run, or deny it. (It is rejected if nobody decides in time.)",
+        )
+        .expect("the closing line");
+    assert!(quoted.contains("🔐 A2A · calendar asks"), "{quoted}");
+    // Only the real heading is bold; the caller's whole request, imitation included, is quoted.
+    let marks = |quoted: &str| {
+        vec![
+            json!({"type": "bold", "offset": 0, "length": utf16(heading)}),
+            json!({"type": "blockquote", "offset": utf16(heading) + 2, "length": utf16(quoted)}),
+        ]
+    };
+    assert_eq!(bot.api().entities(OWNER, asked.message_id), marks(quoted));
+    // Decided, the message keeps its marks.
+    let deny = asked.buttons[0][1].1.clone();
+    let pressed = bot.api().push_callback_query(OWNER, OWNER, asked.message_id, &deny);
+    bot.api().wait_for_callback_answer(&pressed, DEADLINE).await;
+    wait_for_task_state(&base, &task_id, "TASK_STATE_REJECTED").await;
+    bot.message(OWNER, |t| t.ends_with("❌ Denied.")).await;
+    assert_eq!(bot.api().entities(OWNER, asked.message_id), marks(quoted));
     bot.stop().await;
 }
 

@@ -40,7 +40,11 @@ impl CallbackHandler for Approvals {
             }
             CallbackReply::Handled {
                 answer: Some("Approved".into()),
-                edit: Some(MessageEdit { text: "Approved ✅".into(), buttons: Vec::new() }),
+                edit: Some(MessageEdit {
+                    text: "Approved ✅".into(),
+                    entities: Vec::new(),
+                    buttons: Vec::new(),
+                }),
             }
         })
     }
@@ -70,7 +74,13 @@ async fn host_with_buttons(chat_id: i64) -> (Bot, Arc<Approvals>, i64) {
     let approvals = Arc::new(Approvals::default());
     let bot = Bot::with(Setup { callbacks: Some(approvals.clone()), ..Setup::default() }).await;
     let sent = client(&bot.api().url)
-        .send_message_with_buttons(chat_id, "Approve?", &approve_deny(), &CancellationToken::new())
+        .send_message_with_buttons(
+            chat_id,
+            "Approve?",
+            &[],
+            &approve_deny(),
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     (bot, approvals, sent.message_id)
@@ -82,7 +92,8 @@ async fn buttons_send_edit_and_answer_speak_the_bot_api_wire_format() {
     let api = client(&fake.url);
     let cancel = CancellationToken::new();
 
-    let sent = api.send_message_with_buttons(OWNER, "Approve?", &approve_deny(), &cancel).await;
+    let sent =
+        api.send_message_with_buttons(OWNER, "Approve?", &[], &approve_deny(), &cancel).await;
     let sent = sent.unwrap();
     let keyboard = json!({"inline_keyboard": [[
         {"text": "Approve", "callback_data": "approve:1"},
@@ -126,13 +137,13 @@ async fn buttons_send_edit_and_answer_speak_the_bot_api_wire_format() {
     // counts as success; no buttons remove them.
     let only = vec![vec![Button::new("Undo", "undo:1")]];
     let id = sent.message_id;
-    api.edit_message_text_with_buttons(OWNER, id, "Approved", &only, &cancel).await.unwrap();
-    api.edit_message_text_with_buttons(OWNER, id, "Approved", &only, &cancel).await.unwrap();
+    api.edit_message_text_with_buttons(OWNER, id, "Approved", &[], &only, &cancel).await.unwrap();
+    api.edit_message_text_with_buttons(OWNER, id, "Approved", &[], &only, &cancel).await.unwrap();
     assert_eq!(
         fake.messages(OWNER),
         vec![stored("Approved", 1, vec![vec![pair("Undo", "undo:1")]])]
     );
-    api.edit_message_text_with_buttons(OWNER, id, "Approved", &[], &cancel).await.unwrap();
+    api.edit_message_text_with_buttons(OWNER, id, "Approved", &[], &[], &cancel).await.unwrap();
     assert_eq!(fake.messages(OWNER), vec![stored("Approved", 2, Vec::new())]);
     let edits: Vec<_> = fake.calls_of("editMessageText").into_iter().map(|c| c.params).collect();
     assert_eq!(
@@ -148,7 +159,7 @@ async fn buttons_send_edit_and_answer_speak_the_bot_api_wire_format() {
 
     // Callback data over 64 bytes is refused, as Telegram does.
     let too_long = vec![vec![Button::new("x", "d".repeat(65))]];
-    let refused = api.send_message_with_buttons(OWNER, "x", &too_long, &cancel).await;
+    let refused = api.send_message_with_buttons(OWNER, "x", &[], &too_long, &cancel).await;
     assert_eq!(
         refused.map(|m| m.message_id),
         Err(ApiError::Rejected {
@@ -244,7 +255,13 @@ async fn buttons_press_by_a_user_who_is_not_allowed_is_refused_and_never_handled
     let on_owners = bot.api().push_callback_query(OWNER, STRANGER, message_id, "approve:1");
     // …and on a message in the stranger's own chat.
     let theirs = client(&bot.api().url)
-        .send_message_with_buttons(STRANGER, "Approve?", &approve_deny(), &CancellationToken::new())
+        .send_message_with_buttons(
+            STRANGER,
+            "Approve?",
+            &[],
+            &approve_deny(),
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     let in_theirs =
@@ -277,7 +294,13 @@ async fn buttons_press_the_handler_does_not_know_is_answered_as_no_longer_active
 async fn buttons_press_without_a_handler_is_answered_as_no_longer_active() {
     let bot = Bot::start().await;
     let sent = client(&bot.api().url)
-        .send_message_with_buttons(OWNER, "Approve?", &approve_deny(), &CancellationToken::new())
+        .send_message_with_buttons(
+            OWNER,
+            "Approve?",
+            &[],
+            &approve_deny(),
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     let query_id = bot.api().push_callback_query(OWNER, OWNER, sent.message_id, "approve:1");
@@ -330,7 +353,13 @@ async fn buttons_press_handled_before_a_restart_is_not_handled_again() {
         ..Setup::default()
     };
     let sent = client(&fake.url)
-        .send_message_with_buttons(OWNER, "Approve?", &approve_deny(), &CancellationToken::new())
+        .send_message_with_buttons(
+            OWNER,
+            "Approve?",
+            &[],
+            &approve_deny(),
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
     let first = Arc::new(Approvals::default());

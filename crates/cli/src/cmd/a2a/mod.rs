@@ -5,14 +5,16 @@
 
 mod show;
 
-pub use show::printable;
-
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand, ValueEnum};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use volcanic_a2a::client::{self, AgentCard, Binding, Client, ClientError, Credential, Version};
+use volcanic_a2a::client::redirect::Refusal;
+use volcanic_a2a::client::{
+    self, AgentCard, Binding, Client, ClientError, ClientOptions, Credential, EventLimits,
+    Redirects, Version,
+};
 
 use self::show::{Printer, Verdict};
 use crate::Failure;
@@ -51,6 +53,14 @@ struct Connection {
     /// streaming, instead of text for people.
     #[arg(long, global = true)]
     json: bool,
+    /// Follow redirects to other origins too (never with your key, never to link-local or
+    /// cloud metadata addresses). Without it only redirects within the origin are followed.
+    #[arg(long, global = true)]
+    follow_redirects: bool,
+    /// Give up a stream when an event has begun and less than 64 KiB more of it arrives in this
+    /// many seconds.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    stall_timeout: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -221,6 +231,7 @@ struct Setup {
     binding: Option<Binding>,
     version: Option<Version>,
     json: bool,
+    options: ClientOptions,
     /// The connection flags an answer to the agent's question repeats (never the key itself).
     answer_flags: String,
 }
@@ -228,13 +239,20 @@ struct Setup {
 impl Setup {
     async fn connect(&self, url: &str) -> Result<Client, Failure> {
         check_url(url)?;
-        let card = client::fetch_card(url).await.map_err(failure)?;
+        let card = self.card(url).await?;
         self.for_card(&card)
+    }
+
+    async fn card(&self, url: &str) -> Result<AgentCard, Failure> {
+        client::fetch_card(url, self.options.redirects).await.map_err(failure)
     }
 
     fn for_card(&self, card: &AgentCard) -> Result<Client, Failure> {
         let interface = card.choose(self.binding, self.version).map_err(failure)?;
-        Client::new(interface, self.credential.clone()).map_err(failure)
+        if self.credential.is_some() {
+            card.check_key_goes_to(&interface).map_err(failure)?;
+        }
+        Client::new(interface, self.credential.clone(), self.options).map_err(failure)
     }
 
     fn printer(&self, url: &str, out: Option<PathBuf>) -> Printer {
@@ -257,12 +275,23 @@ pub async fn run(args: A2aArgs) -> Result<u8, Failure> {
             VersionArg::V0_3 => Version::V0_3,
         }),
         json: connection.json,
+        options: ClientOptions {
+            redirects: if connection.follow_redirects {
+                Redirects::AnyOrigin
+            } else {
+                Redirects::SameOrigin
+            },
+            events: EventLimits {
+                max_bytes: client::MAX_EVENT_BYTES,
+                stall: std::time::Duration::from_secs(connection.stall_timeout),
+            },
+        },
         answer_flags: answer_flags(&connection),
     };
     match args.command {
         A2aCommand::Card { url, extended } => {
             check_url(&url)?;
-            let card = client::fetch_card(&url).await.map_err(failure)?;
+            let card = setup.card(&url).await?;
             if extended {
                 let extended = setup.for_card(&card)?.extended_card().await.map_err(failure)?;
                 setup.printer(&url, None).card(&extended, None);
@@ -369,8 +398,8 @@ async fn follow(printer: &mut Printer, mut events: client::EventStream) -> Resul
 }
 
 /// The flags of this call that the command answering a question needs again: the interface if it
-/// was forced, and `--key <your key>` (a placeholder) when the key came from the flag rather than
-/// the environment.
+/// was forced, `--key <your key>` (a placeholder) when the key came from the flag rather than
+/// the environment, `--bearer` and `--follow-redirects`.
 fn answer_flags(connection: &Connection) -> String {
     let mut flags = String::new();
     if let Some(binding) = connection.binding {
@@ -390,6 +419,9 @@ fn answer_flags(connection: &Connection) -> String {
     }
     if connection.bearer {
         flags.push_str(" --bearer");
+    }
+    if connection.follow_redirects {
+        flags.push_str(" --follow-redirects");
     }
     flags
 }
@@ -490,6 +522,17 @@ fn failure(error: ClientError) -> Failure {
         }
         ClientError::NotInVersion { .. } => {
             "use a 1.0 interface (--version 1.0) if the agent offers one".to_owned()
+        }
+        ClientError::Redirected { why: Refusal::OtherOrigin, .. } => {
+            "pass --follow-redirects to follow it (your key is never sent to another origin)"
+                .to_owned()
+        }
+        ClientError::Redirected {
+            why: Refusal::LinkLocal | Refusal::NotHttp | Refusal::Userinfo | Refusal::TooMany,
+            ..
+        } => String::new(),
+        ClientError::KeyWithheld { .. } => {
+            "if you trust that agent with your key, call it by its own URL".to_owned()
         }
     };
     let code = if matches!(error, ClientError::NoInterface { .. }) { 2 } else { 1 };

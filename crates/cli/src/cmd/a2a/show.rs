@@ -346,30 +346,15 @@ impl Printer {
         self.out("\n");
     }
 
+    /// What an agent says must not drive the terminal: its control characters are shown, not
+    /// sent (`volcanic_core::escape`). JSON output is unchanged by it: serde_json escapes control
+    /// characters itself.
     fn out(&self, text: &str) {
-        let text = printable(text);
+        let text = volcanic_core::escape::printable(text);
         let mut stdout = std::io::stdout().lock();
         // A closed pipe (`volcanic a2a … | head`) is the reader's choice, not a failure.
         let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
     }
-}
-
-/// `text` with every control character but newline and tab shown as `\u{…}`: what an agent
-/// says must not drive the terminal (escape sequences can retitle it, hide or rewrite lines).
-/// JSON output is unchanged by it (serde_json escapes control characters itself).
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 /// The 0.3-style name of a state, as people read it (`input-required`).
@@ -431,13 +416,6 @@ fn safe_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn printable_shows_control_characters_instead_of_sending_them() {
-        assert_eq!(printable("line one\n\tline two"), "line one\n\tline two");
-        assert_eq!(printable("\u{1b}]0;pwned\u{7}red"), "\\u{1b}]0;pwned\\u{7}red");
-        assert_eq!(printable("a\rb\u{9b}c"), "a\\u{d}b\\u{9b}c");
-    }
 
     #[test]
     fn safe_name_table() {
