@@ -14,7 +14,7 @@ use volcanic_core::provider::ModelRequest;
 
 use super::ledger::{self, DayFile, WorkspaceDay, WorkspaceReport};
 use super::rate::Rates;
-use super::reservation::{self, Held, InFlight, Reservation};
+use super::reservation::{self, Held, InFlight};
 use super::{Cap, Clock, Limits, UsageAlert, UsageNotifier, UsageOptions};
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::A2aError;
@@ -549,5 +549,36 @@ fn until(ends: DateTime<Utc>, now: DateTime<Utc>) -> String {
         (0, m) => format!("{m} min"),
         (h, 0) => format!("{h} h"),
         (h, m) => format!("{h} h {m} min"),
+    }
+}
+/// The room one model call of a caller holds under the daily caps. Dropping it gives the room
+/// back and wakes the calls waiting for room; the run drops it once the call has ended and its
+/// usage is counted.
+pub(crate) struct Reservation {
+    meter: Arc<Meter>,
+    workspace: PathBuf,
+    caller: String,
+    held: Held,
+}
+
+impl Reservation {
+    pub(crate) fn new(meter: Arc<Meter>, workspace: PathBuf, caller: String, held: Held) -> Self {
+        Reservation { meter, workspace, caller, held }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.meter.release(&self.workspace, &self.caller, self.held);
+    }
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("caller", &self.caller)
+            .field("tokens", &self.held.tokens)
+            .field("usd", &self.held.usd)
+            .finish()
     }
 }

@@ -17,11 +17,8 @@
 //! This module knows nothing of HTTP, runs or providers; it only keeps the sums.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::Arc;
 
 use super::Limits;
-use super::Meter;
 use super::ledger::Counts;
 
 /// What calls in flight hold: how many there are, and the tokens and dollars they reserved.
@@ -116,38 +113,6 @@ pub(crate) fn fits(
         && usd(limits.usd_per_day, own.usd, own_held.usd)
         && tokens(workspace.tokens_per_day, total.tokens(), total_held.tokens)
         && usd(workspace.usd_per_day, total.usd, total_held.usd)
-}
-
-/// The room one model call of a caller holds under the daily caps. Dropping it gives the room
-/// back and wakes the calls waiting for room; the run drops it once the call has ended and its
-/// usage is counted.
-pub(crate) struct Reservation {
-    meter: Arc<Meter>,
-    workspace: PathBuf,
-    caller: String,
-    held: Held,
-}
-
-impl Reservation {
-    pub(crate) fn new(meter: Arc<Meter>, workspace: PathBuf, caller: String, held: Held) -> Self {
-        Reservation { meter, workspace, caller, held }
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        self.meter.release(&self.workspace, &self.caller, self.held);
-    }
-}
-
-impl std::fmt::Debug for Reservation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reservation")
-            .field("caller", &self.caller)
-            .field("tokens", &self.held.tokens)
-            .field("usd", &self.held.usd)
-            .finish()
-    }
 }
 
 #[cfg(test)]

@@ -81,7 +81,13 @@ impl HttpClient {
             .into_iter()
             .collect();
         let redactor = Redactor::new(secrets);
-        let client = reqwest::Client::builder().connect_timeout(connect_timeout).build();
+        // No redirect is followed: reqwest's default keeps `x-api-key` and `Authorization` on a
+        // redirect to another host, so an endpoint that answered with one could have the key
+        // sent anywhere. The model APIs answer their calls directly; a redirect is an error.
+        let client = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build();
         match client {
             Ok(client) => Ok(HttpClient { client, redactor, provider, idle_timeout }),
             Err(err) => {

@@ -26,10 +26,10 @@
 //! the dropped capabilities, the fresh `/proc` and steps 3 to 6 are the same.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::beneath::Kind;
-use super::launch::{LaunchSpec, Opened};
+use super::spec::{LaunchSpec, Opened};
 use super::{SandboxView, ViewBase};
 
 /// Where the tool host binary appears inside the sandbox.
@@ -245,20 +245,4 @@ impl Args {
         self.0.push(from.into());
         self.0.push(to.into());
     }
-}
-
-/// Paths as the view holds them: absolute and without `.` or `..` parts, so that a mount lands
-/// where the owner meant (bwrap resolves destinations inside the sandbox).
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
 }

@@ -29,7 +29,7 @@ use crate::tool::{Tool, ToolContext, ToolError, builtin_tools};
 
 /// Runs the tool host on stdin and stdout until stdin closes. The CLI's hidden
 /// `sandbox-tool-host` command calls this inside the sandbox with what the launcher passed:
-/// `expect`, the view to check before serving (JSON of [`super::launch::Expect`]), and
+/// `expect`, the view to check before serving (JSON of [`super::spec::Expect`]), and
 /// `sweep`, whether every process a tool call left behind is killed when no call runs any more
 /// (callers' sandboxes).
 ///
@@ -41,7 +41,7 @@ pub fn run_tool_host(expect: Option<&str>, sweep: bool) -> io::Result<()> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(io::Error::from)?;
     if let Some(expect) = expect {
-        let expect: super::launch::Expect = serde_json::from_str(expect)
+        let expect: super::spec::Expect = serde_json::from_str(expect)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--expect: {e}")))?;
         super::launch::check_view(&expect)?;
     }

@@ -24,14 +24,12 @@ mod limits;
 mod protocol;
 mod remote;
 mod seccomp;
+mod spec;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A path made absolute-clean: `.` parts dropped and `..` parts applied, without touching the
-/// file system (bwrap resolves mount destinations inside the sandbox, so views hold clean paths).
-pub use bwrap::normalize as normalize_path;
 pub use host::run_tool_host;
 pub use launch::run_launcher;
 pub use limits::{DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES, Mechanism, ProcessLimits};
@@ -67,6 +65,22 @@ pub const TOOL_HOST_COMMAND: &str = "sandbox-tool-host";
 
 /// The hidden command of the `volcanic` binary that runs the launcher ([`run_launcher`]).
 pub const LAUNCH_COMMAND: &str = "sandbox-launch";
+
+/// A path made clean: `.` parts dropped and `..` parts applied, without touching the file system
+/// (bwrap resolves mount destinations inside the sandbox, so views hold clean paths).
+pub fn normalize_path(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
 
 /// How to start sandboxes: the launcher, the bwrap program and the tool host binary.
 #[derive(Debug, Clone)]
@@ -219,7 +233,7 @@ impl SandboxView {
     pub fn new(workspace: &Path) -> Self {
         SandboxView {
             base: ViewBase::Workspace,
-            workspace: bwrap::normalize(workspace),
+            workspace: normalize_path(workspace),
             writable: true,
             always_hidden: Vec::new(),
             always_hidden_files: Vec::new(),
@@ -303,7 +317,7 @@ mod tests {
         assert_eq!(view.always_hidden, vec![ws.join(".volcanic/a2a")]);
 
         let spec =
-            launch::LaunchSpec::new(&confinement, &dir.path().join("spill"), Default::default());
+            spec::LaunchSpec::new(&confinement, &dir.path().join("spill"), Default::default());
         let opened = launch::open_view(&spec).unwrap();
         let args: Vec<String> = bwrap::arguments(&spec, &opened)
             .into_iter()

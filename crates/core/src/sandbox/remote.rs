@@ -141,7 +141,7 @@ impl ToolHost {
                 .map_err(|e| format!("cannot bound the sandbox's processes: {e}"))?,
             None => (super::limits::Applied::default(), None),
         };
-        let spec = super::launch::LaunchSpec::new(&self.confinement, &self.spill_dir, applied);
+        let spec = super::spec::LaunchSpec::new(&self.confinement, &self.spill_dir, applied);
         let spec = serde_json::to_string(&spec)
             .map_err(|e| format!("cannot describe the sandbox: {e}"))?;
 

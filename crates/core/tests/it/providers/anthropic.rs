@@ -501,3 +501,19 @@ async fn anthropic_cancel_mid_stream_returns_aborted_promptly() {
     assert_eq!(deltas.seen(), vec![Delta::Text("Hel".into())]);
     assert_eq!(result, Err(ProviderError::new(ProviderErrorKind::Other, "aborted")));
 }
+
+/// Issue 33: a provider endpoint that answers with a redirect to another host must not get the
+/// key sent there (reqwest's default policy keeps `x-api-key` across hosts).
+#[tokio::test]
+async fn anthropic_redirect_to_another_host_is_not_followed_with_the_key() {
+    let elsewhere = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(sse(TEXT_STREAM)).mount(&elsewhere).await;
+    let location = format!("{}/v1/messages", elsewhere.uri());
+    let redirecting =
+        server_answering(ResponseTemplate::new(307).insert_header("location", location.as_str()))
+            .await;
+    let result = call(&provider(&redirecting.uri()), &Deltas::default()).await;
+    assert!(result.is_err(), "a redirect is an error, not an answer from elsewhere");
+    let reached = elsewhere.received_requests().await.unwrap_or_default();
+    assert!(reached.is_empty(), "the other host got {} request(s), with the key", reached.len());
+}
