@@ -85,6 +85,9 @@ fuzz_target!(|data: &[u8]| {
             owner_id: "owner".into(),
         }),
     };
+    // The workspace exists (the server checks it at start, and the intake walks from it without
+    // creating it); the intake makes the inbox folders below it.
+    std::fs::create_dir_all(&workspace_dir).ok();
     let prompt = runtime.block_on(build_prompt(&caller, &parts, false));
     let mut found = Vec::new();
     tree(root.path(), root.path(), &mut found);

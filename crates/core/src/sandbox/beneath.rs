@@ -74,14 +74,20 @@ fn names(relative: &Path) -> io::Result<Vec<&std::ffi::OsStr>> {
 /// A friendlier error for a link or a file met on the way.
 fn on_the_way(err: rustix::io::Errno, shown: &Path) -> io::Error {
     match err {
-        rustix::io::Errno::LOOP => io::Error::other(format!(
-            "{} is a symbolic link, or a link lies on its path: a sandbox's view never follows one",
-            shown.display()
-        )),
-        rustix::io::Errno::NOTDIR => io::Error::other(format!(
-            "{} is not a folder, or a file lies on its path where a folder belongs",
-            shown.display()
-        )),
+        rustix::io::Errno::LOOP => io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!(
+                "{} is a symbolic link, or a link lies on its path: a sandbox's view never follows one",
+                shown.display()
+            ),
+        ),
+        rustix::io::Errno::NOTDIR => io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!(
+                "{} is not a folder, or a file lies on its path where a folder belongs",
+                shown.display()
+            ),
+        ),
         other => {
             io::Error::new(io::Error::from(other).kind(), format!("{}: {other}", shown.display()))
         }

@@ -75,6 +75,11 @@ fn workspace_arguments(spec: &LaunchSpec, opened: &Opened) -> Vec<OsString> {
         "--unshare-all",
         "--unshare-user",
         "--disable-userns",
+        // No init of bwrap's own: the tool host is pid 1. bwrap's init would be a dumpable
+        // process of the caller's own user, whose memory (`/proc/1/mem`) the caller's processes
+        // could write to run code that outlives every call; as pid 1, the (non-dumpable) tool host
+        // also cannot be stopped or killed from inside, and it reaps what it kills.
+        "--as-pid-1",
         "--die-with-parent",
         "--new-session",
         "--cap-drop",

@@ -40,13 +40,21 @@ pub fn run_tool_host(expect: Option<&str>, sweep: bool) -> io::Result<()> {
     // memory or open its pipes through /proc/<pid>/.
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(io::Error::from)?;
-    if let Some(expect) = expect {
-        let expect: super::spec::Expect = serde_json::from_str(expect)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--expect: {e}")))?;
-        super::launch::check_view(&expect)?;
+    let expect = match expect {
+        Some(expect) => {
+            let expect: super::spec::Expect = serde_json::from_str(expect).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidInput, format!("--expect: {e}"))
+            })?;
+            super::launch::check_view(&expect)?;
+            Some(Arc::new(expect))
+        }
+        None => None,
+    };
+    if sweep {
+        watch_mounts()?;
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(serve_with(tokio::io::stdin(), tokio::io::stdout(), sweep))
+    runtime.block_on(serve_with(tokio::io::stdin(), tokio::io::stdout(), Guard { sweep, expect }))
 }
 
 /// Kills every process of the sandbox but its init and this host: what the tool calls left
@@ -60,6 +68,59 @@ fn sweep_processes() {
         rustix::process::Pid::INIT,
         rustix::process::Signal::KILL,
     );
+    reap_orphans();
+}
+
+/// Waits for the processes a sweep killed: in a caller's sandbox the host is pid 1, so every
+/// orphan of the sandbox is its child, and an unreaped one would keep a PID of the sandbox's
+/// limit. Bounded: a process stuck in the kernel is left for the next sweep.
+fn reap_orphans() {
+    use rustix::process::{WaitOptions, waitpid};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match waitpid(None, WaitOptions::NOHANG) {
+            Ok(Some(_)) => continue,
+            // Nothing has ended yet: killed processes are on their way out.
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            // No child left (ECHILD), or out of time.
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
+/// Watches the sandbox's mount table from a thread of its own and ends the sandbox when it
+/// changes. No process of a caller's sandbox can mount or unmount (no capability), so a change
+/// comes from outside: the kernel detaches a cover or a pin when the path under it is removed or
+/// replaced on the host (the owner saving `MEMORY.md` or `.env` by writing a new file and
+/// renaming it over the old one). The sandbox then no longer shows what its view promised: every
+/// process in it is killed and the host exits, and the next call starts a sandbox with a fresh
+/// view. The kernel wakes `poll` on the change itself, so the gap is the time to wake a thread.
+fn watch_mounts() -> io::Result<()> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let mut file = std::fs::File::open("/proc/self/mountinfo")?;
+    let mut first = String::new();
+    io::Read::read_to_string(&mut file, &mut first)?;
+    std::thread::Builder::new().name("mount-watch".into()).spawn(move || {
+        loop {
+            let mut fds = [PollFd::new(&file, PollFlags::PRI | PollFlags::ERR)];
+            let woke = poll(&mut fds, None);
+            let mut now = String::new();
+            let changed = woke.is_err()
+                || io::Seek::rewind(&mut file).is_err()
+                || io::Read::read_to_string(&mut file, &mut now).is_err()
+                || now != first;
+            if changed {
+                let _ = rustix::process::kill_process_group(
+                    rustix::process::Pid::INIT,
+                    rustix::process::Signal::KILL,
+                );
+                std::process::exit(3);
+            }
+        }
+    })?;
+    Ok(())
 }
 
 /// What every call of this host shares, from the init line.
@@ -84,11 +145,19 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    serve_with(input, output, false).await
+    serve_with(input, output, Guard::default()).await
 }
 
-/// [`serve`], killing what the calls left whenever the last running call ends when `sweep`.
-async fn serve_with<R, W>(input: R, output: W, sweep: bool) -> io::Result<()>
+/// What a caller's tool host does around each call: `sweep` kills what the calls left whenever
+/// the last running call ends; `expect` is the view checked again before each call starts.
+#[derive(Default, Clone)]
+struct Guard {
+    sweep: bool,
+    expect: Option<Arc<super::spec::Expect>>,
+}
+
+/// [`serve`] with a [`Guard`].
+async fn serve_with<R, W>(input: R, output: W, guard: Guard) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -104,7 +173,7 @@ where
         }
     });
     let calls = Calls::default();
-    let served = read_requests(input, &tx, &calls, &tasks, sweep).await;
+    let served = read_requests(input, &tx, &calls, &tasks, guard).await;
     // Stdin closed (the session is gone) or broke: running calls are stopped (bash kills its
     // group).
     for cancel in lock(&calls).values() {
@@ -123,8 +192,9 @@ async fn read_requests<R: AsyncRead + Unpin>(
     tx: &mpsc::UnboundedSender<Reply>,
     calls: &Calls,
     tasks: &TaskTracker,
-    sweep: bool,
+    guard: Guard,
 ) -> io::Result<()> {
+    let sweep = guard.sweep;
     let mut lines = BufReader::new(input);
     let mut setup: Option<Arc<Setup>> = None;
     let mut line = Vec::new();
@@ -156,6 +226,14 @@ async fn read_requests<R: AsyncRead + Unpin>(
                     let _ = tx.send(Reply::Failed { id, message: "tool host not ready".into() });
                     continue;
                 };
+                // The view may have changed since the start (see `watch_mounts`): a call never
+                // runs in a sandbox that no longer shows what it promised.
+                if let Some(expect) = &guard.expect
+                    && let Err(err) = super::launch::check_view(expect)
+                {
+                    sweep_processes();
+                    return Err(err);
+                }
                 let cancel = CancellationToken::new();
                 lock(calls).insert(id, cancel.clone());
                 let (tx, calls) = (tx.clone(), calls.clone());

@@ -187,8 +187,12 @@ pub(crate) fn open_view(spec: &LaunchSpec) -> io::Result<Opened> {
                     hidden.push((path.clone(), kind));
                 }
             }
-            // Not there when the sandbox starts: nothing to hide (docs/security.md).
+            // Not there when the sandbox starts: nothing to hide (docs/security.md). Nor when
+            // a link stands on its way: the path is not a file of the workspace then, and what
+            // the link points at is shown or hidden as itself. Refusing to start would let any
+            // caller that plants such a link take every caller's tools away.
             Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) if is_link_error(&err) => {}
             Err(err) => return Err(err),
         }
     }
@@ -274,6 +278,11 @@ pub(crate) fn open_view(spec: &LaunchSpec) -> io::Result<Opened> {
         expect,
         fds,
     })
+}
+
+/// Whether `err` is the walk's refusal of a link (or of a file where a folder belongs).
+fn is_link_error(err: &io::Error) -> bool {
+    err.kind() == io::ErrorKind::NotADirectory
 }
 
 /// Opens `rel` below `root` and the folders on its way (without `root`), saying what it is.

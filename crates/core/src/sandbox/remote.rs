@@ -31,6 +31,10 @@ use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// Bytes of bwrap's own error output kept for the message when a start fails.
 const MAX_STDERR_BYTES: usize = 4096;
+/// How much longer than the longest bash timeout the session waits for a call's reply before it
+/// stops the sandbox: the host enforces its calls' timeouts itself, so only a host that can no
+/// longer run (stopped, starved) goes past it.
+const CALL_GRACE: Duration = Duration::from_secs(30);
 /// Longest wait for the pipe tasks of a stopped host to end (aborted, they end at once).
 const STOP_GRACE: Duration = Duration::from_secs(1);
 
@@ -51,7 +55,7 @@ pub(crate) struct ToolHost {
 /// that died is replaced, so none outlives its sandbox.
 struct Running {
     /// Killed when dropped (`kill_on_drop`); bwrap's `--die-with-parent` takes the sandbox along.
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     /// The sandbox's cgroups, removed after the child (fields drop in order).
     _cgroups: Option<super::limits::SandboxCgroups>,
     requests: mpsc::UnboundedSender<Vec<u8>>,
@@ -78,6 +82,14 @@ impl Running {
         self.tracker.close();
         if tokio::time::timeout(STOP_GRACE, self.tracker.wait()).await.is_err() {
             tracing::warn!("a stopped sandbox's pipe tasks did not end");
+        }
+    }
+
+    /// Kills the sandbox (bwrap, and with it every process in it) at once.
+    fn kill(&self) {
+        let pid = self.child.id().and_then(|id| i32::try_from(id).ok());
+        if let Some(pid) = pid.and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
     }
 
@@ -196,7 +208,7 @@ impl ToolHost {
 
         let mut stderr_task = stderr_task;
         let mut running = Running {
-            _child: child,
+            child,
             _cgroups: cgroups,
             requests,
             pending,
@@ -252,6 +264,19 @@ impl ToolHost {
         env
     }
 
+    /// Stops `running` (killing its sandbox) if it is still this session's host; the next call
+    /// starts a new one.
+    async fn stop_if_current(&self, running: &Arc<Running>) {
+        let mut slot = self.running.lock().await;
+        if slot.as_ref().is_some_and(|current| Arc::ptr_eq(current, running))
+            && let Some(stopped) = slot.take()
+        {
+            stopped.stop().await;
+            // Killed now, not when the last call holding it lets go.
+            stopped.kill();
+        }
+    }
+
     /// Runs one built-in tool call in the host.
     pub(crate) async fn call(
         &self,
@@ -273,8 +298,18 @@ impl ToolHost {
         })?;
         let mut cancel = CancelOnDrop { running: &running, id, armed: true };
         let mut cancel_sent = false;
+        let deadline = tokio::time::sleep(self.limits.bash_max_timeout + CALL_GRACE);
+        tokio::pin!(deadline);
         loop {
             tokio::select! {
+                () = &mut deadline => {
+                    cancel.armed = false;
+                    self.stop_if_current(&running).await;
+                    return Err(ToolError(format!(
+                        "the sandbox did not answer within {:?}; it was stopped",
+                        self.limits.bash_max_timeout + CALL_GRACE
+                    )));
+                }
                 reply = replies.recv() => match reply {
                     Some(Reply::Update { text, .. }) => {
                         ctx.update(ctx.redactor.redact(&text).into_owned());
