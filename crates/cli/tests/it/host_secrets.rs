@@ -170,8 +170,10 @@ look() {{
 {{
   echo LOOT-BEGIN
   look
-  # Only inside a sandbox: outside one, this would be the host's /proc.
-  if [ "$(cat /proc/1/comm)" = bwrap ]; then
+  # Only inside a sandbox: outside one, this would be the host's /proc. Pid 1 of an owner's
+  # sandbox is bwrap's init; of a caller's, the tool host itself.
+  case "$(cat /proc/1/comm)" in bwrap|tool-host) in_sandbox=1 ;; *) in_sandbox= ;; esac
+  if [ -n "$in_sandbox" ]; then
     echo "umount:"; umount /proc 2>&1; umount -l /proc 2>&1
     look
   fi
