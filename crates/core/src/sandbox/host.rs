@@ -99,25 +99,24 @@ fn reap_orphans() {
 /// view. The kernel wakes `poll` on the change itself, so the gap is the time to wake a thread.
 fn watch_mounts() -> io::Result<()> {
     use rustix::event::{PollFd, PollFlags, poll};
-    let mut file = std::fs::File::open("/proc/self/mountinfo")?;
-    let mut first = String::new();
-    io::Read::read_to_string(&mut file, &mut first)?;
+    // The kernel notes the mount table's generation when the file is opened and flags the file
+    // (POLLPRI, POLLERR) once it moves on; nothing needs to be read or compared.
+    let file = std::fs::File::open("/proc/self/mountinfo")?;
     std::thread::Builder::new().name("mount-watch".into()).spawn(move || {
         loop {
             let mut fds = [PollFd::new(&file, PollFlags::PRI | PollFlags::ERR)];
-            let woke = poll(&mut fds, None);
-            let mut now = String::new();
-            let changed = woke.is_err()
-                || io::Seek::rewind(&mut file).is_err()
-                || io::Read::read_to_string(&mut file, &mut now).is_err()
-                || now != first;
-            if changed {
-                let _ = rustix::process::kill_process_group(
-                    rustix::process::Pid::INIT,
-                    rustix::process::Signal::KILL,
-                );
-                std::process::exit(3);
+            match poll(&mut fds, None) {
+                // A signal for another thread interrupted the wait (SIGCHLD): nothing changed.
+                Err(rustix::io::Errno::INTR) => continue,
+                Ok(_) if fds[0].revents().is_empty() => continue,
+                Ok(_) | Err(_) => {}
             }
+            // Not one instant longer: kill first, leave after.
+            let _ = rustix::process::kill_process_group(
+                rustix::process::Pid::INIT,
+                rustix::process::Signal::KILL,
+            );
+            std::process::exit(3);
         }
     })?;
     Ok(())
