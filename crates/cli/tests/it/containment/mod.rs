@@ -213,7 +213,17 @@ impl Server {
 
     /// [`Server::start`] with more environment variables.
     pub fn start_with(fixture: &Fixture, mode: Mode, extra_env: &[(&str, &str)]) -> Server {
-        let mut cmd = volcanic_as(mode);
+        Server::start_command(fixture, mode, volcanic_as(mode), extra_env)
+    }
+
+    /// [`Server::start_with`] through `cmd`, a command that runs `volcanic` with the arguments
+    /// it is given (the binary itself, or a wrapper that prepares the process first).
+    pub fn start_command(
+        fixture: &Fixture,
+        mode: Mode,
+        mut cmd: Command,
+        extra_env: &[(&str, &str)],
+    ) -> Server {
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", &fixture.home)

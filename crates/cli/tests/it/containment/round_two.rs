@@ -16,6 +16,21 @@ fn steal_and_send(server: &Server, fixture: &Fixture, command: &str) -> Value {
     server.send(&fixture.mallory_key, &directive(steps))
 }
 
+/// Whether alice (another caller) can still run bash: she echoes a computed line, and her
+/// session's journal must hold its output.
+fn alice_bash_runs(server: &Server, fixture: &Fixture) -> bool {
+    server.send(
+        &fixture.secrets.alice_key,
+        &directive(json!([bash("echo alice-$((40+2))"), {"text": "ok"}])),
+    );
+    std::fs::read_dir(fixture.state.join("sessions")).unwrap().flatten().any(|e| {
+        e.file_name().to_string_lossy().contains("alice")
+            && std::fs::read_to_string(e.path().join("session.jsonl"))
+                .unwrap_or_default()
+                .contains("alice-42\\n")
+    })
+}
+
 /// One session of mallory's that runs `command` and answers.
 fn run(server: &Server, fixture: &Fixture, command: &str) -> Value {
     server.send(&fixture.mallory_key, &directive(json!([bash(command), {"text": "done"}])))
@@ -218,17 +233,7 @@ fn one_caller_cannot_take_every_process_and_nothing_outlives_its_call() {
         }
         let left = survivors();
         // Another caller's tools still start.
-        server.send(
-            &fixture.secrets.alice_key,
-            &directive(json!([bash("echo alice-$((20+22))"), {"text": "ok"}])),
-        );
-        let alice_ran =
-            std::fs::read_dir(fixture.state.join("sessions")).unwrap().flatten().any(|e| {
-                e.file_name().to_string_lossy().contains("alice")
-                    && std::fs::read_to_string(e.path().join("session.jsonl"))
-                        .unwrap_or_default()
-                        .contains("alice-42\\n")
-            });
+        let alice_ran = alice_bash_runs(&server, &fixture);
         server.stop();
         let _ =
             std::process::Command::new("pkill").args(["-f", &format!("^sleep {marker}$")]).status();
@@ -538,18 +543,31 @@ fn a_link_where_a_hidden_path_would_be_does_not_take_other_callers_tools() {
         let server =
             Server::start_with(&fixture, mode, &[("A2A__Sandbox__Hide", "secrets/api.txt")]);
         run(&server, &fixture, "ln -s / secrets");
-        server.send(
-            &fixture.secrets.alice_key,
-            &directive(json!([bash("echo alice-$((40+2))"), {"text": "ok"}])),
-        );
+        let alice_ran = alice_bash_runs(&server, &fixture);
         server.stop();
-        let alice_ran =
-            std::fs::read_dir(fixture.state.join("sessions")).unwrap().flatten().any(|e| {
-                e.file_name().to_string_lossy().contains("alice")
-                    && std::fs::read_to_string(e.path().join("session.jsonl"))
-                        .unwrap_or_default()
-                        .contains("alice-42\\n")
-            });
         assert!(alice_ran, "{mode:?}: alice's bash did not run");
     }
+}
+
+/// A descriptor the server inherited from whatever started it (a service manager's socket, a
+/// terminal's files) must not reach a caller's sandbox: the launcher marks every descriptor but
+/// the pipes and the opened view close-on-exec. Here the shell that starts the server leaves a
+/// file open on descriptor 7 (a secret of the host's), and mallory's bash reads every descriptor
+/// it has.
+#[test]
+fn descriptors_the_server_inherited_do_not_reach_a_callers_sandbox() {
+    let fixture = Fixture::new(Mode::Sandboxed);
+    let secret = fixture.home.join("inherited.txt");
+    std::fs::write(&secret, format!("{}\n", fixture.secrets.home_secret)).unwrap();
+    let volcanic = assert_cmd::cargo::cargo_bin("volcanic");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c").arg(format!("exec 7<'{}'; exec \"$0\" \"$@\"", secret.display())).arg(&volcanic);
+    let server = Server::start_command(&fixture, Mode::Sandboxed, cmd, &[]);
+    // Regular files only: a pipe among them would wait for a writer.
+    let command = "ls -l /proc/self/fd; for fd in /proc/self/fd/*; do [ -f $fd ] && \
+                   tr 'A-Za-z' 'N-ZA-Mn-za-m' < $fd >> loot.txt 2>/dev/null; done; cat loot.txt";
+    let reply = steal_and_send(&server, &fixture, command);
+    let leaked = super::Evidence::gather(&fixture, &reply).leaked(&fixture.secrets);
+    server.stop();
+    assert_eq!(leaked, Vec::<&str>::new(), "{}", tool_results(&fixture).join("\n"));
 }
