@@ -1,5 +1,6 @@
 //! Atomic file replacement: a temp file in the same folder, a durability barrier, rename, a
-//! second barrier for the rename; and atomic creation of a file that must not exist yet.
+//! second barrier for the rename; atomic creation of a file that must not exist yet; and the
+//! in-place save of workspace files that a sandbox may cover ([`save_in_place`]).
 //!
 //! Readers either see the old content or the new one, never a torn file; leftover temp files
 //! from a crash start with `.tmp` and are ignored by everything that lists folders. The barriers
@@ -24,6 +25,51 @@ use std::path::Path;
 /// Any I/O error of the steps above; the target is untouched when it fails before the rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace(path, bytes, Durability::Durable(&[]), Links::Follow)
+}
+
+/// How the `write` and `edit` tools save a workspace file: an existing regular file (a link to
+/// one is followed) is rewritten in place, keeping the file itself (its inode, so its
+/// permissions, owner and hard links too), and made durable; a missing one is created with
+/// [`write_atomic`], parent folders included.
+///
+/// Why not replace it whole, as [`write_atomic`] does: a caller's sandbox covers the owner's
+/// hidden and protected files (`.env`, MEMORY.md, `volcanic.toml`) with mounts, and the kernel
+/// detaches a mount from every sandbox when the file under it is removed or replaced on the host.
+/// A file rewritten in place stays the file under the cover, so the owner's assistant saving
+/// MEMORY.md never uncovers it for a caller's call that is running at that moment (see
+/// docs/security.md). The price: a reader during the write, or a crash in the middle of it, can
+/// see a torn file, as with most editors. A file that cannot be opened for writing (read-only
+/// permissions in a writable folder) is replaced whole, as before.
+///
+/// # Errors
+/// Any I/O error of the steps above.
+pub fn save_in_place(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let existing = std::fs::metadata(path).is_ok_and(|meta| meta.is_file());
+    if !existing {
+        return write_atomic(path, bytes);
+    }
+    // Non-blocking: a FIFO put in the file's place since the check above opens at once (and is
+    // refused below) instead of hanging the tool.
+    let nonblock = i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0);
+    let opened = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::File::options().write(true).custom_flags(nonblock).open(path)
+    };
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => {
+            return write_atomic(path, bytes);
+        }
+        Err(err) => return Err(err),
+    };
+    // Opened, then checked: what was opened is the regular file it must be (not a FIFO or a
+    // device put in its place since the check above).
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    file.write_all(bytes)?;
+    file.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX))?;
+    crate::durable::sync_files(&[&file])
 }
 
 /// Like [`write_atomic`] for a file the server owns: a symbolic link at `path` is replaced by
@@ -378,5 +424,48 @@ mod tests {
                 .is_symlink()
         );
         assert_eq!(std::fs::read_to_string(dir.path().join("AGENTS.md")).unwrap(), "new");
+    }
+
+    #[test]
+    fn save_in_place_keeps_the_file_and_creates_what_is_missing() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("MEMORY.md");
+        std::fs::write(&path, "a long first version of the memory file").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let before = std::fs::metadata(&path).unwrap();
+        let other = dir.path().join("hard-link");
+        std::fs::hard_link(&path, &other).unwrap();
+
+        save_in_place(&path, b"short").unwrap();
+        let after = std::fs::metadata(&path).unwrap();
+        assert_eq!((after.dev(), after.ino()), (before.dev(), before.ino()), "the same file");
+        assert_eq!(after.permissions().mode() & 0o777, 0o640);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "short", "no old tail left");
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), "short");
+
+        // Through a link: the target is rewritten, the link stays.
+        std::os::unix::fs::symlink("MEMORY.md", dir.path().join("CLAUDE.md")).unwrap();
+        save_in_place(&dir.path().join("CLAUDE.md"), b"via link").unwrap();
+        assert!(std::fs::symlink_metadata(dir.path().join("CLAUDE.md")).unwrap().is_symlink());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "via link");
+
+        // Missing: created with its folders, leaving no temp file.
+        let new = dir.path().join("a/b/new.txt");
+        save_in_place(&new, b"fresh").unwrap();
+        assert_eq!(std::fs::read_to_string(&new).unwrap(), "fresh");
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("a/b")).unwrap().collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn save_in_place_replaces_a_fifo_without_waiting_for_a_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o600))
+            .unwrap();
+        // Not a regular file: replaced whole, as a missing one would be created.
+        save_in_place(&fifo, b"x").unwrap();
+        assert_eq!(std::fs::read_to_string(&fifo).unwrap(), "x");
     }
 }

@@ -90,6 +90,10 @@ fn reap_orphans() {
     }
 }
 
+/// The line the tool host writes to its error output (which only the server reads) when it ends
+/// the sandbox because the mount table changed.
+pub(super) const VIEW_CHANGED: &str = "volcanic-tool-host: the view changed on the host";
+
 /// Watches the sandbox's mount table from a thread of its own and ends the sandbox when it
 /// changes. No process of a caller's sandbox can mount or unmount (no capability), so a change
 /// comes from outside: the kernel detaches a cover or a pin when the path under it is removed or
@@ -111,10 +115,14 @@ fn watch_mounts() -> io::Result<()> {
                 Ok(_) if fds[0].revents().is_empty() => continue,
                 Ok(_) | Err(_) => {}
             }
-            // Not one instant longer: kill first, leave after.
+            // Not one instant longer: kill first, say why and leave after.
             let _ = rustix::process::kill_process_group(
                 rustix::process::Pid::INIT,
                 rustix::process::Signal::KILL,
+            );
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("{VIEW_CHANGED}\n").as_bytes(),
             );
             std::process::exit(3);
         }

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::host::VIEW_CHANGED;
 use base64::Engine;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
@@ -181,11 +182,22 @@ impl ToolHost {
         let tracker = TaskTracker::new();
         let stderr_text = Arc::new(Mutex::new(Vec::new()));
         let errors = stderr_text.clone();
+        let workspace = self.confinement.view.workspace.clone();
         let stderr_task = tracker.spawn(async move {
             let mut chunk = [0u8; 1024];
             while let Ok(n) = stderr.read(&mut chunk).await {
                 if n == 0 {
                     break;
+                }
+                if chunk[..n].windows(VIEW_CHANGED.len()).any(|w| w == VIEW_CHANGED.as_bytes()) {
+                    tracing::warn!(
+                        workspace = %workspace.display(),
+                        "a sandbox was stopped: a hidden or protected path of its view was \
+                         replaced or removed on the host (an editor or a command that saves by \
+                         renaming a new file over the old one does this; the assistant's own \
+                         write and edit tools save in place). A tool call running in it failed; \
+                         the next one starts a new sandbox (docs/security.md)"
+                    );
                 }
                 let mut kept = errors.lock().unwrap_or_else(PoisonError::into_inner);
                 let room = MAX_STDERR_BYTES.saturating_sub(kept.len());

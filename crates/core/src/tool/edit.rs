@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
-use crate::atomic::write_atomic;
+use crate::atomic::save_in_place;
 use crate::provider::ToolSpec;
 
 /// The UTF-8 byte order mark, kept in front of the file when it has one.
@@ -114,7 +114,7 @@ impl Tool for EditTool {
         {
             let shown = shown.clone();
             blocking("edit", move || {
-                write_atomic(&path, content.as_bytes())
+                save_in_place(&path, content.as_bytes())
                     .map_err(|err| ToolError(format!("could not write {shown}: {err}")))
             })
             .await?;

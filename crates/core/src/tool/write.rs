@@ -1,11 +1,12 @@
-//! The `write` tool: creates or replaces a whole file, atomically, creating parent folders.
+//! The `write` tool: creates a file (and its parent folders) or rewrites a whole existing one in
+//! place ([`save_in_place`]: the file stays the same file, so a sandbox's cover over it holds).
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::output::count_lines;
 use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
-use crate::atomic::write_atomic;
+use crate::atomic::save_in_place;
 use crate::provider::ToolSpec;
 
 /// Writes a whole file: `write {path, content}`.
@@ -23,8 +24,8 @@ impl Tool for WriteTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "write".to_string(),
-            description: "Create a file or replace its whole content. Parent folders are created; \
-                          the file is replaced atomically. Use edit to change part of a file. \
+            description: "Create a file or replace its whole content. Parent folders are created. \
+                          Use edit to change part of a file. \
                           Paths are relative to the working folder."
                 .to_string(),
             parameters: json!({
@@ -51,7 +52,7 @@ impl Tool for WriteTool {
         {
             let shown = shown.clone();
             blocking("write", move || {
-                write_atomic(&path, args.content.as_bytes())
+                save_in_place(&path, args.content.as_bytes())
                     .map_err(|err| ToolError(format!("could not write {shown}: {err}")))
             })
             .await?;

@@ -285,7 +285,12 @@ impl Server {
     }
 
     /// Stops the server with SIGTERM; its exit code, or `None` if it did not exit in time.
-    pub fn stop(mut self) -> Option<i32> {
+    pub fn stop(self) -> Option<i32> {
+        self.stop_with_log().0
+    }
+
+    /// [`Server::stop`], with what the server logged (its error output).
+    pub fn stop_with_log(mut self) -> (Option<i32>, String) {
         let status =
             Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status().unwrap();
         assert!(status.success());
@@ -296,12 +301,12 @@ impl Server {
                 if let Some(mut pipe) = self.child.stderr.take() {
                     let _ = pipe.read_to_string(&mut stderr);
                 }
-                return Some(status.code().unwrap_or(-1));
+                return (Some(status.code().unwrap_or(-1)), stderr);
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                return None;
+                return (None, String::new());
             }
             std::thread::sleep(Duration::from_millis(50));
         }

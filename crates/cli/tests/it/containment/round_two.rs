@@ -496,7 +496,11 @@ fn an_owners_save_over_a_hidden_or_protected_file_does_not_uncover_it() {
         let reply = run_in(&server, &fixture, &context, steps);
         let leaked = super::Evidence::gather(&fixture, &reply).leaked(&fixture.secrets);
         let memory = std::fs::read_to_string(fixture.ws.join("MEMORY.md")).unwrap_or_default();
-        server.stop();
+        let (_, log) = server.stop_with_log();
+        if mode.contained() {
+            // The owner learns why a caller's call failed, and what to do about it.
+            assert!(log.contains("a sandbox was stopped: a hidden or protected path"), "{log}");
+        }
         if mode.contained() {
             assert_eq!(leaked, Vec::<&str>::new(), "{mode:?}");
             assert!(!memory.contains("planted"), "{mode:?}: MEMORY.md was written: {memory}");
@@ -504,6 +508,81 @@ fn an_owners_save_over_a_hidden_or_protected_file_does_not_uncover_it() {
             assert!(leaked.contains(&"alice's callers.json note"), "{mode:?}: the route must work");
             assert!(memory.contains("planted"), "{mode:?}");
         }
+    }
+}
+
+/// The owner's assistant saving a hidden or protected file (its `write` and `edit` tools) while
+/// a caller's call runs: the file is rewritten in place, so it stays the file under the cover, no
+/// cover detaches, and a caller looping on the path can neither read `.env` nor write MEMORY.md
+/// at that moment. (Replaced whole, as the tools did before, each save detached the cover: the
+/// tool host then ended the running call, and for the few milliseconds before that the file was
+/// the caller's to read or overwrite.)
+#[test]
+fn the_owners_own_tools_save_a_covered_file_without_uncovering_it() {
+    use std::os::unix::fs::MetadataExt;
+    for mode in [Mode::Sandboxed, Mode::SandboxedUnprivileged] {
+        if mode == Mode::SandboxedUnprivileged && !super::is_root() {
+            continue;
+        }
+        let fixture = Fixture::new(mode);
+        std::fs::write(fixture.ws.join(".env"), "NOTE=first\n").unwrap();
+        std::fs::write(fixture.ws.join("MEMORY.md"), "- the owner likes tea\n").unwrap();
+        let owner_state = fixture.home.join("chat-state");
+        std::fs::create_dir_all(&owner_state).unwrap();
+        if mode == Mode::SandboxedUnprivileged {
+            super::chown_tree(&fixture.ws, super::NOBODY);
+            super::chown_tree(&owner_state, super::NOBODY);
+        }
+        let inode = |name: &str| std::fs::metadata(fixture.ws.join(name)).unwrap().ino();
+        let before = (inode(".env"), inode("MEMORY.md"));
+        let server = Server::start_with(&fixture, mode, &[("A2A__Sandbox__Hide", ".env")]);
+        // Mallory's call: says it runs, then loops on both paths until the owner has saved
+        // (bounded at 60 s), and says whether it lived to the end.
+        let probe = "touch started.flag; for i in $(seq 1 600); do \
+                     cat .env >> loot.txt 2>/dev/null; \
+                     echo '- planted by mallory' >> MEMORY.md 2>/dev/null; \
+                     [ -e saved.flag ] && break; sleep 0.1; done; \
+                     echo call-lived-to-the-end";
+        let reply = std::thread::scope(|scope| {
+            let call = scope.spawn(|| run(&server, &fixture, probe));
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !fixture.ws.join("started.flag").exists() {
+                assert!(Instant::now() < deadline, "mallory's call did not start");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // The owner's assistant, in `volcanic chat`, writes .env and edits MEMORY.md.
+            let steps = json!([
+                tool("write", json!({"path": ".env", "content": "NOTE=second\nMORE=1\n"})),
+                tool("edit", json!({"path": "MEMORY.md", "old_text": "tea",
+                                    "new_text": "coffee"})),
+                {"text": "saved"}
+            ]);
+            let chat = super::volcanic_as(mode)
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("HOME", &owner_state)
+                .args(["chat", "--faux", "--workspace"])
+                .arg(&fixture.ws)
+                .arg("--state-dir")
+                .arg(&owner_state)
+                .arg(directive(steps))
+                .output()
+                .unwrap();
+            assert!(chat.status.success(), "{mode:?}: {}", String::from_utf8_lossy(&chat.stderr));
+            std::fs::write(fixture.ws.join("saved.flag"), "").unwrap();
+            call.join().unwrap()
+        });
+        let (_, log) = server.stop_with_log();
+        assert!(!log.contains("a sandbox was stopped"), "{mode:?}: {log}");
+        let results = tool_results(&fixture).join("\n");
+        let loot = std::fs::read_to_string(fixture.ws.join("loot.txt")).unwrap_or_default();
+        let memory = std::fs::read_to_string(fixture.ws.join("MEMORY.md")).unwrap();
+        let env = std::fs::read_to_string(fixture.ws.join(".env")).unwrap();
+        assert!(!loot.contains("NOTE="), "{mode:?}: .env was read: {loot}");
+        assert!(results.contains("call-lived-to-the-end"), "{mode:?}: {reply}\n{results}");
+        assert_eq!(env, "NOTE=second\nMORE=1\n", "{mode:?}: the owner's write");
+        assert_eq!(memory, "- the owner likes coffee\n", "{mode:?}: the owner's edit");
+        assert_eq!((inode(".env"), inode("MEMORY.md")), before, "{mode:?}: the same files");
     }
 }
 
