@@ -132,6 +132,34 @@ fn renaming_a_parent_does_not_unhide_a_hidden_path() {
     });
 }
 
+/// The owner's extra read-only paths that lie in the workspace are walked like the view's own:
+/// a caller that plants a link where one would be (here `tools`, absent, made a link to the
+/// callers' records) gets nothing bound through it in the next session: the link is left as it
+/// is, and inside the sandbox it leads only to what the view shows (the covered `.volcanic/`).
+#[test]
+fn a_link_where_a_read_only_path_would_be_binds_nothing_through_it() {
+    for mode in [Mode::Sandboxed, Mode::SandboxedUnprivileged] {
+        if mode == Mode::SandboxedUnprivileged && !super::is_root() {
+            continue;
+        }
+        let fixture = Fixture::new(mode);
+        let tools = fixture.ws.join("tools").display().to_string();
+        let server = Server::start_with(&fixture, mode, &[("A2A__Sandbox__ReadOnlyPaths", &tools)]);
+        seed_alice(&server, &fixture);
+        run(&server, &fixture, "ln -s \"$PWD/.volcanic/a2a\" tools");
+        let reply = steal_and_send(&server, &fixture, &steal("tools/callers.json", "loot.txt"));
+        let leaked = super::Evidence::gather(&fixture, &reply).leaked(&fixture.secrets);
+        let alice_ran = alice_bash_runs(&server, &fixture);
+        server.stop();
+        assert!(
+            std::fs::symlink_metadata(fixture.ws.join("tools")).unwrap().is_symlink(),
+            "{mode:?}: the link was planted"
+        );
+        assert_eq!(leaked, Vec::<&str>::new(), "{mode:?}");
+        assert!(alice_ran, "{mode:?}: a planted link must not stop other callers' tools");
+    }
+}
+
 /// Issue 33, 3: a caller creates `volcanic.toml` in the workspace (turning the sandbox off);
 /// after the owner's next ordinary restart, callers must still be contained. The file is
 /// covered in every caller's sandbox, created empty when absent, so no caller can write it.
