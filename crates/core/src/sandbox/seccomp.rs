@@ -9,6 +9,15 @@
 //! the sandbox, is otherwise traceable by the caller's processes), `bpf`, `perf_event_open`,
 //! `userfaultfd` (a staple of kernel exploits), and loading kernel code. Each fails with `EPERM`.
 //!
+//! Two more guard the owner's files rather than the kernel. Hard links (`link`, `linkat`): a
+//! caller that once got a name for a hidden or protected file's inode (winning the race of an
+//! outside save, docs/security.md, or linking a file before the owner hid its name) would keep
+//! reading or writing that file through its link for as long as the file lives, and the
+//! assistant's saves keep the file. And file leases (`fcntl(F_SETLEASE)`): a caller owning the
+//! workspace's files (its processes run as the server's user) could hold a read lease on MEMORY.md
+//! and so make every save of the owner's wait or fail. Tools lose little: `ln -s` still works,
+//! and programs that try a hard link (git's local clone, `cp -l`) fall back to copying or say why.
+//!
 //! The program is built with `seccompiler` (the filter compiler of Firecracker) for the
 //! architecture the server runs on; on one it does not know, no filter is installed and the
 //! server says so at start.
@@ -17,7 +26,10 @@ use std::collections::BTreeMap;
 use std::io::{self, Seek, Write};
 use std::os::fd::OwnedFd;
 
-use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, SeccompRule, TargetArch};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
 
 /// The denied calls.
 const DENIED: &[(&str, i64)] = &[
@@ -37,7 +49,19 @@ const DENIED: &[(&str, i64)] = &[
     ("init_module", libc::SYS_init_module),
     ("finit_module", libc::SYS_finit_module),
     ("delete_module", libc::SYS_delete_module),
+    #[cfg(target_arch = "x86_64")]
+    ("link", libc::SYS_link),
+    ("linkat", libc::SYS_linkat),
 ];
+
+/// Calls denied only with one argument: `fcntl(fd, F_SETLEASE, …)`.
+const DENIED_WITH: &[(&str, i64, u8, u64)] = &[(
+    "fcntl(F_SETLEASE)",
+    libc::SYS_fcntl,
+    1,
+    // A non-negative constant; the cast cannot lose anything.
+    libc::F_SETLEASE as u64,
+)];
 
 /// Whether callers' sandboxes get the filter on this architecture (the server says so at start).
 pub fn seccomp_available() -> bool {
@@ -46,7 +70,7 @@ pub fn seccomp_available() -> bool {
 
 /// The names of the denied calls, for the docs and the tests.
 pub fn denied_calls() -> impl Iterator<Item = &'static str> {
-    DENIED.iter().map(|(name, _)| *name)
+    DENIED.iter().map(|(name, _)| *name).chain(DENIED_WITH.iter().map(|(name, ..)| *name))
 }
 
 /// The filter as bwrap reads it (the raw `sock_filter` array), in a memory file positioned at
@@ -56,8 +80,15 @@ pub fn denied_calls() -> impl Iterator<Item = &'static str> {
 /// The filter cannot be built or written.
 pub(crate) fn program_fd() -> io::Result<Option<OwnedFd>> {
     let Ok(arch) = TargetArch::try_from(std::env::consts::ARCH) else { return Ok(None) };
-    let rules: BTreeMap<i64, Vec<SeccompRule>> =
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|(_, number)| (*number, Vec::new())).collect();
+    for (_, number, arg, value) in DENIED_WITH {
+        let condition =
+            SeccompCondition::new(*arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, *value)
+                .and_then(|condition| SeccompRule::new(vec![condition]))
+                .map_err(|e| io::Error::other(format!("seccomp filter: {e}")))?;
+        rules.entry(*number).or_default().push(condition);
+    }
     let eperm = u32::try_from(libc::EPERM).unwrap_or(1);
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(eperm), arch)
         .map_err(|e| io::Error::other(format!("seccomp filter: {e}")))?;
@@ -88,6 +119,6 @@ mod tests {
         // Whole `sock_filter`s, and more than one per denied call plus the architecture check.
         assert_eq!(len % 8, 0);
         assert!(len / 8 > DENIED.len() as i64, "{len}");
-        assert_eq!(denied_calls().count(), DENIED.len());
+        assert_eq!(denied_calls().count(), DENIED.len() + DENIED_WITH.len());
     }
 }

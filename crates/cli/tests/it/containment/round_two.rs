@@ -432,8 +432,10 @@ fn a_callers_sandbox_cannot_take_more_memory_than_its_limit() {
 }
 
 /// Issue 33, low: the kernel surface no caller's tool needs (io_uring, the keyrings, ptrace,
-/// bpf, userfaultfd, loading kernel code) is closed by a seccomp filter in callers' sandboxes.
-/// Unconfined, the keyring call works (the proof that the test sees the call go through).
+/// bpf, userfaultfd, loading kernel code) is closed by a seccomp filter in callers' sandboxes,
+/// and so are hard links and file leases (red team: a hard link to MEMORY.md kept a caller's
+/// hold on it across saves; a lease on it made the owner's saves fail). Unconfined, the keyring
+/// call, the link and the lease work (the proof that the test sees the calls go through).
 #[test]
 fn callers_sandboxes_deny_the_kernel_calls_no_tool_needs() {
     let probe = r#"import ctypes, os, platform
@@ -448,6 +450,18 @@ call("keyctl", 0, ctypes.c_long(-3), 0)
 call("ptrace", 0, 0, 0, 0)
 call("io_uring_setup", 1, ctypes.create_string_buffer(120))
 call("userfaultfd", 0)
+import fcntl
+try:
+    os.link("notes.txt", "hard-link.txt")
+    print("link allowed")
+except PermissionError:
+    print("link denied")
+with open("notes.txt") as f:
+    try:
+        fcntl.fcntl(f, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+        print("lease allowed")
+    except PermissionError:
+        print("lease denied")
 "#;
     for mode in Mode::all() {
         let fixture = Fixture::new(mode);
@@ -460,11 +474,13 @@ call("userfaultfd", 0)
         server.stop();
         let results = tool_results(&fixture).join("\n");
         if mode.contained() {
-            for call in ["keyctl", "ptrace", "io_uring_setup", "userfaultfd"] {
+            for call in ["keyctl", "ptrace", "io_uring_setup", "userfaultfd", "link", "lease"] {
                 assert!(results.contains(&format!("{call} denied")), "{mode:?}: {results}");
             }
         } else {
-            assert!(results.contains("keyctl allowed"), "{mode:?}: {results}");
+            for call in ["keyctl", "link", "lease"] {
+                assert!(results.contains(&format!("{call} allowed")), "{mode:?}: {results}");
+            }
         }
     }
 }
