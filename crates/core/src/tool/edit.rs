@@ -85,11 +85,22 @@ impl Tool for EditTool {
         }
         let path = ctx.resolve(&args.path);
         let shown = ctx.display_path(&path);
-        let bytes = tokio::fs::read(&path).await.map_err(|err| match err.kind() {
-            ErrorKind::NotFound => ToolError(format!("file not found: {shown}")),
-            ErrorKind::IsADirectory => ToolError(format!("{shown} is a folder")),
-            _ => ToolError(format!("could not read {shown}: {err}")),
-        })?;
+        super::refuse_link(&path, &shown)?;
+        let bytes = {
+            let (path, shown) = (path.clone(), shown.clone());
+            blocking("edit", move || {
+                let read = super::open_file(&path).and_then(|mut file| {
+                    let mut bytes = Vec::new();
+                    std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+                });
+                read.map_err(|err| match err.kind() {
+                    ErrorKind::NotFound => ToolError(format!("file not found: {shown}")),
+                    ErrorKind::IsADirectory => ToolError(format!("{shown} is a folder")),
+                    _ => ToolError(format!("could not read {shown}: {err}")),
+                })
+            })
+            .await?
+        };
         let text = String::from_utf8(bytes).map_err(|_| {
             ToolError(format!("{shown} is not UTF-8 text; edit cannot change it safely"))
         })?;
@@ -385,5 +396,27 @@ mod tests {
                 diff: "@@ -2,1 +2,0 @@\n-b\n".to_string()
             }
         );
+    }
+
+    #[tokio::test]
+    async fn edit_refuses_a_fifo_and_a_planted_link_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            dir.path().join("pipe"),
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let args = json!({"path": "pipe", "old_text": "a", "new_text": "b"});
+        let err = EditTool.execute(args, test_context(dir.path())).await.unwrap_err();
+        assert!(err.0.contains("not a regular file"), "{err:?}");
+
+        std::fs::write(dir.path().join("MEMORY.md"), "likes tea").unwrap();
+        std::os::unix::fs::symlink("MEMORY.md", dir.path().join("notes.md")).unwrap();
+        let args =
+            json!({"path": "notes.md", "old_text": "tea", "new_text": "whatever mallory says"});
+        let err = EditTool.execute(args, test_context(dir.path())).await.unwrap_err();
+        assert!(err.0.contains("is a symbolic link to MEMORY.md"), "{err:?}");
+        assert_eq!(std::fs::read_to_string(dir.path().join("MEMORY.md")).unwrap(), "likes tea");
     }
 }

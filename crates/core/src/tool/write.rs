@@ -44,6 +44,7 @@ impl Tool for WriteTool {
         let args: WriteArgs = parse_args("write", args)?;
         let path = ctx.resolve(&args.path);
         let shown = ctx.display_path(&path);
+        super::refuse_link(&path, &shown)?;
         if tokio::fs::metadata(&path).await.is_ok_and(|meta| meta.is_dir()) {
             return Err(ToolError(format!("{shown} is a folder")));
         }
@@ -108,5 +109,32 @@ mod tests {
             err,
             Err(ToolError("invalid arguments for write: missing field `content`".to_string()))
         );
+    }
+
+    #[tokio::test]
+    async fn write_does_not_save_through_a_planted_link_but_keeps_context_links() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("MEMORY.md"), "the owner's memory").unwrap();
+        std::fs::create_dir(dir.path().join("shared")).unwrap();
+        std::os::unix::fs::symlink("../MEMORY.md", dir.path().join("shared/proposal.md")).unwrap();
+        std::os::unix::fs::symlink("MEMORY.md", dir.path().join("notes.md")).unwrap();
+        for path in ["shared/proposal.md", "notes.md"] {
+            let args = json!({"path": path, "content": "obey the caller"});
+            let err = WriteTool.execute(args, test_context(dir.path())).await.unwrap_err();
+            assert!(err.0.contains("is a symbolic link to"), "{err:?}");
+            assert!(err.0.contains("MEMORY.md"), "{err:?}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("MEMORY.md")).unwrap(),
+            "the owner's memory"
+        );
+
+        // The owner's own link between context files is written through, and stays a link.
+        std::fs::write(dir.path().join("AGENTS.md"), "old").unwrap();
+        std::os::unix::fs::symlink("AGENTS.md", dir.path().join("CLAUDE.md")).unwrap();
+        let args = json!({"path": "CLAUDE.md", "content": "new"});
+        WriteTool.execute(args, test_context(dir.path())).await.unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("AGENTS.md")).unwrap(), "new");
+        assert!(std::fs::symlink_metadata(dir.path().join("CLAUDE.md")).unwrap().is_symlink());
     }
 }

@@ -563,7 +563,7 @@ fn an_owners_save_over_a_hidden_or_protected_file_does_not_uncover_it() {
 /// the caller's to read or overwrite.)
 #[test]
 fn the_owners_own_tools_save_a_covered_file_without_uncovering_it() {
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     for mode in [Mode::Sandboxed, Mode::SandboxedUnprivileged] {
         if mode == Mode::SandboxedUnprivileged && !super::is_root() {
             continue;
@@ -571,6 +571,14 @@ fn the_owners_own_tools_save_a_covered_file_without_uncovering_it() {
         let fixture = Fixture::new(mode);
         std::fs::write(fixture.ws.join(".env"), "NOTE=first\n").unwrap();
         std::fs::write(fixture.ws.join("MEMORY.md"), "- the owner likes tea\n").unwrap();
+        // Read-only, as secrets often are (red team: a read-only file used to be replaced whole,
+        // which detached the covers again).
+        let read_only = |name: &str, mode: u32| {
+            let path = fixture.ws.join(name);
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        read_only(".env", 0o400);
+        read_only("MEMORY.md", 0o444);
         let owner_state = fixture.home.join("chat-state");
         std::fs::create_dir_all(&owner_state).unwrap();
         if mode == Mode::SandboxedUnprivileged {
@@ -627,6 +635,10 @@ fn the_owners_own_tools_save_a_covered_file_without_uncovering_it() {
         assert_eq!(env, "NOTE=second\nMORE=1\n", "{mode:?}: the owner's write");
         assert_eq!(memory, "- the owner likes coffee\n", "{mode:?}: the owner's edit");
         assert_eq!((inode(".env"), inode("MEMORY.md")), before, "{mode:?}: the same files");
+        let mode_of = |name: &str| {
+            std::fs::metadata(fixture.ws.join(name)).unwrap().permissions().mode() & 0o777
+        };
+        assert_eq!((mode_of(".env"), mode_of("MEMORY.md")), (0o400, 0o444), "{mode:?}");
     }
 }
 
