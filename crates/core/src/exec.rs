@@ -42,6 +42,9 @@ const CREDENTIAL_NAME_WORDS: &[&str] = &["PWD", "PASS", "PAT", "SESSION"];
 const NOT_CREDENTIAL_NAMES: &[&str] =
     &["PWD", "OLDPWD", "DBUS_SESSION_BUS_ADDRESS", "SESSION_MANAGER", "DESKTOP_SESSION"];
 
+/// Words that end like a run-together credential word (`SSHPASS`) without being one.
+const LOOKALIKE_WORDS: &[&str] = &["OLDPWD", "COMPASS", "BYPASS", "ENCOMPASS", "SURPASS"];
+
 /// Prefixes (upper case) of names that are never credentials (the desktop session's facts).
 const NOT_CREDENTIAL_PREFIXES: &[&str] = &["XDG_SESSION_"];
 
@@ -91,8 +94,17 @@ pub fn is_credential_name(name: &str) -> bool {
     {
         return false;
     }
+    let words = || upper.split('_').filter(|word| !word.is_empty());
     CREDENTIAL_NAME_PARTS.iter().any(|part| upper.contains(part))
-        || upper.split('_').any(|word| CREDENTIAL_NAME_WORDS.contains(&word))
+        || words().any(|word| CREDENTIAL_NAME_WORDS.contains(&word))
+        // Run together: `SSHPASS`, `PGPASS`, `MYSQLPWD`.
+        || words().any(|word| {
+            (word.ends_with("PASS") || word.ends_with("PWD")) && !LOOKALIKE_WORDS.contains(&word)
+        })
+        // A database's address, which holds its password more often than not: `DB_URI`,
+        // `MONGODB_URI`, `POSTGRES_DB_URL`.
+        || (words().any(|word| word.ends_with("DB") || word == "DATABASE")
+            && words().any(|word| word == "URI" || word == "URL"))
 }
 
 /// Whether a variable belongs to the host's configuration (kept from children).
@@ -431,6 +443,12 @@ mod tests {
             "TERM_SESSION_ID",
             "api_key",
             "DATABASE_URL",
+            "SSHPASS",
+            "PGPASS",
+            "MYSQLPWD",
+            "DB_URI",
+            "MONGODB_URI",
+            "POSTGRES_DB_URL",
         ] {
             assert!(is_credential_name(name), "{name}");
         }
@@ -442,6 +460,7 @@ mod tests {
             "PYTHONPATH",
             "PASSENGER_APP_ENV",
             "COMPASS_HOME",
+            "PROXY_BYPASS",
             "DBUS_SESSION_BUS_ADDRESS",
             "XDG_SESSION_TYPE",
             "SESSION_MANAGER",
