@@ -221,6 +221,8 @@ impl A2aServerBuilder {
         ));
         self.containment.log();
         let tracker = TaskTracker::new();
+        // Linked to the token `serve` is given once it runs (see `A2aServer::serve`).
+        let stopping = CancellationToken::new();
         let pool = Arc::new(
             SessionPool::new(
                 self.factory,
@@ -261,6 +263,8 @@ impl A2aServerBuilder {
             self.clock,
             &approvals_dir,
             self.usage_notifier,
+            tracker.clone(),
+            stopping.clone(),
         ));
         Ok(A2aServer {
             inner: Arc::new(ServerInner {
@@ -276,6 +280,7 @@ impl A2aServerBuilder {
                     approval_notifier: self.approval_notifier,
                     guard,
                     tracker,
+                    shutdown: stopping,
                     push_url_check,
                     push,
                 }),
@@ -377,6 +382,14 @@ impl A2aServer {
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
         let service = &self.inner.service;
+        // The service's timers stop with this server: its token follows the host's.
+        let (host, own) = (shutdown.clone(), service.shutdown.clone());
+        service.tracker.spawn(async move {
+            tokio::select! {
+                () = host.cancelled() => own.cancel(),
+                () = own.cancelled() => {}
+            }
+        });
         // What the outbox held at start-up goes before any notification of this run.
         service.push.start();
         // Task requests that waited across a restart get their time limit again (past it: at
@@ -428,6 +441,8 @@ impl A2aServer {
             SHUTDOWN_GRACE,
         )
         .await;
+        // Also when the accept loop ended on its own.
+        service.shutdown.cancel();
         service.tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, service.tracker.wait()).await.is_err() {
             tracing::warn!(runs = service.tasks.running(), "runs still settling at shutdown");

@@ -214,8 +214,13 @@ pub(crate) fn schedule_timeout(service: &Arc<Service>, record: &PendingApproval)
         Duration::from_millis(record.expires_at.saturating_sub(crate::approval::millis_now()));
     let (service_ref, id) = (service.clone(), record.id.clone());
     let timeout = service.options.approval_timeout;
+    let stop = service.shutdown.clone();
     service.tracker.spawn(async move {
-        tokio::time::sleep(wait).await;
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            // The request stays on file: the next start gives it its time limit again.
+            () = stop.cancelled() => return,
+        }
         let reason = format!("no decision from the owner within {}", crate::approval::describe(timeout));
         match decide(&service_ref, &id, Decision::Deny { reason: Some(reason) }, true).await {
             Ok(_) | Err(DecideError::NotPending) => {}
