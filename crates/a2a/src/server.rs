@@ -73,24 +73,6 @@ pub enum BuildError {
     Approvals { path: PathBuf, source: std::io::Error },
 }
 
-/// For hosts that carry build failures as I/O errors; the kind of a failed read is kept.
-impl From<BuildError> for std::io::Error {
-    fn from(err: BuildError) -> Self {
-        let kind = match &err {
-            BuildError::ExtraCaRead { source, .. }
-            | BuildError::Outbox { source, .. }
-            | BuildError::Approvals { source, .. } => source.kind(),
-            BuildError::CardKey(signing::KeyError::Io { source, .. }) => source.kind(),
-            BuildError::Client(_)
-            | BuildError::ExtraCa { .. }
-            | BuildError::CardKey(
-                signing::KeyError::Invalid { .. } | signing::KeyError::Random { .. },
-            ) => std::io::ErrorKind::Other,
-        };
-        std::io::Error::new(kind, err.to_string())
-    }
-}
-
 /// Builds an [`A2aServer`].
 pub struct A2aServerBuilder {
     factory: Arc<SessionFactory>,
@@ -338,8 +320,9 @@ impl A2aServer {
         &self,
         id: &str,
         decision: crate::approval::Decision,
-    ) -> Result<crate::service::approve::Decided, crate::DecideError> {
-        crate::service::approve::decide(&self.inner.service, id, decision, false).await
+    ) -> Result<crate::Decided, crate::DecideError> {
+        use crate::service::approve::{DecidedBy, decide};
+        decide(&self.inner.service, id, decision, DecidedBy::Owner).await
     }
 
     /// Today's usage of `workspace`'s callers against their caps (`volcanic usage` reads the

@@ -103,9 +103,9 @@ impl Outcome {
 }
 
 impl Service {
-    /// Tells the host's approval notifier that request `id` is no longer pending (`outcome`:
-    /// approved, denied, timed out, canceled), on a task of its own.
-    pub(crate) fn approval_settled(&self, id: &str, outcome: &'static str) {
+    /// Tells the host's approval notifier that request `id` is no longer pending, on a task of
+    /// its own.
+    pub(crate) fn approval_settled(&self, id: &str, outcome: crate::approval::Settled) {
         if let Some(notifier) = self.approval_notifier.clone() {
             let id = id.to_string();
             self.tracker.spawn(async move { notifier.settled(&id, outcome).await });
