@@ -520,7 +520,6 @@ pub(crate) struct State {
 }
 
 pub(crate) struct Running {
-    pub run_id: Arc<str>,
     pub cancel: CancellationToken,
     pub settled: watch::Receiver<Option<RunSettled>>,
 }
@@ -629,11 +628,6 @@ impl Session {
     /// Whether a run is active.
     pub fn is_running(&self) -> bool {
         self.inner.state().running.is_some()
-    }
-
-    /// The id of the active run, if any.
-    pub fn running_run_id(&self) -> Option<String> {
-        self.inner.state().running.as_ref().map(|r| r.run_id.to_string())
     }
 
     /// Starts a run with this user message.
