@@ -17,6 +17,10 @@ mod usage;
 /// Sections whose environment variables we read (matched case-insensitively).
 const ENV_SECTIONS: &[&str] = &["provider", "agent", "a2a", "telegram"];
 
+/// The name prefixes (upper case) of the variables [`load`] reads, one per section: the owner's
+/// sessions never get them (`volcanic_core::exec::ExecEnv::from_host`).
+pub const ENV_PREFIXES: &[&str] = &["PROVIDER__", "AGENT__", "A2A__", "TELEGRAM__"];
+
 /// Everything the binary can be configured with.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -727,6 +731,13 @@ fn opt_duration<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Duration>, D:
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_section_read_from_the_environment_is_kept_from_the_owners_sessions() {
+        let prefixes: Vec<String> =
+            ENV_SECTIONS.iter().map(|s| format!("{}__", s.to_ascii_uppercase())).collect();
+        assert_eq!(prefixes, ENV_PREFIXES);
+    }
+
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

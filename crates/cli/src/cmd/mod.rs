@@ -125,6 +125,7 @@ pub fn factory_with_shutdown(
     let exec = ExecEnv::from_host(
         env.iter().filter(|(_, value)| !own_secret(value)).cloned(),
         &settings.agent.allow_env,
+        crate::config::ENV_PREFIXES,
     );
     let mut builder = SessionFactory::builder(provider, state_dir)
         .config(settings.agent.to_core(settings.provider.model.clone()))
@@ -208,7 +209,9 @@ pub async fn owner_confinement(
     }
     let mut hide: Vec<PathBuf> = own.hide.iter().map(PathBuf::from).collect();
     hide.extend(config_file.map(absolute));
-    Ok(Some(OwnerConfinement { sandbox, hide }))
+    // The A2A server's records in a workspace (callers' keys, tasks, push tokens).
+    let records = vec![PathBuf::from(".volcanic/a2a")];
+    Ok(Some(OwnerConfinement { sandbox, hide, records }))
 }
 
 /// `path` made absolute against the current folder (a hidden path must not depend on the
