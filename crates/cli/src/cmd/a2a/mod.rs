@@ -1,4 +1,4 @@
-//! `volcanic a2a …`: a command-line A2A client for any agent (issue 24), on
+//! `volcanic a2a …`: a command-line A2A client for any agent (docs/a2a-client.md), on
 //! `volcanic_a2a::client`. This module reads the arguments, picks the interface through the
 //! client's card reading, calls it, and turns the client's errors into messages that say what to
 //! do and into exit codes; `show` prints what came back, for people or (`--json`) for scripts.
