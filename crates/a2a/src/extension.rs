@@ -272,13 +272,7 @@ impl volcanic_core::channel::ChatChannel for A2aChatChannel {
     }
 
     async fn send_file(&self, path: &Path, caption: Option<&str>) -> Result<(), String> {
-        let meta = tokio::fs::metadata(path).await.map_err(|e| e.to_string())?;
-        self.check_size(meta.len())?;
-        let bytes = tokio::fs::read(path).await.map_err(|e| e.to_string())?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_else(|| "file".into());
+        let (name, bytes) = self.file_rule().read(path).await?;
         self.send_file_bytes(&name, bytes, caption).await
     }
 
@@ -289,24 +283,7 @@ impl volcanic_core::channel::ChatChannel for A2aChatChannel {
         caption: Option<&str>,
     ) -> Result<(), String> {
         let task = self.target()?;
-        self.check_size(bytes.len() as u64)?;
-        let mut bytes = bytes;
-        let redactor = task.redactor();
-        match std::str::from_utf8(&bytes) {
-            // Text goes out redacted, like any other text.
-            Ok(text) => {
-                if let std::borrow::Cow::Owned(redacted) = redactor.redact(text) {
-                    bytes = redacted.into_bytes();
-                }
-            }
-            // Binary data cannot be redacted in place without breaking it: refuse it whole.
-            Err(_) if redactor.bytes_contain_value(&bytes) => {
-                return Err(
-                    "the file contains a secret (or its base64 form) and cannot be sent".into()
-                );
-            }
-            Err(_) => {}
-        }
+        let bytes = self.file_rule().clean(&task.redactor(), bytes)?;
         let media_type =
             mime_guess::from_path(name).first_or_octet_stream().essence_str().to_string();
         let mut parts =
@@ -320,14 +297,11 @@ impl volcanic_core::channel::ChatChannel for A2aChatChannel {
 }
 
 impl A2aChatChannel {
-    /// Refuses a file over `A2A__MaxFileBytes`.
-    fn check_size(&self, len: u64) -> Result<(), String> {
-        if len > self.max_file_bytes {
-            return Err(format!(
-                "the file is {len} bytes; the limit is {} (A2A__MaxFileBytes)",
-                self.max_file_bytes
-            ));
+    /// What a file must pass to become an artifact: `A2A__MaxFileBytes`, and core's redaction.
+    fn file_rule(&self) -> volcanic_core::channel::FileRule {
+        volcanic_core::channel::FileRule {
+            max_bytes: self.max_file_bytes,
+            limit_name: "A2A__MaxFileBytes",
         }
-        Ok(())
     }
 }

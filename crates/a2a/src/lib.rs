@@ -62,9 +62,9 @@ pub mod usage;
 #[cfg(test)]
 mod test_logs;
 
+pub use approval::{DecideError, Decided};
 pub use config::A2aOptions;
 pub use containment::{Containment, ViewPolicy};
 pub use error::A2aError;
 pub use extension::OwnerNotifier;
 pub use server::{A2aServer, A2aServerBuilder, BuildError, PushHandler};
-pub use service::approve::{DecideError, Decided};

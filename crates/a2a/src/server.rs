@@ -73,24 +73,6 @@ pub enum BuildError {
     Approvals { path: PathBuf, source: std::io::Error },
 }
 
-/// For hosts that carry build failures as I/O errors; the kind of a failed read is kept.
-impl From<BuildError> for std::io::Error {
-    fn from(err: BuildError) -> Self {
-        let kind = match &err {
-            BuildError::ExtraCaRead { source, .. }
-            | BuildError::Outbox { source, .. }
-            | BuildError::Approvals { source, .. } => source.kind(),
-            BuildError::CardKey(signing::KeyError::Io { source, .. }) => source.kind(),
-            BuildError::Client(_)
-            | BuildError::ExtraCa { .. }
-            | BuildError::CardKey(
-                signing::KeyError::Invalid { .. } | signing::KeyError::Random { .. },
-            ) => std::io::ErrorKind::Other,
-        };
-        std::io::Error::new(kind, err.to_string())
-    }
-}
-
 /// Builds an [`A2aServer`].
 pub struct A2aServerBuilder {
     factory: Arc<SessionFactory>,
@@ -221,6 +203,8 @@ impl A2aServerBuilder {
         ));
         self.containment.log();
         let tracker = TaskTracker::new();
+        // Linked to the token `serve` is given once it runs (see `A2aServer::serve`).
+        let stopping = CancellationToken::new();
         let pool = Arc::new(
             SessionPool::new(
                 self.factory,
@@ -261,6 +245,8 @@ impl A2aServerBuilder {
             self.clock,
             &approvals_dir,
             self.usage_notifier,
+            tracker.clone(),
+            stopping.clone(),
         ));
         Ok(A2aServer {
             inner: Arc::new(ServerInner {
@@ -276,6 +262,7 @@ impl A2aServerBuilder {
                     approval_notifier: self.approval_notifier,
                     guard,
                     tracker,
+                    shutdown: stopping,
                     push_url_check,
                     push,
                 }),
@@ -333,8 +320,9 @@ impl A2aServer {
         &self,
         id: &str,
         decision: crate::approval::Decision,
-    ) -> Result<crate::service::approve::Decided, crate::DecideError> {
-        crate::service::approve::decide(&self.inner.service, id, decision, false).await
+    ) -> Result<crate::Decided, crate::DecideError> {
+        use crate::service::approve::{DecidedBy, decide};
+        decide(&self.inner.service, id, decision, DecidedBy::Owner).await
     }
 
     /// Today's usage of `workspace`'s callers against their caps (`volcanic usage` reads the
@@ -377,6 +365,14 @@ impl A2aServer {
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
         let service = &self.inner.service;
+        // The service's timers stop with this server: its token follows the host's.
+        let (host, own) = (shutdown.clone(), service.shutdown.clone());
+        service.tracker.spawn(async move {
+            tokio::select! {
+                () = host.cancelled() => own.cancel(),
+                () = own.cancelled() => {}
+            }
+        });
         // What the outbox held at start-up goes before any notification of this run.
         service.push.start();
         // Task requests that waited across a restart get their time limit again (past it: at
@@ -428,6 +424,8 @@ impl A2aServer {
             SHUTDOWN_GRACE,
         )
         .await;
+        // Also when the accept loop ended on its own.
+        service.shutdown.cancel();
         service.tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, service.tracker.wait()).await.is_err() {
             tracing::warn!(runs = service.tasks.running(), "runs still settling at shutdown");

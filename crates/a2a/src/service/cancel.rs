@@ -82,7 +82,7 @@ pub(super) async fn cancel(
             let taken =
                 tokio::task::spawn_blocking(move || approvals.take_task(&workspace, &id)).await;
             if let Ok(Some(request)) = taken {
-                service.approval_settled(&request.id, "canceled");
+                service.approval_settled(&request.id, crate::approval::Settled::Canceled);
             }
             service.push.notify(&file.task, &file.push_configs);
             let generation = file.events.generation();

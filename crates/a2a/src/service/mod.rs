@@ -32,6 +32,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::Stream;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{Caller, CallerDirectory};
@@ -61,7 +62,11 @@ pub(crate) struct Service {
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
     /// The one outbound client (file downloads, pushes), behind the SSRF guard.
     pub(crate) guard: crate::push::guard::GuardedClient,
+    /// Owns every task the service spawns; shutdown waits for it.
     pub(crate) tracker: TaskTracker,
+    /// Cancelled when the server stops: every timer of the service (an approval's time limit,
+    /// the usage flusher) selects on it, so none holds the shutdown up.
+    pub(crate) shutdown: CancellationToken,
     /// Decides which webhook URLs push configs may use (checked on registration and before
     /// every delivery).
     pub(crate) push_url_check: UrlCheck,
@@ -98,9 +103,9 @@ impl Outcome {
 }
 
 impl Service {
-    /// Tells the host's approval notifier that request `id` is no longer pending (`outcome`:
-    /// approved, denied, timed out, canceled), on a task of its own.
-    pub(crate) fn approval_settled(&self, id: &str, outcome: &'static str) {
+    /// Tells the host's approval notifier that request `id` is no longer pending, on a task of
+    /// its own.
+    pub(crate) fn approval_settled(&self, id: &str, outcome: crate::approval::Settled) {
         if let Some(notifier) = self.approval_notifier.clone() {
             let id = id.to_string();
             self.tracker.spawn(async move { notifier.settled(&id, outcome).await });

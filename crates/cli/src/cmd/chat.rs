@@ -14,7 +14,7 @@ use volcanic_core::escape::{one_line, printable};
 use volcanic_core::session::is_valid_scope;
 use volcanic_core::{EventKind, RunOutcome, Session, SessionOptions};
 
-use crate::{Failure, config};
+use crate::{Exit, Failure, config};
 
 #[derive(Args)]
 pub struct ChatArgs {
@@ -41,7 +41,7 @@ pub struct ChatArgs {
 }
 
 /// Runs the command; the exit code on success.
-pub async fn run(args: ChatArgs) -> Result<u8, Failure> {
+pub async fn run(args: ChatArgs) -> Result<Exit, Failure> {
     let env = super::host_env();
     let workspace = super::workspace(args.workspace.as_deref())?;
     let settings = config::load(args.config.as_deref(), &workspace, &env)?;
@@ -61,8 +61,10 @@ pub async fn run(args: ChatArgs) -> Result<u8, Failure> {
     options.confinement = super::owner_confinement(&settings, Some(&config_file))
         .await?
         .map(|owner| owner.for_workspace(&workspace, []));
-    let session =
-        factory.open(options).await.map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let session = factory
+        .open(options)
+        .await
+        .map_err(|e| Failure { code: Exit::Failed, message: e.to_string() })?;
 
     let mut signals = Signals::new()?;
     let code = match args.prompt {
@@ -102,7 +104,7 @@ impl Signals {
     fn new() -> Result<Self, Failure> {
         let listen = |kind: SignalKind| {
             signal(kind).map_err(|e| Failure {
-                code: 1,
+                code: Exit::Failed,
                 message: format!("cannot listen for signals: {e}"),
             })
         };
@@ -141,19 +143,23 @@ enum Ended {
     Failed,
     Aborted,
     /// The program should exit with this code now.
-    Quit(u8),
+    Quit(Exit),
 }
 
-async fn one_run(session: &Session, prompt: String, signals: &mut Signals) -> Result<u8, Failure> {
+async fn one_run(
+    session: &Session,
+    prompt: String,
+    signals: &mut Signals,
+) -> Result<Exit, Failure> {
     Ok(match print_run(session, prompt, signals).await? {
-        Ended::Done => 0,
-        Ended::Failed => 1,
-        Ended::Aborted => 130,
-        Ended::Quit(code) => code,
+        Ended::Done => Exit::Success,
+        Ended::Failed => Exit::Failed,
+        Ended::Aborted => Exit::Interrupted,
+        Ended::Quit(exit) => exit,
     })
 }
 
-async fn interactive(session: &Session, signals: &mut Signals) -> Result<u8, Failure> {
+async fn interactive(session: &Session, signals: &mut Signals) -> Result<Exit, Failure> {
     note(&format!(
         "volcanic chat: session {} in {}. Ctrl-C stops a run; Ctrl-D or /exit quits.",
         session.scope(),
@@ -167,8 +173,8 @@ async fn interactive(session: &Session, signals: &mut Signals) -> Result<u8, Fai
             asked = signals.next() => {
                 note("");
                 return Ok(match asked {
-                    Asked::Interrupt => 130,
-                    Asked::Quit => 143,
+                    Asked::Interrupt => Exit::Interrupted,
+                    Asked::Quit => Exit::Terminated,
                 });
             }
         };
@@ -176,16 +182,21 @@ async fn interactive(session: &Session, signals: &mut Signals) -> Result<u8, Fai
             Ok(Some(line)) => line,
             Ok(None) => {
                 note("");
-                return Ok(0);
+                return Ok(Exit::Success);
             }
-            Err(err) => return Err(Failure { code: 1, message: format!("reading input: {err}") }),
+            Err(err) => {
+                return Err(Failure {
+                    code: Exit::Failed,
+                    message: format!("reading input: {err}"),
+                });
+            }
         };
         let text = line.trim();
         if text.is_empty() {
             continue;
         }
         if text == "/exit" || text == "/quit" {
-            return Ok(0);
+            return Ok(Exit::Success);
         }
         if let Ended::Quit(code) = print_run(session, text.to_string(), signals).await? {
             return Ok(code);
@@ -199,8 +210,9 @@ async fn print_run(
     prompt: String,
     signals: &mut Signals,
 ) -> Result<Ended, Failure> {
-    let mut handle =
-        session.prompt(prompt).map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let mut handle = session
+        .prompt(prompt)
+        .map_err(|e| Failure { code: Exit::Failed, message: e.to_string() })?;
     let mut at_line_start = true;
     let mut interrupted = false;
     loop {
@@ -213,8 +225,8 @@ async fn print_run(
                         interrupted = true;
                         continue;
                     }
-                    Asked::Interrupt => return Ok(Ended::Quit(130)),
-                    Asked::Quit => return Ok(Ended::Quit(143)),
+                    Asked::Interrupt => return Ok(Ended::Quit(Exit::Interrupted)),
+                    Asked::Quit => return Ok(Ended::Quit(Exit::Terminated)),
                 }
             }
         };
@@ -224,7 +236,7 @@ async fn print_run(
                 if !say(&printable(text)) {
                     // Whoever read our output is gone (a closed pipe): stop quietly, like `rg`.
                     session.abort();
-                    return Ok(Ended::Quit(0));
+                    return Ok(Ended::Quit(Exit::Success));
                 }
                 at_line_start = text.ends_with('\n');
             }
@@ -282,7 +294,7 @@ async fn print_run(
             | EventKind::ToolUpdate { .. } => {}
         }
     }
-    Err(Failure { code: 1, message: "the run ended without settling".into() })
+    Err(Failure { code: Exit::Failed, message: "the run ended without settling".into() })
 }
 
 /// One short line for a tool call's arguments: the command, path or pattern if there is one.

@@ -17,7 +17,7 @@
 //! for tests.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use regex::Regex;
@@ -372,9 +372,6 @@ impl Provider for FauxProvider {
         Ok(message)
     }
 }
-
-/// A shared handle, for hosts that want to keep the provider to look at its requests.
-pub type SharedFaux = Arc<FauxProvider>;
 
 #[cfg(test)]
 mod tests {

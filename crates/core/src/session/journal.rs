@@ -227,7 +227,8 @@ impl Journal {
     /// Opens (creating or loading and repairing) the journal in `dir`.
     pub(crate) fn open(dir: &Path, scope: &str, cwd: &Path, redactor: &Redactor) -> Result<Loaded> {
         let created = make_dir(dir).map_err(|e| Error::io(dir, e))?;
-        let lock = ScopeLock::take(dir, scope, !created)?;
+        let folder = if created { Folder::JustMade } else { Folder::Found };
+        let lock = ScopeLock::take(dir, scope, folder)?;
         let path = dir.join("session.jsonl");
         // A folder this call created holds no journal yet, unless another process got the
         // scope's lock first and wrote one: creating the file exclusively tells, with no look.
@@ -424,7 +425,7 @@ pub(crate) fn archive(dir: &Path, scope: &str) -> Result<Option<PathBuf>> {
     if !path.exists() {
         return Ok(None);
     }
-    let _lock = ScopeLock::take(dir, scope, true)?;
+    let _lock = ScopeLock::take(dir, scope, Folder::Found)?;
     let aside = dir.join(format!("session-{}.jsonl.archived", now().replace(':', "-")));
     std::fs::rename(&path, &aside).map_err(|e| Error::io(&path, e))?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))?;
@@ -445,12 +446,22 @@ struct ScopeLock {
     _legacy: Option<File>,
 }
 
+/// Where a scope's folder came from, which says whether an older version's lock file may be in
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Folder {
+    /// This call made it: nothing of an older version is in it.
+    JustMade,
+    /// It was there: an older version may have left its `session.lock`.
+    Found,
+}
+
 impl ScopeLock {
-    /// Takes the lock of the scope in `dir`, looking for a legacy `session.lock` when
-    /// `may_have_legacy` (a folder this process did not just create). Where a folder cannot be
-    /// locked (NFS emulates `flock` with byte-range locks, which need a descriptor open for
-    /// writing), the `session.lock` file is the lock, made when missing, as before.
-    fn take(dir: &Path, scope: &str, may_have_legacy: bool) -> Result<ScopeLock> {
+    /// Takes the lock of the scope in `dir`, looking for a legacy `session.lock` in a folder
+    /// this process did not just make ([`Folder::Found`]). Where a folder cannot be locked (NFS
+    /// emulates `flock` with byte-range locks, which need a descriptor open for writing), the
+    /// `session.lock` file is the lock, made when missing, as before.
+    fn take(dir: &Path, scope: &str, folder_was: Folder) -> Result<ScopeLock> {
         let in_use = || Error::ScopeInUse { scope: scope.to_string() };
         let lock_path = dir.join("session.lock");
         let folder = File::open(dir).map_err(|e| Error::io(dir, e))?;
@@ -467,7 +478,7 @@ impl ScopeLock {
                 .open(&lock_path)
                 .map_err(|e| Error::io(&lock_path, e))?;
             Some(file)
-        } else if may_have_legacy {
+        } else if folder_was == Folder::Found {
             match OpenOptions::new().write(true).open(&lock_path) {
                 Ok(file) => Some(file),
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,

@@ -59,11 +59,7 @@ pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
         if state.running.is_some() {
             return Err(Error::Busy { scope: inner.scope.clone() });
         }
-        state.running = Some(Running {
-            run_id: run_id.clone(),
-            cancel: cancel.clone(),
-            settled: receiver.clone(),
-        });
+        state.running = Some(Running { cancel: cancel.clone(), settled: receiver.clone() });
     }
     let events = inner.hub.subscribe().for_run(run_id.clone());
     let task_inner = inner.clone();

@@ -293,7 +293,7 @@ pub(crate) fn test_context(cwd: &Path) -> ToolContext {
         cwd: cwd.to_path_buf(),
         cancel: CancellationToken::new(),
         limits: Arc::new(ToolLimits::default()),
-        exec: Arc::new(ExecEnv::from_host(host, &[])),
+        exec: Arc::new(ExecEnv::from_host(host, &[], &[])),
         redactor: Arc::new(Redactor::default()),
         spill_dir: cwd.join(".spill"),
         channel: None,
