@@ -127,7 +127,7 @@ pub fn factory_with_shutdown(
         &settings.agent.allow_env,
     );
     let mut builder = SessionFactory::builder(provider, state_dir)
-        .config(settings.agent.to_core(settings.provider.model.clone()))
+        .config(settings.agent.to_core(&settings.provider))
         .exec_env(exec)
         .shutdown(shutdown);
     for (name, value) in provider_secrets {

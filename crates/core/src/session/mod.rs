@@ -8,6 +8,7 @@
 //! Invariant: every run's task is spawned on the factory's tracker, and nothing in here spawns
 //! outside it; [`SessionFactory::close_runs`] awaits them all.
 
+pub(crate) mod compact;
 mod event;
 mod fanout;
 pub(crate) mod journal;
@@ -33,6 +34,7 @@ use crate::sandbox::{Confinement, RemoteTool, ToolHost, ToolSet, ViewBase};
 use crate::tool::{ContainedSendTool, SendTool, Tool, builtin_tools};
 use crate::{Error, Result};
 
+pub use compact::{Compacted, SUMMARY_SYSTEM_PROMPT};
 pub use event::{EventKind, Role, RunFailure, RunOutcome, RunSettled, SessionEvent};
 pub use fanout::{EventStream, SUBSCRIBER_CAPACITY};
 pub use journal::{
@@ -403,6 +405,8 @@ impl SessionFactory {
         .map_err(|e| Error::io(self.session_dir(&options.scope), std::io::Error::other(e)))??;
 
         tracing::debug!(scope = %options.scope, messages = loaded.messages.len(), "session opened");
+        let compaction =
+            compact::restore(&options.scope, loaded.compaction.as_ref(), &loaded.messages);
         Ok(Session {
             inner: Arc::new(Inner {
                 id: loaded.session_id.into(),
@@ -424,6 +428,7 @@ impl SessionFactory {
                 seq: Mutex::new(0),
                 state: Mutex::new(State {
                     messages: loaded.messages,
+                    compaction,
                     journal: Some(loaded.journal),
                     running: None,
                 }),
@@ -514,6 +519,8 @@ pub(crate) struct Prefetched {
 
 pub(crate) struct State {
     pub messages: Vec<Message>,
+    /// The model's view of `messages` (see [`compact`]).
+    pub compaction: compact::Compaction,
     /// `None` once the session is closed.
     pub journal: Option<Journal>,
     pub running: Option<Running>,
@@ -641,7 +648,26 @@ impl Session {
     /// # Errors
     /// [`Error::Busy`] while a run is active, [`Error::Closed`] after [`Session::close`].
     pub fn prompt(&self, text: impl Into<String>) -> Result<RunHandle> {
-        run::start(&self.inner, text.into())
+        run::start(&self.inner, run::Input::Prompt(text.into()))
+    }
+
+    /// Starts a run that only compacts the conversation now (the owner's `/compact`): all but
+    /// the latest exchange is summarised, keeping in particular what `instruction` names. The
+    /// run emits one [`EventKind::Compacted`] and settles completed, or failed when no summary
+    /// could be made (nothing is lost then).
+    ///
+    /// # Errors
+    /// [`Error::Busy`] while a run is active, [`Error::Closed`] after [`Session::close`].
+    pub fn compact(&self, instruction: Option<String>) -> Result<RunHandle> {
+        run::start(&self.inner, run::Input::Compact(instruction))
+    }
+
+    /// The conversation as the model is shown it now: after compactions, the summary and the
+    /// recent messages (with old large tool results trimmed), where [`Session::messages`] has
+    /// them all.
+    pub fn model_view(&self) -> Vec<Message> {
+        let state = self.inner.state();
+        compact::view(&state.messages, &state.compaction)
     }
 
     /// Aborts the active run, if any: the model call is dropped and running tools are killed
