@@ -25,6 +25,7 @@ compacting it did not make enough room. Nothing was lost: /compact tries again (
 after it), /new starts a fresh conversation and keeps this one archived.";
 
 /// What a run knows of the window for its calls.
+#[derive(Clone)]
 pub(super) struct Window {
     config: CompactionConfig,
     model: String,
@@ -113,9 +114,10 @@ impl Run<'_> {
             let state = self.inner.state();
             compact::occupied(window.fixed, &state.messages, &state.compaction)
         };
-        // The provider counted more than the estimate: measure as at least the whole window.
-        let before = occupied.max(window.tokens);
-        Ok(match self.compact(window, Force::Overflow, None, before).await? {
+        // The window is smaller than believed (a local server's setting, or the estimate was
+        // short): plan as if it were what was just refused.
+        let refused = Window { tokens: window.tokens.min(occupied), ..window.clone() };
+        Ok(match self.compact(&refused, Force::Overflow, None, occupied).await? {
             Compacting::Aborted => Some(RunOutcome::Aborted),
             Compacting::Done { changed: true, .. } => None,
             Compacting::Done { changed: false, failed, .. } => {
