@@ -70,6 +70,17 @@ fn user_texts(messages: &[Message]) -> Vec<String> {
         .collect()
 }
 
+/// Answers the provider refused as too long.
+fn refusals(session: &Session) -> usize {
+    session
+        .messages()
+        .iter()
+        .filter(|m| {
+            matches!(m, Message::Assistant(a) if a.error.as_deref().is_some_and(|e| e.starts_with("prompt is too long")))
+        })
+        .count()
+}
+
 /// Lines of each type in the scope's journal.
 fn journal_types(dirs: &Dirs, scope: &str) -> std::collections::BTreeMap<String, usize> {
     let text =
@@ -102,6 +113,7 @@ async fn a_conversation_longer_than_the_window_compacts_and_keeps_answering() {
         assert!(c.to_string().starts_with("Compacted "), "{c}");
     }
     assert_eq!(summary_calls(&faux), seen.len());
+    assert_eq!(refusals(&session), 0, "compacted before the window was full");
     // The model's view opens with the summary; the journal still holds every message.
     let view = session.model_view();
     assert!(matches!(&view[0], Message::Note { text } if text.contains("Faux summary of")));
@@ -389,6 +401,7 @@ async fn two_thousand_turns_in_a_16k_window_with_a_restart() {
     assert_eq!(types["message"], 2 * TURNS);
     assert_eq!(types["compaction"], compactions_seen.len());
     assert!(compactions_seen.iter().all(|c| c.error.is_none() && c.summarized > 0));
+    assert_eq!(refusals(&session), 0, "compacted before the window was full");
     let view = session.model_view();
     let Message::Note { text } = &view[0] else { panic!() };
     assert!(text.contains("remember: the owner's sister is called Ada"), "facts carry over: {text}");
