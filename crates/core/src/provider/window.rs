@@ -34,6 +34,9 @@ const TABLE: &[(&str, u64)] = &[
     ("o1", 200_000),
     ("o3", 200_000),
     ("o4-mini", 200_000),
+    // Faux's model has no window of its own: a test or a trial simulates one with
+    // `Provider__ContextWindow` (which Faux then enforces).
+    ("faux", 1_000_000),
 ];
 
 /// The table's window for `model`, `None` when it does not know the model. A router's vendor
@@ -70,7 +73,7 @@ mod tests {
             ("o1-mini", Some(128_000)),
             ("o3-mini", Some(200_000)),
             ("llama3.1:8b", None),
-            ("faux", None),
+            ("faux", Some(1_000_000)),
         ];
         for (model, want) in cases {
             assert_eq!(known_context_window(model), want, "{model}");

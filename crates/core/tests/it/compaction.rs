@@ -83,9 +83,10 @@ fn refusals(session: &Session) -> usize {
 
 /// Lines of each type in the scope's journal.
 fn journal_types(dirs: &Dirs, scope: &str) -> std::collections::BTreeMap<String, usize> {
-    let text =
-        std::fs::read_to_string(dirs.state.path().join("sessions").join(scope).join("session.jsonl"))
-            .unwrap();
+    let text = std::fs::read_to_string(
+        dirs.state.path().join("sessions").join(scope).join("session.jsonl"),
+    )
+    .unwrap();
     let mut counts = std::collections::BTreeMap::new();
     for line in text.lines() {
         let value: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -188,7 +189,9 @@ async fn large_old_tool_results_are_trimmed_before_anything_is_summarised() {
         .unwrap();
     assert!(shown.starts_with("[Trimmed to save room") && shown.len() < 1000, "{shown}");
     let last = faux.requests().pop().unwrap();
-    assert!(last.messages.iter().any(|m| matches!(m, Message::ToolResult(r) if r.content == shown)));
+    assert!(
+        last.messages.iter().any(|m| matches!(m, Message::ToolResult(r) if r.content == shown))
+    );
 }
 
 #[tokio::test]
@@ -270,7 +273,8 @@ async fn an_overflow_that_compaction_cannot_cure_fails_after_one_retry() {
     let session = open(&factory, &dirs, "incurable").await;
     let before = faux.requests().len();
     let (events, settled) = collect(session.prompt("again").unwrap()).await;
-    let made: Vec<_> = faux.requests()[before..].iter().map(|r| r.system == SUMMARY_SYSTEM_PROMPT).collect();
+    let made: Vec<_> =
+        faux.requests()[before..].iter().map(|r| r.system == SUMMARY_SYSTEM_PROMPT).collect();
     assert_eq!(made, vec![false, true, false], "one call, one summary, one retry, no more");
     assert_eq!(compactions(&events).len(), 1);
     let RunOutcome::Failed { error: RunFailure::Provider { message } } = settled.outcome else {
@@ -306,12 +310,18 @@ async fn a_failed_or_empty_summary_loses_nothing() {
         let (outcome, compacted) = first_failure.expect("a compaction was tried");
         assert_eq!(outcome, RunOutcome::Completed, "the run goes on while the conversation fits");
         assert_eq!(compacted.error.as_deref(), Some(error));
-        assert!(compacted.to_string().starts_with(&format!("Compaction failed ({error}); nothing was lost")));
+        assert!(
+            compacted
+                .to_string()
+                .starts_with(&format!("Compaction failed ({error}); nothing was lost"))
+        );
         let end = end.expect("once it no longer fits, the run fails");
         assert!(end.contains("/compact") && end.contains("/new"), "{end}");
         let users = user_texts(&session.messages());
         assert_eq!(users.last(), Some(&long_message(users.len() - 1)), "every message is kept");
-        assert!(session.model_view().iter().all(|m| !matches!(m, Message::Note { text } if text.contains("Summary of the earlier"))));
+        assert!(session.model_view().iter().all(
+            |m| !matches!(m, Message::Note { text } if text.contains("Summary of the earlier"))
+        ));
     }
 }
 
@@ -324,8 +334,7 @@ async fn compact_now_summarises_all_but_the_latest_exchange_keeping_what_the_own
     for text in ["remember: the cat is called Tom", "what is the weather", "and tomorrow?"] {
         session.prompt(text).unwrap().settled().await;
     }
-    let (events, settled) =
-        collect(session.compact(Some("the cat's name".into())).unwrap()).await;
+    let (events, settled) = collect(session.compact(Some("the cat's name".into())).unwrap()).await;
     assert_eq!(settled.outcome, RunOutcome::Completed);
     assert_eq!(settled.turns, 0);
     let compacted = compactions(&events);
@@ -341,7 +350,11 @@ async fn compact_now_summarises_all_but_the_latest_exchange_keeping_what_the_own
     let view = session.model_view();
     assert_eq!(view.len(), 3, "{view:?}");
     let Message::Note { text } = &view[0] else { panic!("{view:?}") };
-    assert!(text.contains("Faux summary of 4 messages.") && text.contains("- remember: the cat is called Tom"), "{text}");
+    assert!(
+        text.contains("Faux summary of 4 messages.")
+            && text.contains("- remember: the cat is called Tom"),
+        "{text}"
+    );
     assert_eq!(view[1], Message::user("and tomorrow?"));
     // Nothing newer to summarise: said so, nothing changes.
     let (events, settled) = collect(session.compact(None).unwrap()).await;
@@ -404,7 +417,10 @@ async fn two_thousand_turns_in_a_16k_window_with_a_restart() {
     assert_eq!(refusals(&session), 0, "compacted before the window was full");
     let view = session.model_view();
     let Message::Note { text } = &view[0] else { panic!() };
-    assert!(text.contains("remember: the owner's sister is called Ada"), "facts carry over: {text}");
+    assert!(
+        text.contains("remember: the owner's sister is called Ada"),
+        "facts carry over: {text}"
+    );
     let before: u64 = compactions_seen.iter().map(|c| c.tokens_before).sum();
     let after: u64 = compactions_seen.iter().map(|c| c.tokens_after).sum();
     println!(

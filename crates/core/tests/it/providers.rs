@@ -49,14 +49,11 @@ async fn summary_call(
     let state = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let factory = volcanic_core::SessionFactory::builder(provider, state.path()).build();
-    let session = factory
-        .open(volcanic_core::SessionOptions::new("wire", workspace.path()))
-        .await
-        .unwrap();
+    let session =
+        factory.open(volcanic_core::SessionOptions::new("wire", workspace.path())).await.unwrap();
     for text in ["hello", "and again"] {
-        let settled = tokio::time::timeout(DEADLINE, session.prompt(text).unwrap().settled())
-            .await
-            .unwrap();
+        let settled =
+            tokio::time::timeout(DEADLINE, session.prompt(text).unwrap().settled()).await.unwrap();
         assert_eq!(settled.outcome, volcanic_core::RunOutcome::Completed);
     }
     let compacted = session.compact(Some("keep the dates".into())).unwrap();
