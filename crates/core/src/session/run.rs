@@ -143,6 +143,8 @@ impl<'a> Run<'a> {
     }
 
     async fn execute(&mut self, input: Input) -> RunSettled {
+        // An aborted compaction ran no tool and changed nothing: no note for the model.
+        let answering = matches!(input, Input::Prompt(_));
         let outcome = match input {
             Input::Prompt(text) => self.run_loop(text).await,
             Input::Compact(instruction) => self.compact_now(instruction).await,
@@ -155,6 +157,7 @@ impl<'a> Run<'a> {
             }
         };
         if outcome == RunOutcome::Aborted
+            && answering
             && let Err(err) = self.record(Message::Note { text: ABORTED_NOTE.into() })
         {
             tracing::error!(scope = %self.inner.scope, error = %err, "cannot journal the abort note");

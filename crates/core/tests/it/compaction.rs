@@ -432,3 +432,33 @@ async fn two_thousand_turns_in_a_16k_window_with_a_restart() {
         elapsed.as_secs_f64()
     );
 }
+
+#[tokio::test]
+async fn an_aborted_summary_call_is_counted_and_changes_nothing() {
+    let dirs = Dirs::new();
+    let faux = faux();
+    let factory = factory_with(&dirs, &faux, config(true, WINDOW));
+    let session = open(&factory, &dirs, "abort").await;
+    for text in ["one", "two"] {
+        session.prompt(text).unwrap().settled().await;
+    }
+    let view = session.model_view();
+    let instruction = format!("faux> {}", json!({"steps": [{"sleep_ms": 30000}]}));
+    let mut handle = session.compact(Some(instruction)).unwrap();
+    while faux.requests().last().is_none_or(|r| r.system != SUMMARY_SYSTEM_PROMPT) {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(session.abort());
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(DEADLINE, handle.events().recv()).await.unwrap() {
+        events.push(event.kind.clone());
+    }
+    let settled = handle.settled().await;
+    assert_eq!(settled.outcome, RunOutcome::Aborted);
+    let compacted = compactions(&events);
+    assert_eq!(compacted.len(), 1);
+    assert_eq!(compacted[0].error.as_deref(), Some("aborted"));
+    assert!(!compacted[0].usage.is_empty(), "a call that was sent is never free");
+    assert_eq!(settled.usage, compacted[0].usage);
+    assert_eq!(session.model_view(), view);
+}

@@ -211,8 +211,15 @@ impl Run<'_> {
                 };
                 match result {
                     None => {
-                        // Sent, so billed: counted like an aborted answer.
-                        self.usage.add(&crate::provider::estimate_stopped_usage(&request, 0));
+                        // Sent, so billed like an aborted answer: counted, journaled and
+                        // announced (listeners meter it), the view unchanged.
+                        report.usage = crate::provider::estimate_stopped_usage(&request, 0);
+                        report.model = request.model.clone();
+                        report.error = Some("aborted".into());
+                        self.usage.add(&report.usage);
+                        let unchanged = Compaction { trim_before: current.trim_before, ..next };
+                        self.commit(unchanged, report, &messages, &current, estimate)?;
+                        drop(holds);
                         return Ok(Compacting::Aborted);
                     }
                     Some(Ok(answer)) => {
