@@ -846,6 +846,39 @@ mod tests {
     }
 
     #[test]
+    fn compaction_env_names_fill_the_core_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("Provider__ContextWindow", "16000"),
+                ("Agent__Compaction__Enabled", "false"),
+                ("Agent__Compaction__ThresholdPercent", "70"),
+                ("Agent__Compaction__KeepRecentPercent", "20"),
+                ("Agent__Compaction__TrimAboveBytes", "4096"),
+            ]),
+        )
+        .unwrap();
+        let config = settings.agent.to_core(&settings.provider).compaction;
+        assert_eq!(
+            config,
+            volcanic_core::config::CompactionConfig {
+                enabled: false,
+                context_window: Some(16_000),
+                threshold_percent: 70,
+                keep_recent_percent: 20,
+                trim_above_bytes: 4096,
+            }
+        );
+        let defaults = load(None, dir.path(), &[]).unwrap();
+        assert_eq!(
+            defaults.agent.to_core(&defaults.provider).compaction,
+            volcanic_core::config::CompactionConfig::default()
+        );
+    }
+
+    #[test]
     fn a2a_card_signing_env_names_fill_the_server_options() {
         let dir = tempfile::tempdir().unwrap();
         let default = load(None, dir.path(), &[]).unwrap().a2a.to_options().unwrap();
