@@ -130,6 +130,17 @@ impl Extension for A2aSessionExtension {
                 {
                     meter.record(&caller.workspace, &caller.name, &answer.model, &answer.usage);
                 }
+                // A compaction's summary call is billed like an answer (it has no `MessageEnd`).
+                if let volcanic_core::EventKind::Compacted(compacted) = &event.kind
+                    && !compacted.usage.is_empty()
+                {
+                    meter.record(
+                        &caller.workspace,
+                        &caller.name,
+                        &compacted.model,
+                        &compacted.usage,
+                    );
+                }
             }));
         }
     }

@@ -156,6 +156,10 @@ pub struct ProviderSettings {
     pub model: Option<String>,
     /// API base URL (for OpenAI-compatible servers: `http://localhost:11434/v1` for Ollama).
     pub base_url: Option<String>,
+    /// The model's context window in tokens; unset = the built-in table for the model, else
+    /// `volcanic_core::provider::window::DEFAULT_CONTEXT_WINDOW`. With Faux, also the window
+    /// Faux simulates.
+    pub context_window: Option<u64>,
 }
 
 /// A model backend.
@@ -188,7 +192,59 @@ pub struct AgentSettings {
     pub allow_env: Vec<String>,
     /// `[agent.sandbox]`: how the owner's own sessions' tools are contained.
     pub sandbox: OwnerSandboxSettings,
+    /// `[agent.compaction]`: when a long conversation is compacted.
+    pub compaction: CompactionSettings,
 }
+
+/// `[agent.compaction]`, `Agent__Compaction__*`; defaults live in
+/// `volcanic_core::config::CompactionConfig`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CompactionSettings {
+    /// Whether sessions compact; default true.
+    pub enabled: Option<bool>,
+    /// Percent of the context window above which a model call compacts first; default 80.
+    pub threshold_percent: Option<u8>,
+    /// Percent of the window the most recent conversation keeps verbatim; default 25.
+    pub keep_recent_percent: Option<u8>,
+    /// Old tool results longer than this many bytes are trimmed; default 2,048.
+    pub trim_above_bytes: Option<usize>,
+}
+
+impl CompactionSettings {
+    /// Checks the values against each other and the window.
+    ///
+    /// # Errors
+    /// A share outside 1–100, a recent part not below the threshold, or a window too small to
+    /// hold anything, naming the key.
+    fn validate(&self, context_window: Option<u64>) -> Result<(), ConfigError> {
+        let defaults = volcanic_core::config::CompactionConfig::default();
+        let threshold = self.threshold_percent.unwrap_or(defaults.threshold_percent);
+        let keep = self.keep_recent_percent.unwrap_or(defaults.keep_recent_percent);
+        if !(1..=100).contains(&threshold) {
+            return Err(ConfigError(format!(
+                "Agent__Compaction__ThresholdPercent: expected 1 to 100, got {threshold}"
+            )));
+        }
+        if keep == 0 || keep >= threshold {
+            return Err(ConfigError(format!(
+                "Agent__Compaction__KeepRecentPercent: expected 1 to {} (below ThresholdPercent {threshold}), got {keep}",
+                threshold - 1
+            )));
+        }
+        if let Some(window) = context_window
+            && window < MIN_CONTEXT_WINDOW
+        {
+            return Err(ConfigError(format!(
+                "Provider__ContextWindow: expected at least {MIN_CONTEXT_WINDOW} tokens, got {window}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The smallest context window accepted: a system prompt with the tools takes about this much.
+const MIN_CONTEXT_WINDOW: u64 = 2048;
 
 /// `[agent.sandbox]`, `Agent__Sandbox__*`: the sandbox of the owner's own sessions (Telegram
 /// chats, `volcanic chat`), which shows the whole machine but the server's process, its config
@@ -219,8 +275,22 @@ pub enum OwnerSandboxMode {
 
 impl AgentSettings {
     /// The core's config with these overrides applied.
-    pub fn to_core(&self, model: Option<String>) -> AgentConfig {
-        let mut config = AgentConfig { model, ..AgentConfig::default() };
+    pub fn to_core(&self, provider: &ProviderSettings) -> AgentConfig {
+        let mut config = AgentConfig { model: provider.model.clone(), ..AgentConfig::default() };
+        config.compaction.context_window = provider.context_window;
+        let compaction = &self.compaction;
+        if let Some(v) = compaction.enabled {
+            config.compaction.enabled = v;
+        }
+        if let Some(v) = compaction.threshold_percent {
+            config.compaction.threshold_percent = v;
+        }
+        if let Some(v) = compaction.keep_recent_percent {
+            config.compaction.keep_recent_percent = v;
+        }
+        if let Some(v) = compaction.trim_above_bytes {
+            config.compaction.trim_above_bytes = v;
+        }
         if let Some(v) = self.max_turns {
             config.max_turns = v;
         }
@@ -284,7 +354,9 @@ pub fn load(
             figment = figment.merge(Serialized::default(&key, parse_env_value(value)));
         }
     }
-    figment.extract::<Settings>().map_err(|err| ConfigError(describe(err)))
+    let settings = figment.extract::<Settings>().map_err(|err| ConfigError(describe(err)))?;
+    settings.agent.compaction.validate(settings.provider.context_window)?;
+    Ok(settings)
 }
 
 /// `Agent__MaxTurns` → `agent.max_turns`; `None` for variables that are not ours.
@@ -495,6 +567,39 @@ mod tests {
         assert_eq!(settings.provider.model.as_deref(), Some("m1"));
         assert_eq!(settings.agent.max_turns, Some(5));
         assert_eq!(settings.agent.bash_timeout, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn compaction_env_names_fill_the_core_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("Provider__ContextWindow", "16000"),
+                ("Agent__Compaction__Enabled", "false"),
+                ("Agent__Compaction__ThresholdPercent", "70"),
+                ("Agent__Compaction__KeepRecentPercent", "20"),
+                ("Agent__Compaction__TrimAboveBytes", "4096"),
+            ]),
+        )
+        .unwrap();
+        let config = settings.agent.to_core(&settings.provider).compaction;
+        assert_eq!(
+            config,
+            volcanic_core::config::CompactionConfig {
+                enabled: false,
+                context_window: Some(16_000),
+                threshold_percent: 70,
+                keep_recent_percent: 20,
+                trim_above_bytes: 4096,
+            }
+        );
+        let defaults = load(None, dir.path(), &[]).unwrap();
+        assert_eq!(
+            defaults.agent.to_core(&defaults.provider).compaction,
+            volcanic_core::config::CompactionConfig::default()
+        );
     }
 
     #[test]

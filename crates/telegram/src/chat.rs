@@ -79,6 +79,8 @@ impl Ctx {
 pub enum JobKind {
     Prompt(Box<Message>),
     NewSession,
+    /// `/compact`, with what to keep.
+    Compact(Option<String>),
     /// A notice that must reach the chat (owed like an answer when it cannot be sent).
     Report(String),
 }
@@ -226,6 +228,7 @@ impl Worker {
                     self.new_session().await;
                     Ended::Done
                 }
+                JobKind::Compact(instruction) => self.compact(instruction, job.update_id).await,
                 JobKind::Report(text) => {
                     if let Err(err) = self.ctx.try_say(self.chat_id, &text).await {
                         self.owe(job.update_id, text, &err);
@@ -501,6 +504,10 @@ Send again what still matters."
                     ctx.say(self.chat_id, &render::tool_line(name, args)).await;
                     said_anything = true;
                 }
+                EventKind::Compacted(compacted) => {
+                    ctx.say(self.chat_id, &format!("🗜 {compacted}")).await;
+                    said_anything = true;
+                }
                 EventKind::Settled(settled) => {
                     let clean = lost.is_empty() && !unconfirmed;
                     let note = match &settled.outcome {
@@ -583,6 +590,32 @@ Send again what still matters."
             }
         });
         stop
+    }
+
+    /// `/compact`: compacts the chat's conversation now (a run of its own, followed like one).
+    async fn compact(&mut self, instruction: Option<String>, update_id: Option<i64>) -> Ended {
+        let workspace = match crate::workspace::ensure_workspace(&self.ctx.config, self.chat_id)
+            .await
+        {
+            Ok(workspace) => workspace,
+            Err(err) => {
+                tracing::error!(chat_id = self.chat_id, error = %err, "cannot prepare the chat's workspace");
+                self.ctx.say(self.chat_id, "⚠️ I can't prepare your workspace; see the log.").await;
+                return Ended::Done;
+            }
+        };
+        let Some(session) = self.open_session(&workspace).await else { return Ended::Done };
+        let mut handle = match session.compact(instruction) {
+            Ok(handle) => handle,
+            Err(err) => {
+                self.ctx.say(self.chat_id, &format!("⚠️ I can't compact now: {err}")).await;
+                return Ended::Done;
+            }
+        };
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(session.clone());
+        let ended = self.render(&mut handle, update_id).await;
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        ended
     }
 
     /// `/new`: closes the session and archives its journal; the next message starts fresh.

@@ -460,6 +460,11 @@ impl Router {
                 self.accept(&update_id_entry(update.update_id, chat_id, Request::NewSession));
                 self.enqueue(chat_id, JobKind::NewSession, update.update_id);
             }
+            Some(Command::Compact) => {
+                // Not kept for a restart to replay: a compaction cut short loses nothing.
+                let instruction = message.text.as_deref().and_then(command::argument);
+                self.enqueue(chat_id, JobKind::Compact(instruction), update.update_id);
+            }
             Some(Command::A2a) => self.a2a(chat_id),
             None => {
                 let message = Box::new(message);

@@ -171,7 +171,8 @@ async fn drive(service: Arc<Service>, live: Arc<LiveTask>, mut handle: RunHandle
             | EventKind::ThinkingDelta { .. }
             | EventKind::ToolUpdate { .. }
             | EventKind::ToolEnd { .. }
-            | EventKind::Retry { .. } => {}
+            | EventKind::Retry { .. }
+            | EventKind::Compacted(_) => {}
         }
     }
     let (state, message, final_text) = match settled {

@@ -2,6 +2,7 @@
 //!
 //! Answers stream to stdout; tool use, retries and errors go to stderr, one line each, so stdout
 //! holds only what the assistant said. Ctrl-C aborts the current run, not the program.
+//! Interactively, `/compact [what to keep]` compacts the conversation now.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -151,7 +152,7 @@ async fn one_run(
     prompt: String,
     signals: &mut Signals,
 ) -> Result<Exit, Failure> {
-    Ok(match print_run(session, prompt, signals).await? {
+    Ok(match print_run(session, start(session.prompt(prompt))?, signals).await? {
         Ended::Done => Exit::Success,
         Ended::Failed => Exit::Failed,
         Ended::Aborted => Exit::Interrupted,
@@ -161,7 +162,7 @@ async fn one_run(
 
 async fn interactive(session: &Session, signals: &mut Signals) -> Result<Exit, Failure> {
     note(&format!(
-        "volcanic chat: session {} in {}. Ctrl-C stops a run; Ctrl-D or /exit quits.",
+        "volcanic chat: session {} in {}. Ctrl-C stops a run; /compact [what to keep] makes room; Ctrl-D or /exit quits.",
         session.scope(),
         session.cwd().display()
     ));
@@ -198,21 +199,39 @@ async fn interactive(session: &Session, signals: &mut Signals) -> Result<Exit, F
         if text == "/exit" || text == "/quit" {
             return Ok(Exit::Success);
         }
-        if let Ended::Quit(code) = print_run(session, text.to_string(), signals).await? {
+        let handle = match compact_command(text) {
+            Some(instruction) => start(session.compact(instruction))?,
+            None => start(session.prompt(text.to_string()))?,
+        };
+        if let Ended::Quit(code) = print_run(session, handle, signals).await? {
             return Ok(code);
         }
     }
 }
 
-/// Runs one prompt, printing the answer as it streams.
+/// `/compact` or `/compact WHAT TO KEEP` typed at the prompt: the instruction, if any.
+fn compact_command(text: &str) -> Option<Option<String>> {
+    let rest = text.strip_prefix("/compact")?;
+    if !(rest.is_empty() || rest.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    let rest = rest.trim();
+    Some((!rest.is_empty()).then(|| rest.to_string()))
+}
+
+/// A started run, or the failure to report.
+fn start(
+    handle: volcanic_core::Result<volcanic_core::RunHandle>,
+) -> Result<volcanic_core::RunHandle, Failure> {
+    handle.map_err(|e| Failure { code: Exit::Failed, message: e.to_string() })
+}
+
+/// Follows one run, printing the answer as it streams.
 async fn print_run(
     session: &Session,
-    prompt: String,
+    mut handle: volcanic_core::RunHandle,
     signals: &mut Signals,
 ) -> Result<Ended, Failure> {
-    let mut handle = session
-        .prompt(prompt)
-        .map_err(|e| Failure { code: Exit::Failed, message: e.to_string() })?;
     let mut at_line_start = true;
     let mut interrupted = false;
     loop {
@@ -252,6 +271,13 @@ async fn print_run(
                     let last = result.content.lines().last().unwrap_or("");
                     note(&format!("· {} failed: {}", one_line(name), clip(&printable(last), 120)));
                 }
+            }
+            EventKind::Compacted(compacted) => {
+                if !at_line_start {
+                    say("\n");
+                    at_line_start = true;
+                }
+                note(&format!("· {}", printable(&compacted.to_string())));
             }
             EventKind::Retry { attempt, max, delay, error, .. } => {
                 note(&format!(

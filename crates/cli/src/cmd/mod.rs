@@ -128,7 +128,7 @@ pub fn factory_with_shutdown(
         crate::config::ENV_PREFIXES,
     );
     let mut builder = SessionFactory::builder(provider, state_dir)
-        .config(settings.agent.to_core(settings.provider.model.clone()))
+        .config(settings.agent.to_core(&settings.provider))
         .exec_env(exec)
         .shutdown(shutdown);
     for (name, value) in provider_secrets {

@@ -40,6 +40,9 @@ pub enum EventKind {
     ToolEnd { call_id: String, name: String, result: ToolResult },
     /// A model call failed with a transient error and will be tried again after `delay`.
     Retry { attempt: u32, max: u32, delay: Duration, error: String },
+    /// The conversation was compacted (already in the journal); its `Display` is the line to
+    /// show the owner. A summary call's usage is in it, and not in any `MessageEnd`.
+    Compacted(super::Compacted),
     /// Exactly once per run, last.
     Settled(RunSettled),
 }
@@ -59,6 +62,7 @@ impl EventKind {
             | EventKind::ToolStart { .. }
             | EventKind::ToolEnd { .. }
             | EventKind::Retry { .. }
+            | EventKind::Compacted(_)
             | EventKind::Settled(_) => false,
         }
     }

@@ -374,6 +374,8 @@ impl SessionFactory {
         .map_err(|e| Error::io(self.session_dir(&options.scope), std::io::Error::other(e)))??;
 
         tracing::debug!(scope = %options.scope, messages = loaded.messages.len(), "session opened");
+        let compaction =
+            super::compact::restore(&options.scope, loaded.compaction.as_ref(), &loaded.messages);
         Ok(Session {
             inner: Arc::new(Inner {
                 id: loaded.session_id.into(),
@@ -395,6 +397,7 @@ impl SessionFactory {
                 seq: Mutex::new(0),
                 state: Mutex::new(State {
                     messages: loaded.messages,
+                    compaction,
                     journal: Some(loaded.journal),
                     running: None,
                 }),

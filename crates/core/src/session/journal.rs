@@ -4,8 +4,10 @@
 //! tools; the folder itself carries the scope's advisory lock (one writer per scope across
 //! processes, see `ScopeLock`; older versions kept it in a `session.lock` file, still honoured).
 //!
-//! Each line is `{"seq":N,"type":…}`: a `session` header first, then `run_start`, `message` and
-//! `run_end` entries. Every string is passed through the redactor's known secret values before it
+//! Each line is `{"seq":N,"type":…}`: a `session` header first, then `run_start`, `message`,
+//! `compaction` (the model's view after a compaction, see `session::compact`) and `run_end`
+//! entries. A reader skips a line of a type it does not know (and counts it as skipped), so a
+//! version without compaction reads a compacted journal whole, as the conversation it was. Every string is passed through the redactor's known secret values before it
 //! is written (a line is printed straight from the entry and only redacted string by string when
 //! it may hold one, so the order of a line's keys is not fixed). An entry is written before the
 //! matching event is emitted.
@@ -26,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::message::{Message, ToolResult};
 use crate::redact::Redactor;
 use crate::session::RunFailure;
+use crate::session::compact::CompactionRecord;
 use crate::{Error, Result};
 
 /// Journal format version written in the header.
@@ -66,6 +69,7 @@ pub(crate) enum Entry {
     RunStart { run_id: String, ts: String },
     Message { run_id: String, ts: String, message: Message },
     RunEnd { run_id: String, ts: String, outcome: RunEnd },
+    Compaction { run_id: String, ts: String, compaction: CompactionRecord },
 }
 
 /// How a run ended, as the journal records it.
@@ -216,6 +220,8 @@ pub(crate) struct Loaded {
     pub journal: Journal,
     pub session_id: String,
     pub messages: Vec<Message>,
+    /// The latest compaction: the model's view of `messages`.
+    pub compaction: Option<CompactionRecord>,
     pub report: LoadReport,
 }
 
@@ -290,9 +296,11 @@ impl Journal {
         let mut messages = Vec::new();
         let mut pending_calls: Vec<(String, String)> = Vec::new();
         let mut open_run: Option<String> = None;
+        let mut compaction = None;
         for line in lines {
             match line.entry {
                 Entry::Session { .. } => {}
+                Entry::Compaction { compaction: record, .. } => compaction = Some(record),
                 Entry::RunStart { run_id, .. } => open_run = Some(run_id),
                 Entry::RunEnd { .. } => open_run = None,
                 Entry::Message { message, .. } => {
@@ -356,7 +364,7 @@ impl Journal {
                 "session journal repaired on load"
             );
         }
-        Ok(Loaded { journal, session_id, messages, report })
+        Ok(Loaded { journal, session_id, messages, compaction, report })
     }
 
     /// Appends one entry as one line (one `write` on an append handle).
@@ -536,7 +544,10 @@ fn read_or_set_aside(dir: &Path, path: &Path) -> Result<(Vec<Line>, LoadReport, 
         if path.exists() { read_lines(path)? } else { (Vec::new(), LoadReport::default()) };
     let header = lines.first().and_then(|line| match &line.entry {
         Entry::Session { id, .. } => Some(id.clone()),
-        Entry::RunStart { .. } | Entry::Message { .. } | Entry::RunEnd { .. } => None,
+        Entry::RunStart { .. }
+        | Entry::Message { .. }
+        | Entry::RunEnd { .. }
+        | Entry::Compaction { .. } => None,
     });
     match header {
         Some(id) => Ok((lines, report, id)),

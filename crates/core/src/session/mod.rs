@@ -9,6 +9,7 @@
 //! Invariant: every run's task is spawned on the factory's tracker, and nothing in here spawns
 //! outside it; [`SessionFactory::close_runs`] awaits them all.
 
+pub(crate) mod compact;
 mod event;
 mod factory;
 mod fanout;
@@ -31,6 +32,7 @@ use crate::redact::{LiveRedactor, Redactor};
 use crate::tool::Tool;
 use crate::{Error, Result};
 
+pub use compact::{Compacted, SUMMARY_SYSTEM_PROMPT};
 pub use event::{EventKind, Role, RunFailure, RunOutcome, RunSettled, SessionEvent};
 pub(crate) use factory::Shared;
 pub use factory::{SessionFactory, SessionFactoryBuilder, SessionOptions};
@@ -104,6 +106,8 @@ pub(crate) struct Prefetched {
 
 pub(crate) struct State {
     pub messages: Vec<Message>,
+    /// The model's view of `messages` (see [`compact`]).
+    pub compaction: compact::Compaction,
     /// `None` once the session is closed.
     pub journal: Option<Journal>,
     pub running: Option<Running>,
@@ -225,7 +229,26 @@ impl Session {
     /// # Errors
     /// [`Error::Busy`] while a run is active, [`Error::Closed`] after [`Session::close`].
     pub fn prompt(&self, text: impl Into<String>) -> Result<RunHandle> {
-        run::start(&self.inner, text.into())
+        run::start(&self.inner, run::Input::Prompt(text.into()))
+    }
+
+    /// Starts a run that only compacts the conversation now (the owner's `/compact`): all but
+    /// the latest exchange is summarised, keeping in particular what `instruction` names. The
+    /// run emits one [`EventKind::Compacted`] and settles completed, or failed when no summary
+    /// could be made (nothing is lost then).
+    ///
+    /// # Errors
+    /// [`Error::Busy`] while a run is active, [`Error::Closed`] after [`Session::close`].
+    pub fn compact(&self, instruction: Option<String>) -> Result<RunHandle> {
+        run::start(&self.inner, run::Input::Compact(instruction))
+    }
+
+    /// The conversation as the model is shown it now: after compactions, the summary and the
+    /// recent messages (with old large tool results trimmed), where [`Session::messages`] has
+    /// them all.
+    pub fn model_view(&self) -> Vec<Message> {
+        let state = self.inner.state();
+        compact::view(&state.messages, &state.compaction)
     }
 
     /// Aborts the active run, if any: the model call is dropped and running tools are killed

@@ -11,7 +11,9 @@
 //! gate of the session ([`crate::extension::ModelGate`]) admitted it, and what the gates keep for
 //! an attempt is dropped only once its `MessageEnd` (with its usage) was emitted. A call that was sent is never counted as free: an answer without usage gets an
 //! estimate, and so does a call aborted or failed while it streamed (what was sent, and what
-//! streamed). Every run's task is on the factory's run tracker, so
+//! streamed). A model call that would take the conversation over the compaction threshold
+//! compacts it first, and a context overflow compacts once and retries once per run, never more
+//! (see `compact`). Every run's task is on the factory's run tracker, so
 //! [`SessionFactory::close_runs`](super::SessionFactory::close_runs) returns only once each run
 //! has journaled its end and emitted `Settled`.
 
@@ -47,7 +49,17 @@ const GATE_FAILED: &str = "the approval check failed unexpectedly";
 /// The failure of a run whose model gate panicked (the panic is logged).
 const MODEL_GATE_FAILED: &str = "the check before the model call failed unexpectedly";
 
-pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
+mod compact;
+
+/// What a run is started with.
+pub(crate) enum Input {
+    /// A user message to answer.
+    Prompt(String),
+    /// Compact the conversation now, keeping what the instruction names (`/compact`).
+    Compact(Option<String>),
+}
+
+pub(crate) fn start(inner: &Arc<Inner>, input: Input) -> Result<RunHandle> {
     let run_id: Arc<str> = format!("run_{}", uuid::Uuid::now_v7().simple()).into();
     let cancel = inner.shared.shutdown.child_token();
     let (sender, receiver) = watch::channel(None);
@@ -66,7 +78,7 @@ pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
     let task_run_id = run_id.clone();
     inner.shared.runs.spawn(async move {
         let mut run = Run::new(&task_inner, task_run_id.clone(), cancel);
-        let settled = match AssertUnwindSafe(run.execute(text)).catch_unwind().await {
+        let settled = match AssertUnwindSafe(run.execute(input)).catch_unwind().await {
             Ok(settled) => settled,
             Err(_) => {
                 tracing::error!(scope = %task_inner.scope, run_id = %task_run_id, "run panicked");
@@ -108,6 +120,8 @@ enum Answer {
     Failed(String),
     /// A model gate refused an attempt, with this reason.
     Refused(String),
+    /// The provider refused the request as too long for the model's context window.
+    Overflow(String),
 }
 
 impl<'a> Run<'a> {
@@ -124,8 +138,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    async fn execute(&mut self, text: String) -> RunSettled {
-        let outcome = match self.run_loop(text).await {
+    async fn execute(&mut self, input: Input) -> RunSettled {
+        // An aborted compaction ran no tool and changed nothing: no note for the model.
+        let answering = matches!(input, Input::Prompt(_));
+        let outcome = match input {
+            Input::Prompt(text) => self.run_loop(text).await,
+            Input::Compact(instruction) => self.compact_now(instruction).await,
+        };
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(err) => {
                 tracing::error!(scope = %self.inner.scope, error = %self.inner.redactor.current().redact(&err.to_string()), "run failed on the session journal");
@@ -133,6 +153,7 @@ impl<'a> Run<'a> {
             }
         };
         if outcome == RunOutcome::Aborted
+            && answering
             && let Err(err) = self.record(Message::Note { text: ABORTED_NOTE.into() })
         {
             tracing::error!(scope = %self.inner.scope, error = %err, "cannot journal the abort note");
@@ -171,32 +192,14 @@ impl<'a> Run<'a> {
 
         let specs: Arc<[ToolSpec]> = self.inner.specs.clone();
         let config = &self.inner.shared.config;
-        let system = if let Some(text) = self.inner.take_prefetched_prompt() {
-            text
-        } else {
-            // File reads: off the async threads.
-            let (cwd, limits, tools, fragments) = (
-                self.inner.cwd.clone(),
-                config.context.clone(),
-                specs.clone(),
-                self.inner.fragments.clone(),
-            );
-            tokio::task::spawn_blocking(move || {
-                crate::workspace::system_prompt(
-                    &cwd,
-                    &limits,
-                    &tools,
-                    &fragments,
-                    chrono::Local::now(),
-                )
-            })
-            .await
-            .map_err(|e| Error::io(&self.inner.cwd, std::io::Error::other(e)))?
-        };
+        let system = self.system_prompt().await?;
         let model = config
             .model
             .clone()
             .unwrap_or_else(|| self.inner.shared.provider.default_model().to_string());
+        let window =
+            compact::Window::new(&self.inner.shared.config.compaction, &model, &system, &specs);
+        let mut overflow_compacted = false;
 
         loop {
             if self.cancel.is_cancelled() {
@@ -205,10 +208,14 @@ impl<'a> Run<'a> {
             if self.turns >= config.max_turns {
                 return Ok(RunOutcome::MaxTurns);
             }
+            let messages = match self.prepare_view(&window).await? {
+                compact::Prepared::View(messages) => messages,
+                compact::Prepared::Stop(outcome) => return Ok(outcome),
+            };
             let request = ModelRequest {
                 model: model.clone(),
                 system: system.clone(),
-                messages: model_view(&self.inner.state().messages),
+                messages,
                 tools: specs.clone(),
                 max_output_tokens: config.max_output_tokens,
             };
@@ -217,6 +224,12 @@ impl<'a> Run<'a> {
                 Answer::Aborted => return Ok(RunOutcome::Aborted),
                 Answer::Failed(message) => {
                     return Ok(RunOutcome::Failed { error: RunFailure::Provider { message } });
+                }
+                Answer::Overflow(message) => {
+                    match self.after_overflow(&window, &mut overflow_compacted, message).await? {
+                        Some(outcome) => return Ok(outcome),
+                        None => continue,
+                    }
                 }
                 Answer::Refused(reason) => {
                     let reason = self.inner.redactor.current().redact(&reason).into_owned();
@@ -255,6 +268,35 @@ impl<'a> Run<'a> {
                 return Ok(stop);
             }
         }
+    }
+
+    /// The run's system prompt: the one read at open when still fresh, else the workspace files
+    /// read now.
+    async fn system_prompt(&self) -> Result<String> {
+        let specs: Arc<[ToolSpec]> = self.inner.specs.clone();
+        let config = &self.inner.shared.config;
+        Ok(if let Some(text) = self.inner.take_prefetched_prompt() {
+            text
+        } else {
+            // File reads: off the async threads.
+            let (cwd, limits, tools, fragments) = (
+                self.inner.cwd.clone(),
+                config.context.clone(),
+                specs.clone(),
+                self.inner.fragments.clone(),
+            );
+            tokio::task::spawn_blocking(move || {
+                crate::workspace::system_prompt(
+                    &cwd,
+                    &limits,
+                    &tools,
+                    &fragments,
+                    chrono::Local::now(),
+                )
+            })
+            .await
+            .map_err(|e| Error::io(&self.inner.cwd, std::io::Error::other(e)))?
+        })
     }
 
     /// One model call with retries, each attempt admitted by the model gates first (the first
@@ -354,6 +396,9 @@ impl<'a> Run<'a> {
                     )?;
                     // Not held through the wait: the next attempt is admitted on its own.
                     drop(holds);
+                    if err.kind == crate::provider::ProviderErrorKind::ContextOverflow {
+                        return Ok(Answer::Overflow(message));
+                    }
                     if !err.kind.is_retryable() || attempt >= retry.max_retries {
                         return Ok(Answer::Failed(message));
                     }

@@ -102,6 +102,7 @@ pub fn names(events: &[EventKind]) -> Vec<&'static str> {
             EventKind::ToolUpdate { .. } => "tool_update",
             EventKind::ToolEnd { .. } => "tool_end",
             EventKind::Retry { .. } => "retry",
+            EventKind::Compacted(_) => "compacted",
             EventKind::Settled(_) => "settled",
         })
         .collect()
