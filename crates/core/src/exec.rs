@@ -35,7 +35,8 @@ const CREDENTIAL_NAME_PARTS: &[&str] = &["WEBHOOK", "PASSPHRASE"];
 
 /// More whole `_`-separated words (upper case) of credential names, redacted only: as parts
 /// they would catch `PATH` (`PAT`), `PASSENGER_ENV` (`PASS`) or `PWD` itself.
-const CREDENTIAL_NAME_WORDS: &[&str] = &["PWD", "PASS", "PAT", "SESSION"];
+const CREDENTIAL_NAME_WORDS: &[&str] =
+    &["PWD", "PW", "PASS", "PAT", "SESSION", "CRED", "CREDS", "OTP", "TOTP", "NETRC"];
 
 /// Names that hold a credential word without being credentials: the shell's working folders and
 /// the desktop session's plumbing.
@@ -96,6 +97,9 @@ pub fn is_credential_name(name: &str) -> bool {
         // `MONGODB_URI`, `POSTGRES_DB_URL`.
         || (words().any(|word| word.ends_with("DB") || word == "DATABASE")
             && words().any(|word| word == "URI" || word == "URL"))
+        // A connection string (`CONN_STR`, `CONNECTION_STRING`), which carries its password.
+        || (words().any(|word| word == "CONN" || word == "CONNECTION")
+            && words().any(|word| word == "STR" || word == "STRING"))
 }
 
 /// Whether a variable belongs to a model provider's or the host's configuration (`host_config`:
@@ -446,6 +450,14 @@ mod tests {
             "DB_URI",
             "MONGODB_URI",
             "POSTGRES_DB_URL",
+            "ADMIN_PW",
+            "LDAP_BIND_PW",
+            "PW",
+            "CREDS",
+            "OTP_SEED",
+            "CONN_STR",
+            "CONNECTION_STRING",
+            "NETRC",
         ] {
             assert!(is_credential_name(name), "{name}");
         }

@@ -433,9 +433,11 @@ fn a_callers_sandbox_cannot_take_more_memory_than_its_limit() {
 
 /// Issue 33, low: the kernel surface no caller's tool needs (io_uring, the keyrings, ptrace,
 /// bpf, userfaultfd, loading kernel code) is closed by a seccomp filter in callers' sandboxes,
-/// and so are hard links and file leases (red team: a hard link to MEMORY.md kept a caller's
-/// hold on it across saves; a lease on it made the owner's saves fail). Unconfined, the keyring
-/// call, the link and the lease work (the proof that the test sees the calls go through).
+/// and so are hard links, file leases and set-user/group-ID modes (red team: a hard link to
+/// MEMORY.md kept a caller's hold on it across saves; a lease on it made the owner's saves fail;
+/// under a root server a `chmod 4755` copy of python left a set-user-ID root program on the host).
+/// Unconfined, the keyring call, the link, the lease and the modes work (the proof that the test
+/// sees the calls go through).
 #[test]
 fn callers_sandboxes_deny_the_kernel_calls_no_tool_needs() {
     let probe = r#"import ctypes, os, platform
@@ -462,6 +464,21 @@ with open("notes.txt") as f:
         print("lease allowed")
     except PermissionError:
         print("lease denied")
+import shutil, stat
+shutil.copy("/bin/true", "setid-tool")
+os.chmod("setid-tool", 0o755)
+print("chmod-755", "ok" if os.stat("setid-tool").st_mode & 0o777 == 0o755 else "failed")
+for name, mode in [("setuid", 0o4755), ("setgid", 0o2755)]:
+    try:
+        os.chmod("setid-tool", mode)
+        print(name, "allowed" if os.stat("setid-tool").st_mode & mode == mode else "denied")
+    except PermissionError:
+        print(name, "denied")
+try:
+    os.close(os.open("setid-new", os.O_CREAT | os.O_WRONLY, 0o4755))
+    print("create-setuid", "allowed" if os.stat("setid-new").st_mode & 0o4000 else "denied")
+except PermissionError:
+    print("create-setuid denied")
 "#;
     for mode in Mode::all() {
         let fixture = Fixture::new(mode);
@@ -474,11 +491,13 @@ with open("notes.txt") as f:
         server.stop();
         let results = tool_results(&fixture).join("\n");
         if mode.contained() {
-            for call in ["keyctl", "ptrace", "io_uring_setup", "userfaultfd", "link", "lease"] {
+            let calls = ["keyctl", "ptrace", "io_uring_setup", "userfaultfd", "link", "lease"];
+            for call in calls.iter().chain(&["setuid", "setgid", "create-setuid"]) {
                 assert!(results.contains(&format!("{call} denied")), "{mode:?}: {results}");
             }
+            assert!(results.contains("chmod-755 ok"), "{mode:?}: {results}");
         } else {
-            for call in ["keyctl", "link", "lease"] {
+            for call in ["keyctl", "link", "lease", "setuid", "create-setuid"] {
                 assert!(results.contains(&format!("{call} allowed")), "{mode:?}: {results}");
             }
         }
