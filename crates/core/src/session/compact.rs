@@ -309,7 +309,7 @@ pub(crate) fn occupied(fixed: u64, messages: &[Message], compaction: &Compaction
 
 /// The conversation as the model sees it under `compaction`: the summary first, then the
 /// messages from the cut on with old large tool results trimmed, failed answers left out and
-/// every call answered (see `run::model_view`).
+/// every call answered (see `message::model_view`).
 pub(crate) fn view(messages: &[Message], compaction: &Compaction) -> Vec<Message> {
     let cut = compaction.cut().min(messages.len());
     let mut out = Vec::with_capacity(messages.len() - cut + 1);
@@ -317,7 +317,7 @@ pub(crate) fn view(messages: &[Message], compaction: &Compaction) -> Vec<Message
         out.push(summary_note(&summary.text));
     }
     let shown = shown(&messages[cut..], cut, compaction);
-    out.extend(super::run::model_view(&shown));
+    out.extend(crate::message::model_view(&shown));
     out
 }
 
@@ -443,7 +443,7 @@ pub(crate) fn summary_request(
     instruction: Option<&str>,
 ) -> ModelRequest {
     let from = compaction.cut().min(to);
-    let part = super::run::model_view(&shown(&messages[from..to], from, compaction));
+    let part = crate::message::model_view(&shown(&messages[from..to], from, compaction));
     let mut blocks: Vec<String> = part.iter().map(transcript_block).collect();
     let budget = (window
         .saturating_sub(u64::from(SUMMARY_MAX_OUTPUT_TOKENS) + SUMMARY_REQUEST_OVERHEAD)
