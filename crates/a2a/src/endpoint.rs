@@ -1,35 +1,33 @@
-//! The two A2A endpoints (JSON-RPC at `/a2a`, HTTP+JSON under `/a2a/v1`): authentication,
-//! the fair share, the body, decoding into a [`Request`], the task-generation extension's
-//! fields, the call to the service, and encoding its answer or stream. Each is a straight line
-//! from bytes to bytes over `binding` and `service`; what the server is made of and how it is
-//! served is `server.rs`.
+//! The A2A endpoints (JSON-RPC at `/a2a`, HTTP+JSON under `/a2a/v1`) as one pipeline over a
+//! binding's [`Wire`]: the caller authenticated and admitted to the fair share (the [`Admitted`]
+//! extractor), the call decoded, the task-generation extension's fields, the call to the
+//! service, and its answer or stream encoded; every error answer goes through one translation
+//! ([`Rejection`]). What the server is made of and how it is served is `server.rs`.
 
 use std::convert::Infallible;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use axum::extract::{Request as HttpRequest, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::extract::{FromRequestParts, Request as HttpRequest, State};
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
 use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::auth::{AuthFailure, Caller, authenticate};
-use crate::binding::{self, generations, jsonrpc, rest};
+use crate::auth::{Caller, authenticate};
+use crate::binding::{self, generations};
 use crate::error::A2aError;
-use crate::fair::CallerShares;
-use crate::fair::{Admission, ConnectionShare, Held};
-use crate::http::{
-    asks_to_close, body_error, check_content_type, header_text, json_bytes, json_response,
-    read_body, refusal, sse, unauthorized, with_retry_after,
-};
+use crate::fair::{Admission, CallerShares, ConnectionShare, Held};
+use crate::http::{asks_to_close, body_error, header_text, json_bytes, refusal, sse, unauthorized};
 use crate::public_card::PublicCards;
-use crate::request::{Generations, Request, Version};
-use crate::service::Outcome;
-use crate::service::Service;
+use crate::request::{Binding, Generations, Request, Version};
+use crate::service::{Outcome, Service};
 use crate::signing;
 use crate::task::events::StreamEvent;
+use crate::wire::{Call, EdgeError, Wire};
 
 /// What the endpoints share: the service, and what only the HTTP edge needs.
 pub struct ServerInner {
@@ -59,142 +57,136 @@ pub(crate) fn base_url(inner: &ServerInner, headers: &HeaderMap) -> String {
     crate::card::base_url(&inner.service.options, text("host"), text("x-forwarded-proto"))
 }
 
-/// The caller a request's key names.
-///
-/// # Errors
-/// The key is missing, unknown or ambiguous (answered 401 on both bindings).
-async fn authenticated(
-    inner: &ServerInner,
-    parts: &axum::http::request::Parts,
-) -> Result<Caller, AuthFailure> {
-    authenticate(
-        &inner.service.directory,
-        header_text(&parts.headers, "x-api-key"),
-        header_text(&parts.headers, "authorization"),
-    )
-    .await
+/// The authenticated caller of a request, admitted to the fair share: a handler that takes it
+/// cannot run for an unknown key or over a caller's caps. Its rejection answers in the shape of
+/// the binding `W` (401 alike on every binding).
+pub(crate) struct Admitted<W> {
+    pub(crate) caller: Caller,
+    /// The request's place in the caller's share, held until the answer (or its stream) ends.
+    pub(crate) admission: Admission,
+    wire: PhantomData<fn() -> W>,
 }
 
-/// Admits an authenticated request of `caller` to the fair share: its connection stops counting
-/// against its peer address and, the first time, starts counting against the caller (not when
-/// the request asks to close it: the connection then ends with the request, which the request
-/// cap counts); then the request itself is counted.
-///
-/// # Errors
-/// The caller is at its connection or request cap, or over its requests per minute (answered
-/// by [`refusal`]).
-fn admit(
-    inner: &ServerInner,
-    parts: &axum::http::request::Parts,
-    caller: &Caller,
-) -> Result<Admission, A2aError> {
-    if let Some(connection) = parts.extensions.get::<Arc<ConnectionShare>>() {
-        if asks_to_close(&parts.headers) {
-            connection.mark_authenticated();
-        } else {
-            connection.claim(&inner.shares, caller)?;
+impl<W: Wire> FromRequestParts<Arc<ServerInner>> for Admitted<W> {
+    type Rejection = Rejection<W>;
+
+    /// Resolves the key to exactly one caller, then admits the request: its connection stops
+    /// counting against its peer address and, the first time, starts counting against the
+    /// caller (not when the request asks to close it: the connection then ends with the
+    /// request, which the request cap counts); then the request itself is counted. Taken
+    /// before the body is read, so a caller over its cap costs no body buffer.
+    async fn from_request_parts(
+        parts: &mut Parts,
+        inner: &Arc<ServerInner>,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = authenticate(
+            &inner.service.directory,
+            header_text(&parts.headers, "x-api-key"),
+            header_text(&parts.headers, "authorization"),
+        )
+        .await
+        .map_err(EdgeError::Unauthenticated)?;
+        let refused = |error| EdgeError::Refused { to: W::unread(), error };
+        if let Some(connection) = parts.extensions.get::<Arc<ConnectionShare>>() {
+            if asks_to_close(&parts.headers) {
+                connection.mark_authenticated();
+            } else {
+                connection.claim(&inner.shares, &caller).map_err(refused)?;
+            }
+        }
+        inner.service.meter.admit(&caller).map_err(refused)?;
+        let admission = inner.shares.admit(&caller).map_err(refused)?;
+        Ok(Admitted { caller, admission, wire: PhantomData })
+    }
+}
+
+/// An error answer of the edge on binding `W`.
+pub(crate) struct Rejection<W: Wire> {
+    error: EdgeError<W::To>,
+    wire: PhantomData<fn() -> W>,
+}
+
+impl<W: Wire> From<EdgeError<W::To>> for Rejection<W> {
+    fn from(error: EdgeError<W::To>) -> Self {
+        Rejection { error, wire: PhantomData }
+    }
+}
+
+impl<W: Wire> IntoResponse for Rejection<W> {
+    /// The one translation of an edge error into an HTTP answer: when it happened decides the
+    /// framing, the binding the body.
+    fn into_response(self) -> Response {
+        match self.error {
+            EdgeError::Unauthenticated(failure) => unauthorized(&failure),
+            EdgeError::Refused { to, error } => refusal(&error, W::error_body(&to, &error)),
+            EdgeError::Unread { to, error } => body_error(&error, W::error_body(&to, &error)),
+            EdgeError::Failed { to, error, streaming } => W::failed(&to, &error, streaming),
         }
     }
-    inner.service.meter.admit(caller)?;
-    inner.shares.admit(caller)
 }
 
-pub(crate) async fn jsonrpc_endpoint(
+/// The A2A endpoint of binding `W` (JSON-RPC at `/a2a`, HTTP+JSON under `/a2a/v1`): the call
+/// decoded, the task-generation extension's fields, the stream's share, the service, and its
+/// answer or stream encoded. Every binding runs these steps; `W` decodes and encodes.
+///
+/// # Errors
+/// Every refusal and failure, as the binding answers it ([`Rejection`]).
+pub(crate) async fn endpoint<W: Wire>(
     State(inner): State<Arc<ServerInner>>,
+    Admitted { caller, mut admission, .. }: Admitted<W>,
     request: HttpRequest,
-) -> Response {
+) -> Result<Response, Rejection<W>> {
     let (parts, body) = request.into_parts();
-    let caller = match authenticated(&inner, &parts).await {
-        Ok(caller) => caller,
-        Err(failure) => return unauthorized(&failure.to_string()),
-    };
-    // Taken before the body is read, so a caller over its cap costs no body buffer; the id is
-    // not known yet, so the refusal's is null (JSON-RPC 2.0 §5).
-    let mut admission = match admit(&inner, &parts, &caller) {
-        Ok(admission) => admission,
-        Err(err) => return refusal(&err, jsonrpc::encode_error(&Value::Null, &err)),
-    };
-    let base = || base_url(&inner, &parts.headers);
-    let limit = inner.service.options.max_body_bytes();
-    let body = match read_body(body, limit, inner.service.options.body_read_timeout).await {
-        Ok(body) => body,
-        Err(err) => return body_error(&err, jsonrpc::encode_error(&Value::Null, &err)),
-    };
-    if let Err(err) = check_content_type(&parts.headers, &body) {
-        return body_error(&err, jsonrpc::encode_error(&jsonrpc::request_id(&body), &err));
-    }
-    let requested =
-        binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query());
+    let Call { to, version, mut request, body } =
+        W::decode(&parts, body, &inner.service.options).await?;
+    let streaming = request.is_streaming();
+    let failed = |to, error| EdgeError::Failed { to, error, streaming };
     let last_event_id = header_text(&parts.headers, "last-event-id");
-    let decoded = requested
-        .map_err(|err| (jsonrpc::request_id(&body), err))
-        .and_then(|requested| jsonrpc::decode(&body, requested))
-        .and_then(|mut decoded| match binding::resume_after(&mut decoded.request, last_event_id) {
-            Ok(()) => Ok(decoded),
-            Err(err) => Err((decoded.id, err)),
-        });
-    let decoded = match decoded {
-        Ok(decoded) => decoded,
-        // A streaming method's errors go out as one SSE event (PROTOCOL.md §5.3).
-        Err((id, err)) if jsonrpc::is_streaming_method(&body) => {
-            let event = Event::default().data(jsonrpc::encode_error(&id, &err).to_string());
-            return sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]));
-        }
-        Err((id, err)) => return json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
-    };
-    let streaming = decoded.request.is_streaming();
-    let subscribe = matches!(decoded.request, Request::SubscribeToTask { .. });
-    let (id, version) = (decoded.id, decoded.version);
-    let generations = match activated_generations(&parts, version, &decoded.request, &body, true) {
+    if let Err(error) = binding::resume_after(&mut request, last_event_id) {
+        return Err(failed(to, error).into());
+    }
+    let generations = match activated_generations(&parts, version, &request, &body, W::BINDING) {
         Ok(generations) => generations,
-        Err(err) if streaming => {
-            let event = Event::default().data(jsonrpc::encode_error(&id, &err).to_string());
-            return sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]));
-        }
-        Err(err) => return json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
+        Err(error) => return Err(failed(to, error).into()),
     };
     // Before the run starts, so a refused stream starts nothing.
-    if streaming && let Err(err) = inner.shares.admit_stream(&mut admission) {
-        return refusal(&err, jsonrpc::encode_error(&id, &err));
+    if streaming && let Err(error) = inner.shares.admit_stream(&mut admission) {
+        return Err(EdgeError::Refused { to, error }.into());
     }
-    let span = request_span(&caller, "jsonrpc", &decoded.request);
+    let subscribe = matches!(request, Request::SubscribeToTask { .. });
+    let span = request_span(&caller, W::BINDING, &request);
     span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
-    let outcome = inner.service.handle(&caller, decoded.request, generations, &base);
+    let base = || base_url(&inner, &parts.headers);
+    let outcome = inner.service.handle(&caller, request, generations, &base);
     let response = match outcome.instrument(span).await {
         Ok(Outcome::Reply { reply, generation }) => {
             let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
-            let mut body = jsonrpc::encode_reply_bytes(&id, version, &reply);
+            let (status, mut body) = W::reply(&to, version, &reply);
             if let (Some(_), Some(generation)) = (generations, generation) {
-                body = generations::reply_with_generation(body, generation, true);
+                body = generations::reply_with_generation(body, generation, W::BINDING);
             }
-            json_bytes(StatusCode::OK, body)
+            json_bytes(status, body)
         }
         Ok(Outcome::Stream(stream)) => {
-            let events = Held::new(stream, admission);
-            let events = with_generations(events, generations.is_some()).map(move |item| {
-                let mut data = jsonrpc::encode_stream_item(&id, version, &item.response);
+            let events = with_generations(Held::new(stream, admission), generations.is_some());
+            sse(events.map(move |item| {
+                let mut data = W::event(&to, version, &item.response);
                 if generations.is_some() {
-                    generations::event_with_generation(&mut data, item.generation, true);
+                    generations::event_with_generation(&mut data, item.generation, W::BINDING);
                 }
                 let data = data.to_string();
                 Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
-            });
-            sse(events)
+            }))
         }
-        // A subscription to a settled task is refused with a plain JSON-RPC error, not a
-        // stream: clients and the conformance kit read any 200 event stream as a subscription
-        // that started (issue 20; this case overrides PROTOCOL.md §5.3).
-        Err(err @ A2aError::UnsupportedOperation(_)) if subscribe => {
-            json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err))
+        // A subscription to a settled task is refused with a plain answer, not a stream:
+        // clients and the conformance kit read any 200 event stream as a subscription that
+        // started.
+        Err(error @ A2aError::UnsupportedOperation(_)) if subscribe => {
+            Rejection::<W>::from(EdgeError::Failed { to, error, streaming: false }).into_response()
         }
-        Err(err) if streaming => {
-            // Early errors of a stream go out as one SSE error event (PROTOCOL.md §5.3).
-            let event = Event::default().data(jsonrpc::encode_error(&id, &err).to_string());
-            sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]))
-        }
-        Err(err) => json_response(StatusCode::OK, jsonrpc::encode_error(&id, &err)),
+        Err(error) => Rejection::<W>::from(failed(to, error)).into_response(),
     };
-    echo_generations(response, generations.is_some())
+    Ok(echo_generations(response, generations.is_some()))
 }
 
 /// The task-generation extension's fields when the call activates it (`binding::generations`),
@@ -204,14 +196,14 @@ fn activated_generations(
     version: Version,
     request: &Request,
     body: &[u8],
-    jsonrpc: bool,
+    binding: Binding,
 ) -> Result<Option<Generations>, A2aError> {
     let values =
         parts.headers.get_all("a2a-extensions").into_iter().filter_map(|v| v.to_str().ok());
     if !generations::activates_generations(version, values) {
         return Ok(None);
     }
-    generations::generation_params(request, body, parts.uri.query(), jsonrpc).map(Some)
+    generations::generation_params(request, body, parts.uri.query(), binding).map(Some)
 }
 
 /// A stream as a caller sees it: with generations, each event once (see
@@ -225,12 +217,7 @@ where
 {
     let mut filter = generations::GenerationFilter::default();
     stream.filter(move |item| {
-        let keep = !generations
-            || filter.keep(
-                item.generation,
-                matches!(item.response, a2a::StreamResponse::Task(_)),
-                matches!(item.response, a2a::StreamResponse::StatusUpdate(_)),
-            );
+        let keep = !generations || filter.keep(item.generation, &item.response);
         std::future::ready(keep)
     })
 }
@@ -247,107 +234,13 @@ fn echo_generations(mut response: Response, activated: bool) -> Response {
     response
 }
 
-pub(crate) async fn rest_endpoint(
-    State(inner): State<Arc<ServerInner>>,
-    request: HttpRequest,
-) -> Response {
-    let (parts, body) = request.into_parts();
-    let caller = match authenticated(&inner, &parts).await {
-        Ok(caller) => caller,
-        Err(failure) => return unauthorized(&failure.to_string()),
-    };
-    let base = || base_url(&inner, &parts.headers);
-    let rest_error = |version, err: &A2aError| {
-        let (status, body) = rest::encode_error(version, err);
-        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
-        with_retry_after(err, json_response(status, body))
-    };
-    // Taken before the body is read, so a caller over its cap costs no body buffer.
-    let mut admission = match admit(&inner, &parts, &caller) {
-        Ok(admission) => admission,
-        Err(err) => return refusal(&err, rest::encode_error(Version::V1_0, &err).1),
-    };
-    let requested =
-        binding::requested_version(header_text(&parts.headers, "a2a-version"), parts.uri.query());
-    let requested = match requested {
-        Ok(requested) => requested,
-        Err(err) => return rest_error(Version::V1_0, &err),
-    };
-    // Until the body is read, errors speak the version asked for (1.0 when none was).
-    let asked = requested.unwrap_or(Version::V1_0);
-    let body = match read_body(
-        body,
-        inner.service.options.max_body_bytes(),
-        inner.service.options.body_read_timeout,
-    )
-    .await
-    {
-        Ok(body) => body,
-        Err(err) => return body_error(&err, rest::encode_error(asked, &err).1),
-    };
-    if let Err(err) = check_content_type(&parts.headers, &body) {
-        return rest_error(asked, &err);
-    }
-    let path = parts.uri.path().strip_prefix("/a2a/v1").unwrap_or("");
-    let version = rest::version(requested, path, &body);
-    let request = rest::decode(version, parts.method.as_str(), path, parts.uri.query(), &body)
-        .and_then(|mut request| {
-            let last_event_id = header_text(&parts.headers, "last-event-id");
-            binding::resume_after(&mut request, last_event_id).map(|()| request)
-        });
-    let request = match request {
-        Ok(request) => request,
-        Err(err) => return rest_error(version, &err),
-    };
-    let generations = match activated_generations(&parts, version, &request, &body, false) {
-        Ok(generations) => generations,
-        Err(err) => return rest_error(version, &err),
-    };
-    // Before the run starts, so a refused stream starts nothing.
-    if request.is_streaming()
-        && let Err(err) = inner.shares.admit_stream(&mut admission)
-    {
-        return refusal(&err, rest::encode_error(version, &err).1);
-    }
-    let span = request_span(&caller, "rest", &request);
-    span.in_scope(|| tracing::debug!(version = version.as_str(), "a2a request"));
-    let outcome = inner.service.handle(&caller, request, generations, &base);
-    let response = match outcome.instrument(span).await {
-        Ok(Outcome::Reply { reply, generation }) => {
-            let reply = signing::sign_reply(inner.public_cards.signer(), reply, version, base);
-            let (status, mut body) = rest::encode_reply_bytes(version, &reply);
-            if let (Some(_), Some(generation)) = (generations, generation) {
-                body = generations::reply_with_generation(body, generation, false);
-            }
-            json_bytes(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
-        }
-        Ok(Outcome::Stream(stream)) => {
-            let events = with_generations(Held::new(stream, admission), generations.is_some());
-            sse(events.map(move |item| {
-                let mut data = rest::encode_stream_item(version, &item.response);
-                if generations.is_some() {
-                    generations::event_with_generation(&mut data, item.generation, false);
-                }
-                let data = data.to_string();
-                Ok::<_, Infallible>(Event::default().id(item.id.to_string()).data(data))
-            }))
-        }
-        Err(err) => rest_error(version, &err),
-    };
-    echo_generations(response, generations.is_some())
-}
-
 /// The span of one request: who asks, through which binding, for which operation, about which
 /// task and context. A new task's ids are recorded on it by the service once they exist.
-pub(crate) fn request_span(
-    caller: &Caller,
-    binding: &'static str,
-    request: &Request,
-) -> tracing::Span {
+pub(crate) fn request_span(caller: &Caller, binding: Binding, request: &Request) -> tracing::Span {
     tracing::debug_span!(
         "a2a_request",
         caller = %caller.name,
-        binding,
+        binding = binding.as_str(),
         method = request.method(),
         task_id = request.task_id(),
         context_id = request.context_id(),

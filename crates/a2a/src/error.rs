@@ -13,6 +13,8 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use crate::auth::AuthFailure;
+
 /// The JSON-RPC code of a fair-share refusal (too many streams, requests or connections).
 ///
 /// JSON-RPC leaves -32000..-32099 to the implementation. A2A numbers its errors upward from
@@ -193,6 +195,12 @@ pub enum A2aError {
     /// wait until the day ends (HTTP 429, [`FAIR_SHARE_CODE`]).
     #[error("{reason}")]
     DailyLimitReached { reason: String, retry_after_secs: u64 },
+}
+
+/// The body of the 401 a request without exactly one caller gets: the REST `google.rpc.Status`
+/// shape on every binding, since the binding's own envelope cannot be trusted to be read yet.
+pub fn unauthenticated_body(failure: &AuthFailure) -> Value {
+    json!({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": failure.to_string()}})
 }
 
 fn rate_limited_text(per_minute: u32, workspace: bool, wait: u64) -> String {

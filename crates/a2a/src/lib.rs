@@ -58,6 +58,7 @@ pub mod signing;
 pub mod task;
 mod tasks;
 pub mod usage;
+mod wire;
 
 #[cfg(test)]
 mod test_logs;

@@ -1,9 +1,9 @@
 //! The HTTP edge: the axum router (public card, JSON-RPC at `/a2a`, REST under `/a2a/v1`),
 //! authentication before anything else, body caps, SSE, and the server's lifetime.
 //!
-//! Requests are decoded by `binding::{jsonrpc, rest}` into the one internal model, handled by
-//! [`Service::handle`], and encoded back for the caller's binding and version here. The HTTP
-//! layer depends on the service, never the other way round.
+//! Requests are decoded by each binding's `Wire` into the one internal model, handled by
+//! [`Service::handle`], and encoded back for the caller's binding and version by `endpoint`. The
+//! HTTP layer depends on the service, never the other way round.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ use crate::auth::CallerDirectory;
 use crate::config::A2aOptions;
 use crate::containment::Containment;
 pub use crate::endpoint::PushHandler;
-use crate::endpoint::{ServerInner, base_url, jsonrpc_endpoint, rest_endpoint};
+use crate::endpoint::{ServerInner, base_url, endpoint};
 use crate::error::A2aError;
 use crate::extension::OwnerNotifier;
 use crate::fair::{CallerCaps, CallerShares};
@@ -37,6 +37,7 @@ use crate::signing::{self, CardSigner};
 use crate::task::AcceptedMessages;
 use crate::task::store::TaskStore;
 use crate::tasks::Tasks;
+use crate::wire::{JsonRpc, Rest};
 
 /// Largest push the receiver reads (anyone can POST there; a push is a task, not a file).
 const PUSH_BODY_LIMIT: usize = 1024 * 1024;
@@ -359,9 +360,9 @@ impl A2aServer {
         let routes = Router::new()
             .route("/.well-known/agent-card.json", get(public_card))
             .route(signing::JWKS_PATH, get(jwks))
-            .route("/a2a", post(jsonrpc_endpoint))
-            .route("/a2a/", post(jsonrpc_endpoint))
-            .route("/a2a/v1/{*path}", any(rest_endpoint))
+            .route("/a2a", post(endpoint::<JsonRpc>))
+            .route("/a2a/", post(endpoint::<JsonRpc>))
+            .route("/a2a/v1/{*path}", any(endpoint::<Rest>))
             .route("/a2a/push/{watch_id}", post(push_receiver));
         edge_layers(routes, limit).with_state(self.inner.clone())
     }

@@ -40,7 +40,7 @@ use self::error::{chain, unreachable_at};
 pub use self::events::EventLimits;
 pub use self::redirect::Redirects;
 use self::wire::{Call, Op, Shape, Verb};
-pub use crate::request::Version;
+pub use crate::request::{Binding, Version};
 
 /// How long to wait for a connection to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -73,34 +73,6 @@ impl Default for ClientOptions {
         ClientOptions {
             redirects: Redirects::SameOrigin,
             events: EventLimits { max_bytes: MAX_EVENT_BYTES, stall: DEFAULT_STALL },
-        }
-    }
-}
-
-/// A protocol binding this client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Binding {
-    /// JSON-RPC 2.0 over HTTP (`JSONRPC` in cards).
-    JsonRpc,
-    /// HTTP+JSON, also called REST (`HTTP+JSON` in cards).
-    Rest,
-}
-
-impl Binding {
-    /// The name the CLI uses: `jsonrpc` or `rest`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Binding::JsonRpc => "jsonrpc",
-            Binding::Rest => "rest",
-        }
-    }
-
-    /// A card's `protocolBinding` / 0.3 `transport`, in any case.
-    pub fn parse(raw: &str) -> Option<Binding> {
-        match raw.trim().to_ascii_uppercase().as_str() {
-            "JSONRPC" | "JSON-RPC" => Some(Binding::JsonRpc),
-            "HTTP+JSON" | "REST" | "HTTP_JSON" => Some(Binding::Rest),
-            _ => None,
         }
     }
 }
