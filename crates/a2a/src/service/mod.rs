@@ -24,6 +24,7 @@ mod push_config;
 mod retry;
 mod run;
 mod send;
+mod session;
 mod stream;
 mod subscribe;
 mod tool_approval;
@@ -85,6 +86,17 @@ pub enum Outcome {
     Stream(EventStream),
 }
 
+/// How a send is answered, decided once from its operation and configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendAnswer {
+    /// SendStreamingMessage: the task, then its events as they happen.
+    Stream,
+    /// SendMessage: the task once its run has ended or is interrupted.
+    Settled,
+    /// SendMessage with `returnImmediately`: the task as soon as it exists, written durably.
+    Immediately,
+}
+
 impl Outcome {
     /// A reply that shows no task (or several).
     fn reply(reply: Reply) -> Self {
@@ -134,9 +146,17 @@ impl Service {
     ) -> Result<Outcome, Error> {
         let if_match = generations.if_match;
         match request {
-            Request::SendMessage(params) => send::send(self, caller, params, false, if_match).await,
+            Request::SendMessage(params) => {
+                let answer = match params.request.configuration.as_ref() {
+                    Some(config) if config.return_immediately == Some(true) => {
+                        SendAnswer::Immediately
+                    }
+                    Some(_) | None => SendAnswer::Settled,
+                };
+                send::send(self, caller, params, answer, if_match).await
+            }
             Request::SendStreamingMessage(params) => {
-                send::send(self, caller, params, true, if_match).await
+                send::send(self, caller, params, SendAnswer::Stream, if_match).await
             }
             Request::GetTask(req) => {
                 let (reply, generation) =

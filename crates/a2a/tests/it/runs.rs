@@ -329,11 +329,12 @@ async fn hops_over_limit_task_failed() {
 }
 
 #[tokio::test]
-async fn hops_emitted_on_event_bus() {
+async fn hops_at_the_limit_run() {
     let server = TestServer::start().await;
-    let params = send_params("hi", Some(json!({"metadata": {"volcanic.hops": 2}})));
-    server.rpc(KEY, "SendMessage", params).await;
-    assert_eq!(*server.inbound.lock().unwrap(), vec![json!({"hops": 2, "caller": "travel-bot"})]);
+    let params = send_params("hi", Some(json!({"metadata": {"volcanic.hops": 3}})));
+    let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
+    assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(server.faux.requests().len(), 1);
 }
 
 #[tokio::test]
