@@ -9,11 +9,10 @@
 //! both bindings (JSON-RPC too, unlike every other JSON-RPC error), and on JSON-RPC they carry
 //! [`FAIR_SHARE_CODE`].
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
 
 use crate::auth::AuthFailure;
+use crate::task::{InvalidQuery, StoreError};
 
 /// The JSON-RPC code of a fair-share refusal (too many streams, requests or connections).
 ///
@@ -83,9 +82,13 @@ pub enum Error {
     /// A subscription to a task that has ended.
     #[error("task {task_id} is already {state}")]
     Ended { task_id: String, state: &'static str },
-    /// A task file could not be read or written. Logged where it happened, never sent.
-    #[error("task file {}: {source}", path.display())]
-    Store { path: PathBuf, source: std::io::Error },
+    /// The task store could not answer: an unknown task, a file it could not read or write
+    /// (logged where it happened, never sent), a bad query.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A task query's parameter is out of its range (`historyLength`).
+    #[error(transparent)]
+    Query(#[from] InvalidQuery),
     /// The core failed (a session could not be opened or prompted). Logged where it happened,
     /// never sent.
     #[error(transparent)]
@@ -110,9 +113,22 @@ impl From<Error> for A2aError {
             | Error::ApprovalQueueFull { .. }
             | Error::StillAccepting { .. } => A2aError::UnsupportedOperation(err.to_string()),
             Error::MessageIdReused { .. } => A2aError::InvalidParams(err.to_string()),
-            // The detail names files of the owner's machine: it went to the log only.
-            Error::Store { .. } | Error::Core(_) => A2aError::Internal,
+            Error::Store(err) => A2aError::from(err),
+            Error::Query(InvalidQuery(text)) => A2aError::InvalidParams(text),
+            // Logged where it happened.
+            Error::Core(_) => A2aError::Internal,
             Error::Wire(err) => err,
+        }
+    }
+}
+
+impl From<StoreError> for A2aError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound { task_id } => A2aError::TaskNotFound { task_id },
+            // The detail names files of the owner's machine: it went to the log only.
+            StoreError::Io { .. } | StoreError::Broken => A2aError::Internal,
+            StoreError::Query(InvalidQuery(text)) => A2aError::InvalidParams(text),
         }
     }
 }
@@ -481,12 +497,22 @@ mod tests {
                 A2aError::Internal,
             ),
             (
-                Error::Store {
+                Error::Store(StoreError::Io {
                     path: "/ws/.volcanic/a2a/tasks/t.json".into(),
                     source: std::io::Error::other("disk full"),
-                },
+                }),
                 A2aError::Internal,
             ),
+            (Error::Store(StoreError::Broken), A2aError::Internal),
+            (
+                Error::Store(StoreError::NotFound { task_id: "t".into() }),
+                A2aError::TaskNotFound { task_id: "t".into() },
+            ),
+            (
+                Error::Store(StoreError::Query(InvalidQuery("pageSize x".into()))),
+                A2aError::InvalidParams("pageSize x".into()),
+            ),
+            (Error::Query(InvalidQuery("h".into())), A2aError::InvalidParams("h".into())),
             (Error::Wire(A2aError::InvalidParams("x".into())), A2aError::InvalidParams("x".into())),
         ];
         for (error, wire) in cases {

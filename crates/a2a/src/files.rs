@@ -232,7 +232,7 @@ pub(crate) fn file_name(part: &Part, url: Option<&str>, content_type: Option<&st
         let parsed = url::Url::parse(url?).ok()?;
         let segment = parsed.path_segments()?.next_back()?.to_owned();
         // Invalid escapes stay as they are, and so does a segment that is not UTF-8 decoded.
-        let decoded = percent_decode(&segment, false).unwrap_or(segment);
+        let decoded = percent_decode(&segment).unwrap_or(segment);
         Some(sanitize(decoded.rsplit(['/', '\\']).next().unwrap_or_default()))
             .filter(|n| !n.is_empty())
     };

@@ -364,7 +364,7 @@ impl LiveTask {
         if !change(&mut file.push_configs) {
             return Some(Ok(()));
         }
-        Some(self.store.save(&self.workspace, &file).await)
+        Some(self.store.save(&self.workspace, &file).await.map_err(Error::from))
     }
 
     /// A new answer of the run begins: its first chunk replaces what streams show.

@@ -30,7 +30,7 @@ pub fn version(requested: Option<Version>, path: &str, body: &[u8]) -> Version {
     if let Some(only) = route(path).and_then(|route| route.only_in()) {
         return only;
     }
-    match body_json(body, false) {
+    match body_json(body) {
         Ok(body) if v03::rest::is_v03_body(&body) => Version::V0_3,
         Ok(_) | Err(_) => Version::V1_0,
     }
@@ -64,7 +64,7 @@ pub fn decode(
     }
     let v03 = version == Version::V0_3;
     let send_params = |body: &[u8]| -> Result<SendParams, A2aError> {
-        let body = body_json(body, false)?;
+        let body = body_json(body)?;
         if v03 {
             let params = v03::send_params_to_v1(v03::rest::send_request_to_params(body))?;
             Ok(SendParams {
@@ -114,7 +114,7 @@ pub fn decode(
         }
         Route::Cancel(id) => {
             allow(&["POST"])?;
-            let mut body = body_json(body, true)?;
+            let mut body = body_json_or_empty(body)?;
             if let Some(map) = body.as_object_mut() {
                 // The 0.3 CancelTaskRequest names the task (`tasks/{id}`); the path has it.
                 if v03 {
@@ -141,7 +141,7 @@ pub fn decode(
                 })
             } else {
                 allow(&["POST"])?;
-                let body = body_json(body, false)?;
+                let body = body_json(body)?;
                 let body = if v03 { v03::rest::push_config_to_v1(body) } else { body };
                 let mut config = params::push_config(body)?;
                 if !config.task_id.is_empty() && config.task_id != task_id {
@@ -290,18 +290,13 @@ fn route(path: &str) -> Option<Route> {
 
 /// A percent-decoded, non-empty path segment.
 fn segment(raw: &str) -> Option<String> {
-    url::percent_decode(raw, false).filter(|decoded| !decoded.is_empty())
+    url::percent_decode(raw).filter(|decoded| !decoded.is_empty())
 }
 
-/// The body as normalised JSON. An empty body is `{}` where `empty_is_object` (`:cancel`,
-/// §12.3), else a parse error.
-fn body_json(body: &[u8], empty_is_object: bool) -> Result<Value, A2aError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return if empty_is_object {
-            Ok(json!({}))
-        } else {
-            Err(A2aError::Parse("the request body is empty".into()))
-        };
+/// The body as normalised JSON; an empty body is a parse error.
+fn body_json(body: &[u8]) -> Result<Value, A2aError> {
+    if is_blank(body) {
+        return Err(A2aError::Parse("the request body is empty".into()));
     }
     let mut value: Value =
         serde_json::from_slice(body).map_err(|error| A2aError::Parse(error.to_string()))?;
@@ -310,6 +305,15 @@ fn body_json(body: &[u8], empty_is_object: bool) -> Result<Value, A2aError> {
     }
     params::normalize(&mut value);
     Ok(value)
+}
+
+/// [`body_json`], with an empty body read as `{}` (`:cancel`, whose body may be left out).
+fn body_json_or_empty(body: &[u8]) -> Result<Value, A2aError> {
+    if is_blank(body) { Ok(json!({})) } else { body_json(body) }
+}
+
+fn is_blank(body: &[u8]) -> bool {
+    body.iter().all(u8::is_ascii_whitespace)
 }
 
 /// Decoded query parameters. Empty values count as absent; a repeated parameter takes its last

@@ -6,11 +6,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use a2a::TaskState;
-use serde_json::Value;
+use volcanic_core::tool::ToolStop;
 use volcanic_core::{EventKind, RunFailure, RunHandle, RunOutcome, session::Role};
 
 use crate::auth::Caller;
-use crate::extension::REQUEST_INPUT;
 use crate::files;
 use crate::live::LiveTask;
 use crate::pool::{Claim, Reservation};
@@ -134,12 +133,9 @@ async fn drive(live: &LiveTask, mut handle: RunHandle) {
         Some(settled) => {
             let (state, message) = match settled.outcome {
                 RunOutcome::Completed | RunOutcome::MaxTurns => (TaskState::Completed, None),
-                RunOutcome::StoppedByTool { tool, data, .. } if tool == REQUEST_INPUT => {
-                    let question =
-                        data.get("question").and_then(Value::as_str).unwrap_or("").to_string();
-                    (TaskState::InputRequired, Some(question))
-                }
-                RunOutcome::StoppedByTool { .. } => (TaskState::Completed, None),
+                RunOutcome::StoppedByTool {
+                    stop: ToolStop::InputRequired { question }, ..
+                } => (TaskState::InputRequired, Some(question)),
                 RunOutcome::Aborted => (TaskState::Canceled, None),
                 RunOutcome::Failed {
                     error: RunFailure::Provider { message: reason } | RunFailure::Stopped { reason },

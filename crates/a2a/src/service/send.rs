@@ -19,6 +19,7 @@ use crate::task::id::is_valid_id;
 use crate::task::query::{apply_history_length, history_length};
 use crate::task::state::state_name;
 use crate::task::status::{agent_message, now};
+use crate::task::store::Count;
 use crate::task::{AcceptedMessage, TaskFile};
 
 use super::launch::{AtRest, Launched, Started, launch, new_task_file, reserve};
@@ -283,10 +284,10 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
 /// as are being created at that moment.
 async fn check_task_room(service: &Service, caller: &Caller) -> Result<(), Error> {
     let max = service.options.max_tasks;
-    let mut count = service.tasks.count(&caller.workspace, false).await?;
+    let mut count = service.tasks.count(&caller.workspace, Count::Known).await?;
     if count >= max {
         // The owner may have deleted task files since the index last looked: look again.
-        count = service.tasks.count(&caller.workspace, true).await?;
+        count = service.tasks.count(&caller.workspace, Count::Rescanned).await?;
     }
     if count >= max {
         tracing::warn!(caller = %caller.name, max, "task limit reached, a new task was refused");

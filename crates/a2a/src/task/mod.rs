@@ -8,6 +8,7 @@ use events::EventRecord;
 
 pub(crate) mod accepted;
 pub(crate) mod cache;
+pub mod error;
 pub(crate) mod events;
 pub(crate) mod id;
 mod index;
@@ -25,6 +26,7 @@ mod watch;
 
 pub use accepted::AcceptedMessage;
 pub(crate) use accepted::{AcceptedMessages, Claim, Lookup, digest};
+pub use error::{InvalidQuery, StoreError};
 pub use query::apply_history_length;
 pub use state::state_name;
 pub use store::{TaskStore, TaskSummary};

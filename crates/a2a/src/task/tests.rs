@@ -690,10 +690,7 @@ fn apply_history_length_table() {
         (Some(1), Ok(history(&["m3"]))),
         (Some(3), Ok(history(&["m1", "m2", "m3"]))),
         (Some(4), Ok(history(&["m1", "m2", "m3"]))),
-        (
-            Some(-1),
-            Err(A2aError::InvalidParams("historyLength must not be negative, got -1".into())),
-        ),
+        (Some(-1), Err(super::InvalidQuery("historyLength must not be negative, got -1".into()))),
     ];
     for (length, expected) in cases {
         let mut shaped = task.clone();
@@ -746,7 +743,9 @@ fn tasks_dir_is_the_workspace_a2a_tasks_folder() {
 #[cfg(target_os = "linux")]
 async fn view(store: &TaskStore, alice: &Caller, id: &str) -> Task {
     match store.load_view(alice, id, &never_live).await.unwrap() {
-        super::read::Loaded::Settled(cached) => cached.json.to_task(None, true),
+        super::read::Loaded::Settled(cached) => {
+            cached.json.to_task(None, super::json::Artifacts::Shown)
+        }
         super::read::Loaded::File(file) => file.task,
     }
 }
