@@ -1,11 +1,11 @@
 //! The one place where failures become wire errors: every [`A2aError`] knows its JSON-RPC code,
-//! its HTTP status, its `google.rpc` status name and its ErrorInfo reason (PROTOCOL.md §7, the
-//! spec-1.0.1 column). Bindings call these methods; they never pick codes themselves.
+//! its HTTP status, its `google.rpc` status name and its ErrorInfo reason (A2A 1.0.1 §5.4, §9.5,
+//! §11.6). Bindings call these methods; they never pick codes themselves.
 //!
 //! The operations fail with [`Error`], which says what happened rather than how the wire says it;
 //! `A2aError::from` is its one translation.
 //!
-//! Fair-share refusals (issue 17) are not A2A errors: they are HTTP 429 with `Retry-After` on
+//! Fair-share refusals (docs/a2a.md, "Fair share") are not A2A errors: they are HTTP 429 with `Retry-After` on
 //! both bindings (JSON-RPC too, unlike every other JSON-RPC error), and on JSON-RPC they carry
 //! [`FAIR_SHARE_CODE`].
 
@@ -17,7 +17,7 @@ use crate::task::{InvalidQuery, StoreError};
 /// The JSON-RPC code of a fair-share refusal (too many streams, requests or connections).
 ///
 /// JSON-RPC leaves -32000..-32099 to the implementation. A2A numbers its errors upward from
-/// -32001 (-32009 in 1.0.1, PROTOCOL.md §7); -32029 echoes HTTP 429 and sits far enough past
+/// -32001 (-32009 in 1.0.1, A2A 1.0.1 §5.4); -32029 echoes HTTP 429 and sits far enough past
 /// them that a later A2A error is unlikely to take it.
 pub const FAIR_SHARE_CODE: i64 = -32029;
 
@@ -145,7 +145,10 @@ pub enum A2aError {
     /// -32004, with a reason for the caller.
     #[error("{0}")]
     UnsupportedOperation(String),
-    /// -32005.
+    /// -32005, HTTP 400: a part's media type the agent does not take (ContentTypeNotSupportedError,
+    /// A2A 1.0.1 §3.3.2, §5.4). Nothing builds it yet, as every part type is accepted (a refused
+    /// request body is [`A2aError::UnsupportedMediaType`]); kept because the spec's error table
+    /// defines it with this mapping, for the first input mode the server refuses.
     #[error("{0}")]
     ContentTypeNotSupported(String),
     /// -32009.
@@ -433,7 +436,7 @@ impl A2aError {
         }})
     }
 
-    /// The 0.3 REST error body. 0.3 defined none (PROTOCOL.md §10.7), and the SDKs' 0.3 REST
+    /// The 0.3 REST error body. 0.3 defined none (A2A 0.3.0 §3.2.3), and the SDKs' 0.3 REST
     /// clients each read their own: the JS client a JSON-RPC-style `code` and `message` at the
     /// top, the Python client `type` (its error class name) and `message`. So the body is the
     /// 1.0 `google.rpc.Status` plus those three members; each client finds its error typed.

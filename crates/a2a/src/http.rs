@@ -106,7 +106,7 @@ pub(crate) fn is_length_limit(err: &axum::Error) -> bool {
 }
 
 /// Refuses a body declared as something other than JSON. A missing Content-Type is accepted
-/// (PROTOCOL.md §1: requests arrive as `application/json` or `application/a2a+json`).
+/// (requests arrive as `application/json` or `application/a2a+json`, A2A 1.0.1 §14.1).
 pub(crate) fn check_content_type(headers: &HeaderMap, body: &[u8]) -> Result<(), A2aError> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(()) };
     if body.is_empty() {

@@ -11,7 +11,9 @@
 //! - [`containment`]: caller tiers → tools, and the sandbox view of the workspace callers get.
 //! - [`task`]: task files, the index, ListTasks; `tasks`: the one access to tasks, on file or
 //!   live (the store and the live registry, restart recovery's question, changes under a hold).
-//! - `server`: the axum router, authentication, SSE, shutdown; `service`: the server's state
+//! - `server`: the axum router and shutdown; `endpoint`: the one pipeline every binding's call
+//!   runs (the admitted caller, decoding, the service, encoding, error answers); `wire`: what
+//!   each binding decodes and encodes; `service`: the server's state
 //!   and the operations, one file each; `live`: tasks with a run in progress; `event_log`: a running task's recent events, for
 //!   streams and resumes; `pool`: sessions per (caller, context); `files`:
 //!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel.
@@ -25,6 +27,10 @@
 //!
 //! Invariant: bindings and versions are decoded and encoded at the edge; no service code
 //! branches on them. This crate knows nothing of Telegram or the CLI.
+//!
+//! Comments cite the A2A specification as `A2A 1.0.1 §n` (a2aproject/A2A, `docs/specification.md`
+//! at tag v1.0.1) and `A2A 0.3.0 §n` (at tag v0.3.0); what the SDKs do beside it, and the choices
+//! this server makes where the two versions meet, are in docs/a2a.md.
 
 pub mod approval;
 pub mod auth;

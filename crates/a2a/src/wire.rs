@@ -85,7 +85,7 @@ pub(crate) trait Wire: Send + Sync + 'static {
     fn event(to: &Self::To, version: Version, event: &a2a::StreamResponse) -> Value;
 }
 
-/// JSON-RPC 2.0 at `/a2a` (A2A specification §9, "JSON-RPC Protocol Binding"): every answer
+/// JSON-RPC 2.0 at `/a2a` (A2A 1.0.1 §9, "JSON-RPC Protocol Binding"): every answer
 /// carries the request's `id`, errors go out with HTTP 200, and a streaming method's errors as
 /// one SSE event.
 pub(crate) struct JsonRpc;
@@ -136,7 +136,7 @@ impl Wire for JsonRpc {
     fn failed(to: &Value, error: &A2aError, streaming: bool) -> Response {
         let body = jsonrpc::encode_error(to, error);
         if streaming {
-            // A streaming method's errors go out as one SSE event (A2A specification §9.4.2).
+            // A streaming method's errors go out as one SSE event (A2A 1.0.1 §9.4.2).
             let event = Event::default().data(body.to_string());
             return sse(futures_util::stream::iter([Ok::<_, Infallible>(event)]));
         }
@@ -152,7 +152,7 @@ impl Wire for JsonRpc {
     }
 }
 
-/// HTTP+JSON under `/a2a/v1` (A2A specification §11, "HTTP+JSON/REST Protocol Binding"): errors
+/// HTTP+JSON under `/a2a/v1` (A2A 1.0.1 §11, "HTTP+JSON/REST Protocol Binding"): errors
 /// are `google.rpc.Status` bodies with their HTTP status, in the shape of the call's version.
 pub(crate) struct Rest;
 

@@ -1,4 +1,4 @@
-//! Safe retries on the send path (issue 21): before a send creates or continues anything, its
+//! Safe retries on the send path (docs/a2a.md, "Safe retries"): before a send creates or continues anything, its
 //! (caller, messageId) is looked up among the caller's accepted messages (`task::accepted`). A
 //! repeat of an accepted message is answered with that message's task, as it is now, and starts
 //! nothing: a blocking send waits for the run in progress, a streaming one follows it, so a

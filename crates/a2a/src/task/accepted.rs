@@ -1,4 +1,4 @@
-//! Safe retries (issue 21): the messages each caller has had accepted, so that a SendMessage that
+//! Safe retries (docs/a2a.md, "Safe retries"): the messages each caller has had accepted, so that a SendMessage that
 //! repeats one returns the task the first made instead of starting a second run.
 //!
 //! A message is known per caller by its `messageId` and compared by its [`digest`]: the SHA-256

@@ -6,12 +6,12 @@ use super::error::InvalidQuery;
 use super::index::{Filter, SortKey};
 use super::json::Artifacts;
 
-/// ListTasks page size when the request has none (PROTOCOL.md §2.8).
+/// ListTasks page size when the request has none (A2A 1.0.1 §3.1.4 leaves it to the server).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
-/// Largest ListTasks page size (PROTOCOL.md §2.8).
+/// Largest ListTasks page size; a larger one is refused (A2A 1.0.1 §6.5, "Validation Error Example").
 pub const MAX_PAGE_SIZE: usize = 100;
 
-/// Applies a `historyLength` (PROTOCOL.md §4.9) to a task about to be returned: `None` keeps
+/// Applies a `historyLength` (A2A 1.0.1 §3.2.4) to a task about to be returned: `None` keeps
 /// everything, 0 omits `history`, n keeps the n most recent messages.
 ///
 /// # Errors

@@ -12,7 +12,7 @@
 //! `caller` is the caller's name. Anything else, like a missing, malformed or unsafely named
 //! task, is [`StoreError::NotFound`], with no log line.
 //!
-//! Lazy restart recovery (design: "Lazy restart recovery"): a task read in state submitted or
+//! Lazy restart recovery (docs/reliability.md): a task read in state submitted or
 //! working with no live run is rewritten as failed ("server restarted") before it is returned.
 //! There is no scan at startup. input-required tasks are returned as they are. The first touch of
 //! a workspace removes temp files a killed process left in its task folder.
@@ -317,7 +317,7 @@ impl TaskStore {
         }
     }
 
-    /// ListTasks (PROTOCOL.md §4.4) over `caller`'s tasks: filters, newest status first, cursor
+    /// ListTasks (A2A 1.0.1 §3.1.4) over `caller`'s tasks: filters, newest status first, cursor
     /// pages. Tasks without a live run are recovered (see [`TaskStore::load`]) before filtering.
     /// The settled tasks of the page come as their cached JSON (read through the cache: one
     /// `stat` each when unchanged); [`TaskPage::into_response`] makes the page a value.

@@ -290,7 +290,7 @@ async fn store_load_working_without_live_run_is_failed_and_persisted() {
         }),
         timestamp: Some(timestamp),
     };
-    // The failure is a run of its own in the task's event positions (issue 21).
+    // The failure is a run of its own in the task's event positions (a lost run's last events may have gone out unrecorded).
     expected.events.record_status_change();
     assert_eq!(loaded, expected);
     assert_eq!(read_file(dir.path(), "t1"), expected);
@@ -765,7 +765,7 @@ async fn store_cache_follows_task_files_changed_through_another_name() {
     let text_of =
         |task: &Task| task.artifacts.as_ref().unwrap()[0].parts[0].as_text().map(str::to_string);
     type Link<'a> = (&'a str, &'a dyn Fn(&Path, &Path));
-    // A symbolic link is not read at all (issue 17: `safe_file` refuses it; see
+    // A symbolic link is not read at all (`safe_file` refuses it, so a caller cannot make the store read outside the folder; see
     // `store_task_file_that_is_not_a_regular_file_or_over_the_cap_is_not_found`).
     let cases: [Link; 2] = [
         ("plain", &|_, _| {}),

@@ -297,7 +297,7 @@ async fn subscribe_terminal_task_unsupported() {
     let body =
         server.rpc_versioned(KEY, None, "tasks/resubscribe", json!({"id": task["id"]})).await;
     assert_eq!(body["error"]["code"], -32004, "0.3: {body}");
-    // Other early errors of a stream still go out as one SSE event (PROTOCOL.md §5.3).
+    // Other early errors of a stream still go out as one SSE event (A2A 1.0.1 §9.4.2).
     let events =
         server.rpc_stream(KEY, Some("1.0"), "SubscribeToTask", json!({"id": "no-such-task"})).await;
     assert_eq!(events.len(), 1);
