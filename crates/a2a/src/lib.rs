@@ -38,19 +38,16 @@ pub mod binding;
 pub mod card;
 pub mod client;
 pub mod config;
-mod connection;
 pub mod containment;
 #[cfg(unix)]
 pub mod control;
-mod endpoint;
+mod edge;
 pub mod error;
 mod event_log;
 pub mod extension;
-mod fair;
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;
-mod http;
 pub mod inbox;
 mod live;
 mod parts;
@@ -64,7 +61,6 @@ pub mod signing;
 pub mod task;
 mod tasks;
 pub mod usage;
-mod wire;
 
 #[cfg(test)]
 mod test_logs;

@@ -22,12 +22,13 @@ use volcanic_core::SessionFactory;
 use crate::auth::CallerDirectory;
 use crate::config::A2aOptions;
 use crate::containment::Containment;
-pub use crate::endpoint::PushHandler;
-use crate::endpoint::{ServerInner, base_url, endpoint};
+pub use crate::edge::endpoint::PushHandler;
+use crate::edge::endpoint::{ServerInner, base_url, endpoint};
+use crate::edge::fair::{CallerCaps, CallerShares};
+use crate::edge::http::{body_error, connection_refusal, header_text, read_body};
+use crate::edge::wire::{JsonRpc, Rest};
 use crate::error::A2aError;
 use crate::extension::OwnerNotifier;
-use crate::fair::{CallerCaps, CallerShares};
-use crate::http::{body_error, connection_refusal, header_text, read_body};
 use crate::pool::SessionPool;
 use crate::public_card::PublicCards;
 use crate::push::guard::GuardError;
@@ -37,7 +38,6 @@ use crate::signing::{self, CardSigner};
 use crate::task::AcceptedMessages;
 use crate::task::store::TaskStore;
 use crate::tasks::Tasks;
-use crate::wire::{JsonRpc, Rest};
 
 /// Largest push the receiver reads (anyone can POST there; a push is a task, not a file).
 const PUSH_BODY_LIMIT: usize = 1024 * 1024;
@@ -407,7 +407,7 @@ impl A2aServer {
         }
         let eviction = service.tracker.spawn(service.pool.clone().run_eviction(shutdown.clone()));
         let options = &service.options;
-        let limits = crate::connection::Limits {
+        let limits = crate::edge::connection::Limits {
             header_read_timeout: options.header_read_timeout,
             idle_timeout: options.idle_connection_timeout,
             write_stall_timeout: options.write_stall_timeout,
@@ -420,7 +420,7 @@ impl A2aServer {
         });
         // Graceful, but bounded: a client that never finishes its request (or keeps a stream of a
         // stuck task open) must not hold the server up; its connection is dropped after the grace.
-        crate::connection::serve(
+        crate::edge::connection::serve(
             listener,
             self.router(),
             limits,
@@ -590,7 +590,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
-        let limits = crate::connection::Limits {
+        let limits = crate::edge::connection::Limits {
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(5),
             write_stall_timeout: Duration::from_secs(5),
@@ -598,7 +598,7 @@ mod tests {
             max_header_bytes: 8192,
             max_unauthenticated_per_peer: 4,
         };
-        let serving = tokio::spawn(crate::connection::serve(
+        let serving = tokio::spawn(crate::edge::connection::serve(
             listener,
             edge_layers(routes, 1024),
             limits,

@@ -16,10 +16,10 @@ use serde_json::Value;
 use crate::auth::AuthFailure;
 use crate::binding::{self, jsonrpc, rest};
 use crate::config::A2aOptions;
-use crate::error::A2aError;
-use crate::http::{
+use crate::edge::http::{
     check_content_type, header_text, json_response, read_body, sse, with_retry_after,
 };
+use crate::error::A2aError;
 use crate::request::{Binding, Reply, Request, Version};
 
 /// A call as a binding decoded it.
