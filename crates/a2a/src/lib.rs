@@ -38,23 +38,17 @@ pub mod binding;
 pub mod card;
 pub mod client;
 pub mod config;
-pub mod containment;
 #[cfg(unix)]
 pub mod control;
 mod edge;
 pub mod error;
-mod event_log;
-pub mod extension;
-mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod inbox;
-mod live;
-mod parts;
-mod pool;
 mod public_card;
 pub mod push;
 pub mod request;
+pub mod run;
 mod server;
 mod service;
 pub mod signing;
@@ -66,8 +60,8 @@ pub mod usage;
 mod test_logs;
 
 pub use config::A2aOptions;
-pub use containment::{Containment, ViewPolicy};
 pub use error::A2aError;
-pub use extension::OwnerNotifier;
+pub use run::containment::{Containment, ViewPolicy};
+pub use run::extension::OwnerNotifier;
 pub use server::{A2aServer, A2aServerBuilder, BuildError, PushHandler};
 pub use service::approve::{DecideError, Decided};

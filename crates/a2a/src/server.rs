@@ -21,18 +21,18 @@ use volcanic_core::SessionFactory;
 
 use crate::auth::CallerDirectory;
 use crate::config::A2aOptions;
-use crate::containment::Containment;
 pub use crate::edge::endpoint::PushHandler;
 use crate::edge::endpoint::{ServerInner, base_url, endpoint};
 use crate::edge::fair::{CallerCaps, CallerShares};
 use crate::edge::http::{body_error, connection_refusal, header_text, read_body};
 use crate::edge::wire::{JsonRpc, Rest};
 use crate::error::A2aError;
-use crate::extension::OwnerNotifier;
-use crate::pool::SessionPool;
 use crate::public_card::PublicCards;
 use crate::push::guard::GuardError;
 use crate::push::{self, PushSender};
+use crate::run::containment::Containment;
+use crate::run::extension::OwnerNotifier;
+use crate::run::pool::SessionPool;
 use crate::service::Service;
 use crate::signing::{self, CardSigner};
 use crate::task::AcceptedMessages;
@@ -227,7 +227,7 @@ impl A2aServerBuilder {
                 self.factory,
                 self.options.session_idle_timeout,
                 self.options.max_file_bytes,
-                crate::pool::PoolLimits {
+                crate::run::pool::PoolLimits {
                     max_open: self.options.max_open_sessions,
                     max_per_caller: self.options.max_sessions_per_caller,
                 },

@@ -17,8 +17,8 @@ use tokio::time::Instant;
 
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::Error;
-use crate::live::{LiveTask, LiveTasks};
-use crate::pool::SessionPool;
+use crate::run::live::{LiveTask, LiveTasks};
+use crate::run::pool::SessionPool;
 use crate::task::TaskFile;
 use crate::task::events::EventRecord;
 use crate::task::read::Loaded;

@@ -16,7 +16,7 @@ use a2a::{TaskState, TaskStatus};
 use crate::approval::{AddError, Decision, PendingApproval, REQUEST_CHARS, new_id};
 use crate::auth::{Caller, CallerApproval};
 use crate::error::{A2aError, Error};
-use crate::parts::text_of;
+use crate::run::parts::text_of;
 use crate::task::status::{agent_message, now};
 use crate::task::{AcceptedMessage, TaskFile};
 
@@ -67,7 +67,7 @@ pub(super) async fn request(
     let mut file = new_task_file(caller, &message);
     // The stored history keeps no file bytes (as for any task); the run gets the message as it
     // came, from the request's own file.
-    crate::files::strip_bytes(&mut file.task);
+    crate::run::files::strip_bytes(&mut file.task);
     register(&mut file);
     retry::remember(&mut file, accepted, window);
     wait_for_owner(service, caller, file, message, hops, None).await

@@ -13,8 +13,8 @@ use tracing::Instrument;
 
 use crate::auth::Caller;
 use crate::error::Error;
-use crate::live::LiveTask;
-use crate::pool::Reservation;
+use crate::run::live::LiveTask;
+use crate::run::pool::Reservation;
 use crate::task::TaskFile;
 use crate::task::events::EventId;
 use crate::task::status::now;
@@ -46,7 +46,7 @@ impl Reserved {
 /// Reserves the caller's context `context_id` for a run.
 ///
 /// # Errors
-/// A busy context, or the session limits (see [`crate::pool::SessionPool::reserve`]).
+/// A busy context, or the session limits (see [`crate::run::pool::SessionPool::reserve`]).
 pub(super) async fn reserve(
     service: &Arc<Service>,
     caller: &Caller,
@@ -121,7 +121,7 @@ pub(super) async fn launch(
     let run_task = async move {
         let ended = driver.clone();
         let task = driven.clone();
-        let scope = crate::pool::scope(&owner, &task.context_id);
+        let scope = crate::run::pool::scope(&owner, &task.context_id);
         // Sent or dropped, either way the task is acknowledged (or nobody waits for it).
         let _ = acknowledgement.await;
         let result = AssertUnwindSafe(run::run(driver, driven, reservation, owner, message))
@@ -185,13 +185,13 @@ pub(super) struct Launched {
 /// Gives a claimed context back if the code holding it stops early (a panic); disarmed once the
 /// claim is handed to the run driver or released.
 struct ClaimGuard {
-    pool: Arc<crate::pool::SessionPool>,
+    pool: Arc<crate::run::pool::SessionPool>,
     tracker: TaskTracker,
     scope: Option<String>,
 }
 
 impl ClaimGuard {
-    fn new(pool: Arc<crate::pool::SessionPool>, tracker: TaskTracker, scope: String) -> Self {
+    fn new(pool: Arc<crate::run::pool::SessionPool>, tracker: TaskTracker, scope: String) -> Self {
         ClaimGuard { pool, tracker, scope: Some(scope) }
     }
 

@@ -2,7 +2,7 @@
 //! operation; how configs are kept in the task file is `push::config`'s.
 //!
 //! A task whose run is in progress is authoritative in memory, so its configs change through the
-//! [`LiveTask`](crate::live::LiveTask) (the run's next write then keeps them). Any other task's
+//! [`LiveTask`](crate::run::live::LiveTask) (the run's next write then keeps them). Any other task's
 //! file is changed under a hold on its context, so no run can start from the old file while we
 //! write the new one.
 
@@ -13,9 +13,9 @@ use futures_util::future::BoxFuture;
 
 use crate::auth::Caller;
 use crate::error::{A2aError, Error};
-use crate::live::LiveTask;
 use crate::push::config::{MIN_PUSH_SECRET_CHARS, upsert};
 use crate::push::{PushFormat, StoredPushConfig};
+use crate::run::live::LiveTask;
 
 use super::Service;
 

@@ -10,9 +10,9 @@ use volcanic_core::tool::ToolStop;
 use volcanic_core::{EventKind, RunFailure, RunHandle, RunOutcome, session::Role};
 
 use crate::auth::Caller;
-use crate::files;
-use crate::live::LiveTask;
-use crate::pool::{Claim, Reservation};
+use crate::run::files;
+use crate::run::live::LiveTask;
+use crate::run::pool::{Claim, Reservation};
 use crate::task::state::state_name;
 
 use super::Service;

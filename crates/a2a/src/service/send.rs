@@ -11,10 +11,10 @@ use tracing::Instrument;
 
 use crate::auth::Caller;
 use crate::error::{A2aError, Error};
-use crate::files;
-use crate::live::LiveTask;
 use crate::push::StoredPushConfig;
 use crate::request::Reply;
+use crate::run::files;
+use crate::run::live::LiveTask;
 use crate::task::id::is_valid_id;
 use crate::task::query::{apply_history_length, history_length};
 use crate::task::state::state_name;

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use crate::auth::Caller;
-use crate::extension::{A2aChatChannel, A2aSessionExtension, WorkspaceSecrets};
-use crate::pool::{Claim, Opening};
+use crate::run::extension::{A2aChatChannel, A2aSessionExtension, WorkspaceSecrets};
+use crate::run::pool::{Claim, Opening};
 
 use super::Service;
 use super::tool_approval::ToolApproval;

@@ -13,7 +13,7 @@ use std::sync::{Mutex, PoisonError};
 use a2a::{Artifact, Part};
 use volcanic_core::redact::Redactor;
 
-use crate::parts::{append_text, text_of};
+use crate::run::parts::{append_text, text_of};
 
 /// The name of the artifact holding the answer.
 pub const RESPONSE_ARTIFACT: &str = "response";

@@ -28,9 +28,9 @@ use tokio::sync::{broadcast, watch};
 
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::Error;
-use crate::event_log::{Event, EventLog, Resumed, Subscription};
-use crate::parts::redact_part;
 use crate::push::StoredPushConfig;
+use crate::run::event_log::{Event, EventLog, Resumed, Subscription};
+use crate::run::parts::redact_part;
 use crate::task::TaskFile;
 use crate::task::events::{EventId, StreamEvent};
 use crate::task::status::{agent_message, now};
@@ -152,7 +152,7 @@ impl LiveTask {
         let response_id = self.answer.id();
         let artifact = file.task.artifacts.iter().flatten().find(|a| a.artifact_id == response_id);
         let (now, generation) = (file.events.position(), file.events.generation());
-        crate::event_log::catch_up(queued, response_id, now, generation, |last| {
+        crate::run::event_log::catch_up(queued, response_id, now, generation, |last| {
             artifact.map(|artifact| self.artifact_update(artifact.clone(), Some(false), last))
         })
     }

@@ -15,8 +15,8 @@ use volcanic_core::tool::{
 use volcanic_core::{Extension, Registrar};
 
 use crate::auth::{A2aWorkspace, Caller, CallerDirectory, CallerEntry};
-use crate::live::LiveTask;
 use crate::push::secrets::PushSecrets;
+use crate::run::live::LiveTask;
 
 /// Reaches an assistant's owner (Telegram: a message in the owner's chat).
 #[async_trait::async_trait]
