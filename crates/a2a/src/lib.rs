@@ -45,13 +45,11 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod inbox;
-mod public_card;
 pub mod push;
 pub mod request;
 pub mod run;
 mod server;
 mod service;
-pub mod signing;
 pub mod task;
 mod tasks;
 pub mod usage;

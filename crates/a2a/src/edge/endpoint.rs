@@ -19,16 +19,16 @@ use tracing::Instrument;
 
 use crate::auth::{Caller, authenticate};
 use crate::binding::{self, generations};
+use crate::card::public::PublicCards;
+use crate::card::signing;
 use crate::edge::fair::{Admission, CallerShares, ConnectionShare, Held};
 use crate::edge::http::{
     asks_to_close, body_error, header_text, json_bytes, refusal, sse, unauthorized,
 };
 use crate::edge::wire::{Call, EdgeError, Wire};
 use crate::error::A2aError;
-use crate::public_card::PublicCards;
 use crate::request::{Binding, Generations, Request, Version};
 use crate::service::{Outcome, Service};
-use crate::signing;
 use crate::task::events::StreamEvent;
 
 /// What the endpoints share: the service, and what only the HTTP edge needs.

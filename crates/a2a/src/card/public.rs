@@ -30,9 +30,9 @@ use sha2::Digest;
 
 use crate::binding;
 use crate::card;
+use crate::card::signing::CardSigner;
 use crate::config::A2aOptions;
 use crate::request::Version;
-use crate::signing::CardSigner;
 
 /// How long clients and caches may reuse the card without asking again.
 const CACHE_CONTROL: &str = "public, max-age=300";

@@ -9,6 +9,9 @@
 //! It is read through [`volcanic_core::safe_file`]: a regular file of at most
 //! [`CONFIG_FILE_CAP`] bytes, not a symbolic link; anything else falls back with a warning.
 
+pub(crate) mod public;
+pub mod signing;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
