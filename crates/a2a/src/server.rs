@@ -1,9 +1,9 @@
 //! The HTTP edge: the axum router (public card, JSON-RPC at `/a2a`, REST under `/a2a/v1`),
 //! authentication before anything else, body caps, SSE, and the server's lifetime.
 //!
-//! Requests are decoded by `binding::{jsonrpc, rest}` into the one internal model, handled by
-//! [`Service::handle`], and encoded back for the caller's binding and version here. The HTTP
-//! layer depends on the service, never the other way round.
+//! Requests are decoded by each binding's `Wire` into the one internal model, handled by
+//! [`Service::handle`], and encoded back for the caller's binding and version by `endpoint`. The
+//! HTTP layer depends on the service, never the other way round.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,20 +20,21 @@ use tokio_util::task::TaskTracker;
 use volcanic_core::SessionFactory;
 
 use crate::auth::CallerDirectory;
+use crate::card::public::PublicCards;
+use crate::card::signing::{self, CardSigner};
 use crate::config::A2aOptions;
-use crate::containment::Containment;
-pub use crate::endpoint::PushHandler;
-use crate::endpoint::{ServerInner, base_url, jsonrpc_endpoint, rest_endpoint};
+pub use crate::edge::endpoint::PushHandler;
+use crate::edge::endpoint::{ServerInner, base_url, endpoint};
+use crate::edge::fair::{CallerCaps, CallerShares};
+use crate::edge::http::{body_error, connection_refusal, header_text, read_body};
+use crate::edge::wire::{JsonRpc, Rest};
 use crate::error::A2aError;
-use crate::extension::OwnerNotifier;
-use crate::fair::{CallerCaps, CallerShares};
-use crate::http::{body_error, connection_refusal, header_text, read_body};
-use crate::pool::SessionPool;
-use crate::public_card::PublicCards;
 use crate::push::guard::GuardError;
 use crate::push::{self, PushSender};
+use crate::run::containment::Containment;
+use crate::run::extension::OwnerNotifier;
+use crate::run::pool::SessionPool;
 use crate::service::Service;
-use crate::signing::{self, CardSigner};
 use crate::task::AcceptedMessages;
 use crate::task::store::TaskStore;
 use crate::tasks::Tasks;
@@ -210,7 +211,7 @@ impl A2aServerBuilder {
                 self.factory,
                 self.options.session_idle_timeout,
                 self.options.max_file_bytes,
-                crate::pool::PoolLimits {
+                crate::run::pool::PoolLimits {
                     max_open: self.options.max_open_sessions,
                     max_per_caller: self.options.max_sessions_per_caller,
                 },
@@ -347,9 +348,9 @@ impl A2aServer {
         let routes = Router::new()
             .route("/.well-known/agent-card.json", get(public_card))
             .route(signing::JWKS_PATH, get(jwks))
-            .route("/a2a", post(jsonrpc_endpoint))
-            .route("/a2a/", post(jsonrpc_endpoint))
-            .route("/a2a/v1/{*path}", any(rest_endpoint))
+            .route("/a2a", post(endpoint::<JsonRpc>))
+            .route("/a2a/", post(endpoint::<JsonRpc>))
+            .route("/a2a/v1/{*path}", any(endpoint::<Rest>))
             .route("/a2a/push/{watch_id}", post(push_receiver));
         edge_layers(routes, limit).with_state(self.inner.clone())
     }
@@ -402,7 +403,7 @@ impl A2aServer {
         }
         let eviction = service.tracker.spawn(service.pool.clone().run_eviction(shutdown.clone()));
         let options = &service.options;
-        let limits = crate::connection::Limits {
+        let limits = crate::edge::connection::Limits {
             header_read_timeout: options.header_read_timeout,
             idle_timeout: options.idle_connection_timeout,
             write_stall_timeout: options.write_stall_timeout,
@@ -415,7 +416,7 @@ impl A2aServer {
         });
         // Graceful, but bounded: a client that never finishes its request (or keeps a stream of a
         // stuck task open) must not hold the server up; its connection is dropped after the grace.
-        crate::connection::serve(
+        crate::edge::connection::serve(
             listener,
             self.router(),
             limits,
@@ -587,7 +588,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
-        let limits = crate::connection::Limits {
+        let limits = crate::edge::connection::Limits {
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(5),
             write_stall_timeout: Duration::from_secs(5),
@@ -595,7 +596,7 @@ mod tests {
             max_header_bytes: 8192,
             max_unauthenticated_per_peer: 4,
         };
-        let serving = tokio::spawn(crate::connection::serve(
+        let serving = tokio::spawn(crate::edge::connection::serve(
             listener,
             edge_layers(routes, 1024),
             limits,

@@ -19,12 +19,12 @@ use crate::approval::{
 };
 use crate::auth::{Caller, CallerApproval};
 use crate::error::{A2aError, Error};
-use crate::parts::text_of;
+use crate::run::parts::text_of;
 use crate::task::status::{agent_message, now};
 use crate::task::{AcceptedMessage, TaskFile};
 
 use super::Service;
-use super::launch::{Reserved, Started, launch, new_task_file, reserve};
+use super::launch::{AtRest, Reserved, Started, launch, new_task_file, reserve};
 use super::retry;
 
 /// The most tasks of one caller that may wait for the owner at once.
@@ -70,7 +70,7 @@ pub(super) async fn request(
     let mut file = new_task_file(caller, &message);
     // The stored history keeps no file bytes (as for any task); the run gets the message as it
     // came, from the request's own file.
-    crate::files::strip_bytes(&mut file.task);
+    crate::run::files::strip_bytes(&mut file.task);
     register(&mut file);
     retry::remember(&mut file, accepted, window);
     wait_for_owner(service, caller, file, message, hops, None).await
@@ -205,9 +205,7 @@ async fn wait_for_owner(
         let (caller, record) = (caller.clone(), record.clone());
         service.tracker.spawn(async move { notifier.requested(&caller, &record).await });
     }
-    let position = file.events.status_position();
-    let generation = file.events.generation();
-    Ok(Started::Finished(Box::new(file.task), position, generation))
+    Ok(Started::AtRest(AtRest::of(file)))
 }
 
 /// Rejects the request when its time runs out (at once for one already past it: after a
@@ -357,7 +355,7 @@ async fn approve(
     }
     // The waiting text goes into the history with the status change, as any old status does.
     file.task.status.message = None;
-    launch(service, caller, file, reserved, message, record.hops, false)
+    launch(service, caller, file, reserved, message)
         .await
         .map_err(|err| DecideError::Failed(A2aError::from(err).to_string()))?;
     tracing::info!(approval = %record.id, caller = %caller.name, task_id = %record.task_id, "the owner approved a task; its run starts");

@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 
 use crate::auth::Caller;
 use crate::error::{A2aError, Error};
-use crate::live::LiveTask;
+use crate::run::live::LiveTask;
 use crate::task::TaskFile;
 use crate::task::state::state_name;
 use crate::task::status::now;

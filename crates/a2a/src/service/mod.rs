@@ -24,6 +24,7 @@ mod push_config;
 mod retry;
 mod run;
 mod send;
+mod session;
 mod stream;
 mod subscribe;
 mod tool_approval;
@@ -38,10 +39,10 @@ use tokio_util::task::TaskTracker;
 use crate::auth::{Caller, CallerDirectory};
 use crate::config::A2aOptions;
 use crate::error::{A2aError, Error};
-use crate::extension::OwnerNotifier;
-use crate::pool::SessionPool;
 use crate::push::{PushSender, UrlCheck};
 use crate::request::{Generations, Reply, Request};
+use crate::run::extension::OwnerNotifier;
+use crate::run::pool::SessionPool;
 use crate::task::AcceptedMessages;
 use crate::task::events::StreamEvent;
 use crate::tasks::Tasks;
@@ -88,6 +89,17 @@ pub enum Outcome {
         generation: Option<u64>,
     },
     Stream(EventStream),
+}
+
+/// How a send is answered, decided once from its operation and configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendAnswer {
+    /// SendStreamingMessage: the task, then its events as they happen.
+    Stream,
+    /// SendMessage: the task once its run has ended or is interrupted.
+    Settled,
+    /// SendMessage with `returnImmediately`: the task as soon as it exists, written durably.
+    Immediately,
 }
 
 impl Outcome {
@@ -139,9 +151,17 @@ impl Service {
     ) -> Result<Outcome, Error> {
         let if_match = generations.if_match;
         match request {
-            Request::SendMessage(params) => send::send(self, caller, params, false, if_match).await,
+            Request::SendMessage(params) => {
+                let answer = match params.request.configuration.as_ref() {
+                    Some(config) if config.return_immediately == Some(true) => {
+                        SendAnswer::Immediately
+                    }
+                    Some(_) | None => SendAnswer::Settled,
+                };
+                send::send(self, caller, params, answer, if_match).await
+            }
             Request::SendStreamingMessage(params) => {
-                send::send(self, caller, params, true, if_match).await
+                send::send(self, caller, params, SendAnswer::Stream, if_match).await
             }
             Request::GetTask(req) => {
                 let (reply, generation) =

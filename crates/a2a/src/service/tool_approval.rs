@@ -21,14 +21,14 @@ use super::Service;
 pub(crate) struct ToolApproval {
     service: std::sync::Weak<Service>,
     caller: Caller,
-    channel: Arc<crate::extension::A2aChatChannel>,
+    channel: Arc<crate::run::extension::A2aChatChannel>,
 }
 
 impl ToolApproval {
     pub(crate) fn new(
         service: std::sync::Weak<Service>,
         caller: Caller,
-        channel: Arc<crate::extension::A2aChatChannel>,
+        channel: Arc<crate::run::extension::A2aChatChannel>,
     ) -> Self {
         ToolApproval { service, caller, channel }
     }

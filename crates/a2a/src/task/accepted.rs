@@ -1,4 +1,4 @@
-//! Safe retries (issue 21): the messages each caller has had accepted, so that a SendMessage that
+//! Safe retries (docs/a2a.md, "Safe retries"): the messages each caller has had accepted, so that a SendMessage that
 //! repeats one returns the task the first made instead of starting a second run.
 //!
 //! A message is known per caller by its `messageId` and compared by its [`digest`]: the SHA-256
@@ -32,9 +32,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use super::error::StoreError;
 use super::path::task_files;
 use super::path::tasks_dir;
-use crate::error::{A2aError, Error};
 
 /// What a task file keeps of a message that created or continued the task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,9 +179,9 @@ impl AcceptedMessages {
     /// concurrent first sends wait for the one fill).
     ///
     /// # Errors
-    /// [`A2aError::Internal`] when the blocking pool fails the fill (logged); the next send
+    /// [`StoreError::Broken`] when the blocking pool fails the fill (logged); the next send
     /// tries again.
-    pub async fn workspace(&self, workspace: &Path) -> Result<Arc<WorkspaceRecords>, Error> {
+    pub async fn workspace(&self, workspace: &Path) -> Result<Arc<WorkspaceRecords>, StoreError> {
         let records = {
             let mut workspaces = self.workspaces.lock().unwrap_or_else(PoisonError::into_inner);
             match workspaces.get(workspace) {
@@ -212,7 +212,7 @@ impl AcceptedMessages {
                 .await
                 .map_err(|err| {
                     tracing::error!(error = %err, "reading the accepted messages of task files failed");
-                    Error::from(A2aError::Internal)
+                    StoreError::Broken
                 })?;
                 let mut callers = records.lock();
                 for (caller, mut found) in found {
@@ -228,7 +228,7 @@ impl AcceptedMessages {
                         );
                     }
                 }
-                Ok::<(), Error>(())
+                Ok::<(), StoreError>(())
             })
             .await?;
         Ok(records)

@@ -1,5 +1,5 @@
 //! What a task status is made of besides its state: the agent's status message and the
-//! timestamp, at the millisecond precision the protocol asks for (PROTOCOL.md §1). The run, the
+//! timestamp, at the millisecond precision the protocol asks for (A2A 1.0.1 §5.6.1). The run, the
 //! operations and restart recovery all build statuses with these; it knows only the wire types.
 
 use chrono::SubsecRound;

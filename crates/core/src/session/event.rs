@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::message::{Message, ToolResult, Usage};
+use crate::tool::ToolStop;
 
 /// One event of a session, with its envelope.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,8 +106,8 @@ pub struct RunSettled {
 pub enum RunOutcome {
     /// The model answered without calling tools.
     Completed,
-    /// A tool ended the run (for example `request_input`); `data` is what the tool returned.
-    StoppedByTool { tool: String, call_id: String, data: Value },
+    /// A tool ended the run (for example `request_input`), for the reason it gave.
+    StoppedByTool { tool: String, call_id: String, stop: ToolStop },
     /// `abort` was called.
     Aborted,
     /// The provider failed (after retries) or the run broke.

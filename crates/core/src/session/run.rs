@@ -243,11 +243,11 @@ impl<'a> Run<'a> {
             let mut stop = None;
             for call in calls {
                 let output = self.call_tool(&call).await;
-                if let (ToolControl::EndRun { data }, None) = (&output.control, &stop) {
+                if let (ToolControl::EndRun(reason), None) = (&output.control, &stop) {
                     stop = Some(RunOutcome::StoppedByTool {
                         tool: call.name.clone(),
                         call_id: call.id.clone(),
-                        data: data.clone(),
+                        stop: reason.clone(),
                     });
                 }
                 let result = ToolResult {

@@ -157,9 +157,17 @@ impl ToolOutput {
 pub enum ToolControl {
     /// Go on: the model sees the result in its next call.
     Continue,
-    /// Finish the current batch of tool calls, then settle the run as stopped by this tool with
-    /// this data (the A2A `request_input` tool uses it).
-    EndRun { data: Value },
+    /// Finish the current batch of tool calls, then settle the run as stopped by this tool, for
+    /// this reason.
+    EndRun(ToolStop),
+}
+
+/// Why a tool ends the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolStop {
+    /// The run waits for the answer to `question` from the other side of the conversation; the
+    /// answer arrives as the next prompt (the A2A `request_input` tool).
+    InputRequired { question: String },
 }
 
 /// A failed tool call; the message goes back to the model.

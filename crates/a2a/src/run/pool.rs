@@ -26,7 +26,7 @@ use volcanic_core::{Extension, Session, SessionFactory, SessionOptions};
 
 use crate::auth::Caller;
 use crate::error::Error;
-use crate::extension::A2aChatChannel;
+use crate::run::extension::A2aChatChannel;
 
 /// How many times a claim waits for its context's session to finish closing before giving up.
 const CLOSE_WAITS: usize = 3;
@@ -229,7 +229,7 @@ impl Drop for Opening {
 pub struct SessionPool {
     factory: Arc<SessionFactory>,
     /// Which tools callers' sessions get and the sandbox they run in.
-    containment: crate::containment::Containment,
+    containment: crate::run::containment::Containment,
     /// The environment of callers' tools.
     caller_env: Arc<volcanic_core::exec::ExecEnv>,
     idle_timeout: Duration,
@@ -255,7 +255,7 @@ impl SessionPool {
     ) -> Self {
         SessionPool {
             factory,
-            containment: crate::containment::Containment::Off,
+            containment: crate::run::containment::Containment::Off,
             caller_env: Arc::default(),
             idle_timeout,
             max_file_bytes,
@@ -282,8 +282,8 @@ impl SessionPool {
     /// The pool with callers' sessions contained this way (default: [`Containment::Off`], for
     /// tests of the pool alone; the server always sets it).
     ///
-    /// [`Containment::Off`]: crate::containment::Containment::Off
-    pub fn with_containment(mut self, containment: crate::containment::Containment) -> Self {
+    /// [`Containment::Off`]: crate::run::containment::Containment::Off
+    pub fn with_containment(mut self, containment: crate::run::containment::Containment) -> Self {
         self.containment = containment;
         self
     }

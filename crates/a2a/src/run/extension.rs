@@ -9,12 +9,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::{Value, json};
 use volcanic_core::provider::ToolSpec;
 use volcanic_core::redact::{Secret, SecretSnapshot, SecretSource};
-use volcanic_core::tool::{Tool, ToolContext, ToolControl, ToolError, ToolOutput, parse_args};
+use volcanic_core::tool::{
+    Tool, ToolContext, ToolControl, ToolError, ToolOutput, ToolStop, parse_args,
+};
 use volcanic_core::{Extension, Registrar};
 
 use crate::auth::{A2aWorkspace, Caller, CallerDirectory, CallerEntry};
-use crate::live::LiveTask;
 use crate::push::secrets::PushSecrets;
+use crate::run::live::LiveTask;
 
 /// Reaches an assistant's owner (Telegram: a message in the owner's chat).
 #[async_trait::async_trait]
@@ -172,8 +174,9 @@ impl volcanic_core::extension::ModelGate for DailyCaps {
 /// `request_input {question}`.
 struct RequestInputTool;
 
-/// The tool name the run mapping looks for.
-pub const REQUEST_INPUT: &str = "request_input";
+/// The tool's name, as the model sees it. It ends the run with
+/// [`ToolStop::InputRequired`], which the run driver makes the task's input-required state.
+const REQUEST_INPUT: &str = "request_input";
 
 #[async_trait::async_trait]
 impl Tool for RequestInputTool {
@@ -203,7 +206,7 @@ their answer arrives as the next message."
             return Err(ToolError("the question must not be empty".into()));
         }
         Ok(ToolOutput {
-            control: ToolControl::EndRun { data: json!({ "question": args.question }) },
+            control: ToolControl::EndRun(ToolStop::InputRequired { question: args.question }),
             ..ToolOutput::text(
                 "Question sent to the caller. Your turn ends now; their answer will arrive as the next message.",
             )
