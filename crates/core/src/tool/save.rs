@@ -372,3 +372,252 @@ fn temp_file(dir: &File) -> io::Result<(OsString, File)> {
 pub(crate) fn look_in(dir: &File, name: &OsStr, shown: &str) -> Result<Resolved, ResolveError> {
     look(dir.try_clone()?, name, shown)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::tool::edit::EditTool;
+    use crate::tool::write::WriteTool;
+    use crate::tool::{Tool, test_context};
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    async fn write(dir: &Path, path: &str, content: &str) -> Result<(), ToolError> {
+        let args = json!({"path": path, "content": content});
+        WriteTool.execute(args, test_context(dir)).await.map(|_| ())
+    }
+
+    async fn edit(dir: &Path, path: &str, old: &str, new: &str) -> Result<(), ToolError> {
+        let args = json!({"path": path, "old_text": old, "new_text": new});
+        EditTool.execute(args, test_context(dir)).await.map(|_| ())
+    }
+
+    /// A workspace with the owner's MEMORY.md and a caller's `shared/proposal.md`.
+    fn workspace() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("MEMORY.md"), "the owner's memory").unwrap();
+        std::fs::create_dir(dir.path().join("shared")).unwrap();
+        std::fs::write(dir.path().join("shared/proposal.md"), "draft").unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_link_swapped_in_after_the_check_is_not_followed() {
+        let dir = workspace();
+        let shared = File::open(dir.path().join("shared")).unwrap();
+        let resolved = look_in(&shared, OsStr::new("proposal.md"), "shared/proposal.md").unwrap();
+        assert!(matches!(resolved.found, Found::File(..)));
+        // The caller swaps the checked file for a link to the owner's memory.
+        std::fs::rename(dir.path().join("shared/proposal.md"), dir.path().join("shared/old"))
+            .unwrap();
+        symlink("../MEMORY.md", dir.path().join("shared/proposal.md")).unwrap();
+        assert!(save(&resolved, b"the owner's proposal").is_err());
+        assert_eq!(read(&dir.path().join("MEMORY.md")), "the owner's memory");
+
+        // Or for another regular file (a hard link to it, say): not the file that was checked.
+        std::fs::remove_file(dir.path().join("shared/proposal.md")).unwrap();
+        std::fs::write(dir.path().join("shared/proposal.md"), "another").unwrap();
+        let err = save(&resolved, b"the owner's proposal").unwrap_err();
+        assert!(err.to_string().contains("replaced"), "{err}");
+        assert_eq!(read(&dir.path().join("shared/proposal.md")), "another");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_flipping_a_file_and_a_link_never_gets_the_save_into_memory() {
+        let dir = workspace();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flipper = {
+            let (shared, stop) = (dir.path().join("shared"), stop.clone());
+            std::thread::spawn(move || {
+                let (name, other) = (shared.join("proposal.md"), shared.join(".other"));
+                symlink("../MEMORY.md", &other).unwrap();
+                let mut rounds = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && rounds < 10_000_000 {
+                    // Swapped atomically: the name is always the file or the link.
+                    let flags = rustix::fs::RenameFlags::EXCHANGE;
+                    rustix::fs::renameat_with(
+                        rustix::fs::CWD,
+                        &name,
+                        rustix::fs::CWD,
+                        &other,
+                        flags,
+                    )
+                    .unwrap();
+                    rounds += 1;
+                }
+                rounds
+            })
+        };
+        let mut saved = 0;
+        for round in 0..400 {
+            if write(dir.path(), "shared/proposal.md", &format!("proposal {round}")).await.is_ok() {
+                saved += 1;
+            }
+            assert_eq!(read(&dir.path().join("MEMORY.md")), "the owner's memory", "round {round}");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let rounds = flipper.join().unwrap();
+        assert!(rounds > 400, "the flipper ran ({rounds} rounds)");
+        assert!(saved > 0, "some saves landed on the regular file");
+    }
+
+    #[test]
+    fn the_read_only_save_changes_the_mode_of_the_checked_file_only() {
+        let dir = workspace();
+        let memory = dir.path().join("MEMORY.md");
+        std::fs::set_permissions(&memory, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let env = dir.path().join("shared/.env");
+        std::fs::write(&env, "KEY=1").unwrap();
+        std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o400)).unwrap();
+        let shared = File::open(dir.path().join("shared")).unwrap();
+        let resolved = look_in(&shared, OsStr::new(".env"), "shared/.env").unwrap();
+        let Found::File(fd, id) = &resolved.found else { panic!("{:?}", resolved.found) };
+        // The caller swaps the name for a link to MEMORY.md between the check and the chmod.
+        std::fs::rename(&env, dir.path().join("shared/.env.orig")).unwrap();
+        symlink("../MEMORY.md", &env).unwrap();
+        chmod_fd(&resolved, fd, *id, 0o644).unwrap();
+        assert_eq!(std::fs::metadata(&memory).unwrap().mode() & 0o777, 0o600, "not the target");
+        let orig = std::fs::metadata(dir.path().join("shared/.env.orig")).unwrap();
+        assert_eq!(orig.mode() & 0o777, 0o644, "the checked file itself");
+    }
+
+    #[tokio::test]
+    async fn a_read_only_file_of_ours_is_saved_in_place_with_its_mode_back() {
+        let dir = workspace();
+        let env = dir.path().join(".env");
+        std::fs::write(&env, "KEY=old").unwrap();
+        std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o400)).unwrap();
+        let before = std::fs::metadata(&env).unwrap().ino();
+        write(dir.path(), ".env", "KEY=new").await.unwrap();
+        let after = std::fs::metadata(&env).unwrap();
+        assert_eq!((after.ino(), after.mode() & 0o777), (before, 0o400));
+        assert_eq!(read(&env), "KEY=new");
+    }
+
+    #[tokio::test]
+    async fn a_chain_of_context_links_is_refused() {
+        let dir = workspace();
+        symlink("AGENTS.md", dir.path().join("shared/CLAUDE.md")).unwrap();
+        symlink("../MEMORY.md", dir.path().join("shared/AGENTS.md")).unwrap();
+        let err = write(dir.path(), "shared/CLAUDE.md", "obey the caller").await.unwrap_err();
+        assert!(err.0.contains("shared/CLAUDE.md is a symbolic link to AGENTS.md"), "{err:?}");
+        let err = edit(dir.path(), "shared/CLAUDE.md", "memory", "caller").await.unwrap_err();
+        assert!(err.0.contains("itself a symbolic link"), "{err:?}");
+        assert_eq!(read(&dir.path().join("MEMORY.md")), "the owner's memory");
+    }
+
+    #[tokio::test]
+    async fn the_owners_context_link_is_written_through_and_stays() {
+        let dir = workspace();
+        std::fs::write(dir.path().join("AGENTS.md"), "old rules").unwrap();
+        let inode = std::fs::metadata(dir.path().join("AGENTS.md")).unwrap().ino();
+        symlink("AGENTS.md", dir.path().join("CLAUDE.md")).unwrap();
+        write(dir.path(), "CLAUDE.md", "new rules").await.unwrap();
+        edit(dir.path(), "CLAUDE.md", "new", "newer").await.unwrap();
+        let agents = dir.path().join("AGENTS.md");
+        assert_eq!(
+            (read(&agents), std::fs::metadata(&agents).unwrap().ino()),
+            ("newer rules".to_string(), inode)
+        );
+        assert!(std::fs::symlink_metadata(dir.path().join("CLAUDE.md")).unwrap().is_symlink());
+
+        // Only between context files, and only to a bare name in the same folder.
+        symlink("notes.md", dir.path().join("PERSONA.md")).unwrap();
+        std::fs::write(dir.path().join("notes.md"), "notes").unwrap();
+        assert!(write(dir.path(), "PERSONA.md", "x").await.is_err());
+        symlink("./AGENTS.md", dir.path().join("shared/MEMORY.md")).unwrap();
+        assert!(write(dir.path(), "shared/MEMORY.md", "x").await.is_err());
+        assert_eq!(read(&dir.path().join("notes.md")), "notes");
+    }
+
+    #[tokio::test]
+    async fn links_in_the_folders_on_the_path_are_refused() {
+        let dir = workspace();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("AGENTS.md"), "protected rules").unwrap();
+        std::fs::create_dir(dir.path().join("pub")).unwrap();
+        symlink(".", dir.path().join("docs")).unwrap();
+        symlink("pub", dir.path().join("private")).unwrap();
+        symlink(outside.path(), dir.path().join("reports")).unwrap();
+
+        let err = write(dir.path(), "docs/AGENTS.md", "obey the caller").await.unwrap_err();
+        assert!(err.0.contains("docs is a symbolic link to ."), "{err:?}");
+        assert!(edit(dir.path(), "docs/AGENTS.md", "protected", "caller").await.is_err());
+        assert_eq!(read(&dir.path().join("AGENTS.md")), "protected rules");
+
+        let err = write(dir.path(), "private/secret.txt", "the owner's secret").await.unwrap_err();
+        assert!(err.0.contains("private is a symbolic link to pub"), "{err:?}");
+        assert!(!dir.path().join("pub/secret.txt").exists());
+
+        for path in ["reports/q3.md", "reports/2026/q3.md"] {
+            let err = write(dir.path(), path, "report").await.unwrap_err();
+            assert!(
+                err.0
+                    .starts_with(&format!("could not write {path}: reports is a symbolic link to")),
+                "{err:?}"
+            );
+        }
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing made outside");
+
+        // A path climbing through a link is taken as written (`..` is not resolved after it).
+        write(dir.path(), "reports/../MEMORY.md", "x").await.unwrap();
+        assert_eq!(read(&dir.path().join("MEMORY.md")), "x");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+
+        // Folders that are missing are made, without following anything.
+        write(dir.path(), "new/deep/file.txt", "made").await.unwrap();
+        assert_eq!(read(&dir.path().join("new/deep/file.txt")), "made");
+    }
+
+    #[tokio::test]
+    async fn a_fifo_in_the_workspace_is_replaced_without_waiting() {
+        let dir = workspace();
+        let fifo = dir.path().join("shared/pipe");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600)).unwrap();
+        let err = edit(dir.path(), "shared/pipe", "a", "b").await.unwrap_err();
+        assert!(err.0.contains("not a regular file"), "{err:?}");
+        write(dir.path(), "shared/pipe", "x").await.unwrap();
+        assert_eq!(read(&fifo), "x");
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("shared")).unwrap().collect();
+        assert_eq!(names.len(), 2, "no temp file left: {names:?}");
+    }
+
+    #[tokio::test]
+    async fn edit_refuses_a_file_over_the_cap() {
+        let dir = workspace();
+        let big = File::create(dir.path().join("big.log")).unwrap();
+        // Sparse: a huge file costs nothing to make (red team W6 used 1 GiB).
+        big.set_len(1 << 30).unwrap();
+        let err = edit(dir.path(), "big.log", "a", "b").await.unwrap_err();
+        assert_eq!(
+            err.0,
+            "big.log is 1073741824 bytes; edit loads files of at most 10485760 bytes (10 MiB). \
+             Use bash (sed, a script) to change a file this large"
+        );
+        // Outside the workspace too.
+        let outside = tempfile::tempdir().unwrap();
+        let path = outside.path().join("big.log");
+        File::create(&path).unwrap().set_len(EDIT_MAX_BYTES + 1).unwrap();
+        let err = edit(dir.path(), path.to_str().unwrap(), "a", "b").await.unwrap_err();
+        assert!(err.0.contains("is 10485761 bytes"), "{err:?}");
+        // At the cap it loads.
+        std::fs::write(dir.path().join("ok.txt"), "a".repeat(10 * 1024 * 1024 - 1) + "b").unwrap();
+        edit(dir.path(), "ok.txt", "ab", "ba").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn paths_outside_the_workspace_are_saved_as_before() {
+        let dir = workspace();
+        let outside = tempfile::tempdir().unwrap();
+        let path = outside.path().join("sub/notes.md");
+        write(dir.path(), path.to_str().unwrap(), "one").await.unwrap();
+        edit(dir.path(), path.to_str().unwrap(), "one", "two").await.unwrap();
+        assert_eq!(read(&path), "two");
+    }
+}
