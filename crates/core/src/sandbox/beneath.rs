@@ -9,6 +9,9 @@
 //! path fails with `ELOOP`, a file where a folder belongs with `ENOTDIR`), and the result is an
 //! open file descriptor: bwrap then binds that very folder (`--bind-fd`), whatever the name
 //! points at by the time it mounts.
+//!
+//! The `write` and `edit` tools walk a workspace path the same way before they save (see
+//! `tool::save`).
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
