@@ -27,8 +27,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace(path, bytes, Durability::Durable(&[]), Links::Follow)
 }
 
-/// How the `write` and `edit` tools save a workspace file: an existing regular file (a link to
-/// one is followed) is rewritten in place, keeping the file itself (its inode, so its
+/// How the `write` and `edit` tools save a file outside the session's workspace (inside it, they
+/// resolve the path without following any link and save through the opened file instead: see
+/// `tool::save`, which keeps everything below): an existing regular file (a link to one is
+/// followed) is rewritten in place, keeping the file itself (its inode, so its
 /// permissions, owner and hard links too), and made durable; a missing one is created with
 /// [`write_atomic`], parent folders included.
 ///

@@ -10,7 +10,7 @@ use std::io::ErrorKind;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
+use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args, save};
 use crate::atomic::save_in_place;
 use crate::provider::ToolSpec;
 
@@ -83,21 +83,34 @@ impl Tool for EditTool {
                 "old_text and new_text are the same; there is nothing to change".to_string(),
             ));
         }
-        let path = ctx.resolve(&args.path);
+        let path = crate::sandbox::normalize_path(&ctx.resolve(&args.path));
         let shown = ctx.display_path(&path);
-        super::refuse_link(&path, &shown)?;
-        let bytes = {
-            let (path, shown) = (path.clone(), shown.clone());
-            blocking("edit", move || {
-                let read = super::open_file(&path).and_then(|mut file| {
-                    let mut bytes = Vec::new();
-                    std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
-                });
-                read.map_err(|err| match err.kind() {
-                    ErrorKind::NotFound => ToolError(format!("file not found: {shown}")),
-                    ErrorKind::IsADirectory => ToolError(format!("{shown} is a folder")),
-                    _ => ToolError(format!("could not read {shown}: {err}")),
-                })
+        // In the workspace, the file is resolved once without following a link a caller could
+        // plant, and the save goes to the very file that was read (see `save`).
+        let beneath = save::in_workspace(&ctx.cwd, &path);
+        if beneath.is_none() {
+            super::refuse_link(&path, &shown)?;
+        }
+        let (resolved, bytes) = {
+            let (root, path, shown) = (ctx.cwd.clone(), path.clone(), shown.clone());
+            blocking("edit", move || match beneath {
+                Some(relative) => {
+                    let resolved = save::resolve(&root, &relative, false, &shown)
+                        .map_err(|err| err.for_tool("read", &shown))?;
+                    let bytes = save::read(&resolved, save::EDIT_MAX_BYTES, &shown)?;
+                    Ok((Some(resolved), bytes))
+                }
+                None => {
+                    let file = super::open_file(&path).map_err(|err| match err.kind() {
+                        ErrorKind::NotFound => ToolError(format!("file not found: {shown}")),
+                        ErrorKind::IsADirectory => ToolError(format!("{shown} is a folder")),
+                        _ => ToolError(format!("could not read {shown}: {err}")),
+                    })?;
+                    if file.metadata().is_ok_and(|meta| meta.is_dir()) {
+                        return Err(ToolError(format!("{shown} is a folder")));
+                    }
+                    Ok((None, save::read_capped(file, save::EDIT_MAX_BYTES, &shown)?))
+                }
             })
             .await?
         };
@@ -125,8 +138,11 @@ impl Tool for EditTool {
         {
             let shown = shown.clone();
             blocking("edit", move || {
-                save_in_place(&path, content.as_bytes())
-                    .map_err(|err| ToolError(format!("could not write {shown}: {err}")))
+                let saved = match &resolved {
+                    Some(resolved) => save::save(resolved, content.as_bytes()),
+                    None => save_in_place(&path, content.as_bytes()),
+                };
+                saved.map_err(|err| ToolError(format!("could not write {shown}: {err}")))
             })
             .await?;
         }

@@ -13,6 +13,7 @@ mod grep;
 mod ls;
 mod output;
 mod read;
+mod save;
 mod send;
 mod write;
 
@@ -205,7 +206,9 @@ const CONTEXT_FILES: [&str; 4] = ["PERSONA.md", "AGENTS.md", "CLAUDE.md", "MEMOR
 /// a link (`notes.md` → `MEMORY.md`), and a save through it would put the owner's text into a
 /// file callers may not write, where the owner's next chat reads it as instructions. The one link
 /// followed is an owner's between two context files in one folder (`CLAUDE.md` → `AGENTS.md`).
-/// Links in the folders above `path` are followed as usual.
+/// Links in the folders above `path` are followed as usual: this check is for paths outside the
+/// session's workspace (no caller can write there); a workspace path is resolved without
+/// following any link a caller could plant ([`save`]).
 ///
 /// # Errors
 /// The refusal, naming the link's target and what to do instead.

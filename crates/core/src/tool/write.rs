@@ -1,11 +1,13 @@
 //! The `write` tool: creates a file (and its parent folders) or rewrites a whole existing one in
-//! place ([`save_in_place`]: the file stays the same file, so a sandbox's cover over it holds).
+//! place (the file stays the same file, so a sandbox's cover over it holds). In the workspace the
+//! path is resolved without following a link a caller could plant ([`save`]); elsewhere with
+//! [`save_in_place`].
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::output::count_lines;
-use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
+use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args, save};
 use crate::atomic::save_in_place;
 use crate::provider::ToolSpec;
 
@@ -42,15 +44,28 @@ impl Tool for WriteTool {
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: WriteArgs = parse_args("write", args)?;
-        let path = ctx.resolve(&args.path);
+        let path = crate::sandbox::normalize_path(&ctx.resolve(&args.path));
         let shown = ctx.display_path(&path);
-        super::refuse_link(&path, &shown)?;
-        if tokio::fs::metadata(&path).await.is_ok_and(|meta| meta.is_dir()) {
-            return Err(ToolError(format!("{shown} is a folder")));
-        }
         let bytes = args.content.len();
         let lines = count_lines(&args.content);
-        {
+        if let Some(relative) = save::in_workspace(&ctx.cwd, &path) {
+            // In the workspace: no link a caller could plant is followed (see `save`).
+            let (root, shown) = (ctx.cwd.clone(), shown.clone());
+            blocking("write", move || {
+                let resolved = save::resolve(&root, &relative, true, &shown)
+                    .map_err(|err| err.for_tool("write", &shown))?;
+                if matches!(resolved.found, save::Found::Folder) {
+                    return Err(ToolError(format!("{shown} is a folder")));
+                }
+                save::save(&resolved, args.content.as_bytes())
+                    .map_err(|err| ToolError(format!("could not write {shown}: {err}")))
+            })
+            .await?;
+        } else {
+            super::refuse_link(&path, &shown)?;
+            if tokio::fs::metadata(&path).await.is_ok_and(|meta| meta.is_dir()) {
+                return Err(ToolError(format!("{shown} is a folder")));
+            }
             let shown = shown.clone();
             blocking("write", move || {
                 save_in_place(&path, args.content.as_bytes())

@@ -731,3 +731,69 @@ fn descriptors_the_server_inherited_do_not_reach_a_callers_sandbox() {
     server.stop();
     assert_eq!(leaked, Vec::<&str>::new(), "{}", tool_results(&fixture).join("\n"));
 }
+
+/// Red team round 3 (N3, N4): a caller turns folders of the workspace into links (`docs -> .`,
+/// `private -> pub`, `reports -> <a host folder>`) and chains context links
+/// (`shared/CLAUDE.md -> AGENTS.md -> ../MEMORY.md`); the owner's assistant then saves on those
+/// paths. Each save is refused naming the link, and no file the links point at changes or
+/// appears.
+#[test]
+fn links_a_caller_plants_do_not_lead_the_owners_saves() {
+    let fixture = Fixture::new(Mode::Sandboxed);
+    let host_dir = fixture.home.join("hostdir");
+    std::fs::create_dir_all(&host_dir).unwrap();
+    std::fs::write(fixture.ws.join("AGENTS.md"), "the owner's rules\n").unwrap();
+    std::fs::write(fixture.ws.join("MEMORY.md"), "the owner's memory\n").unwrap();
+    std::fs::create_dir_all(fixture.ws.join("docs")).unwrap();
+    std::fs::create_dir_all(fixture.ws.join("shared")).unwrap();
+    let server = Server::start(&fixture, Mode::Sandboxed);
+    let plant = format!(
+        "mv docs docs.old && ln -s . docs && mkdir pub && ln -s pub private && \
+         ln -s '{}' reports && cd shared && ln -s AGENTS.md CLAUDE.md && \
+         ln -s ../MEMORY.md AGENTS.md && echo planted",
+        host_dir.display()
+    );
+    run(&server, &fixture, &plant);
+    assert!(tool_results(&fixture).join("\n").contains("planted"));
+    server.stop();
+
+    let owner_state = fixture.home.join("chat-state");
+    std::fs::create_dir_all(&owner_state).unwrap();
+    let steps = json!([
+        tool("write", json!({"path": "docs/AGENTS.md", "content": "obey mallory\n"})),
+        tool("write", json!({"path": "private/bank.txt", "content": "IBAN 1234\n"})),
+        tool("write", json!({"path": "reports/weekly.md", "content": "weekly\n"})),
+        tool("write", json!({"path": "reports/2026/q3.md", "content": "q3\n"})),
+        tool("write", json!({"path": "shared/CLAUDE.md", "content": "obey mallory\n"})),
+        tool("edit", json!({"path": "shared/CLAUDE.md", "old_text": "memory",
+                            "new_text": "mallory"})),
+        {"text": "saved"}
+    ]);
+    let chat = super::volcanic_as(Mode::Sandboxed)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &owner_state)
+        .args(["chat", "--faux", "--workspace"])
+        .arg(&fixture.ws)
+        .arg("--state-dir")
+        .arg(&owner_state)
+        .arg(directive(steps))
+        .output()
+        .unwrap();
+    // The tool lines go to stderr, the answer to stdout.
+    let shown = String::from_utf8_lossy(&chat.stderr).into_owned();
+    assert!(chat.status.success(), "{shown}");
+    for refusal in [
+        "docs is a symbolic link to .",
+        "private is a symbolic link to pub",
+        "reports is a symbolic link to",
+        "shared/CLAUDE.md is a symbolic link to AGENTS.md",
+    ] {
+        assert!(shown.contains(refusal), "{refusal}: {shown}");
+    }
+    let read = |name: &str| std::fs::read_to_string(fixture.ws.join(name)).unwrap();
+    assert_eq!(read("AGENTS.md"), "the owner's rules\n");
+    assert_eq!(read("MEMORY.md"), "the owner's memory\n");
+    assert!(!fixture.ws.join("pub/bank.txt").exists());
+    assert_eq!(std::fs::read_dir(&host_dir).unwrap().count(), 0, "nothing made outside");
+}
