@@ -201,7 +201,11 @@ async fn sse_stream_outlives_every_connection_timeout() {
 /// Waits for a task file in `state` (the task `id`, or any).
 async fn wait_for_task_state(server: &TestServer, id: Option<&str>, state: &str) -> Value {
     let dir = server.ws().join(".volcanic/a2a/tasks");
-    tokio::time::timeout(DEADLINE, async {
+    // 1,100 chunks and a 6 MiB answer take a debug build seconds alone, and many times that on
+    // a machine running other builds (CI once timed out at 20 s with a load average of 18). The
+    // bound is there so a run the stuck stream stalls fails the test instead of hanging it.
+    let heavy = DEADLINE * 6;
+    tokio::time::timeout(heavy, async {
         loop {
             for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
                 let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
@@ -301,7 +305,11 @@ async fn late_reader_sees_the_answer_once_and_the_final_status(delay_ms: u64) {
     // Not `wait_for_task_state`: parsing the 6 MiB task file every few milliseconds on the
     // test's thread (the server's too) would slow the run it waits for.
     let dir = server.ws().join(".volcanic/a2a/tasks");
-    tokio::time::timeout(DEADLINE, async {
+    // 1,100 chunks and a 6 MiB answer take a debug build seconds alone, and many times that on
+    // a machine running other builds (CI once timed out at 20 s with a load average of 18). The
+    // bound is there so a run the stuck stream stalls fails the test instead of hanging it.
+    let heavy = DEADLINE * 6;
+    tokio::time::timeout(heavy, async {
         loop {
             let mut entries = tokio::fs::read_dir(&dir).await.unwrap();
             while let Some(entry) = entries.next_entry().await.unwrap() {
@@ -315,7 +323,7 @@ async fn late_reader_sees_the_answer_once_and_the_final_status(delay_ms: u64) {
     })
     .await
     .expect("the run did not complete in time");
-    let body = tokio::time::timeout(DEADLINE, response.text()).await.unwrap().unwrap();
+    let body = tokio::time::timeout(heavy, response.text()).await.unwrap().unwrap();
     let (streamed, last) = streamed_answer(&body);
     assert_eq!(
         last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
