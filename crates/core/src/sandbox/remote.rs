@@ -30,6 +30,10 @@ use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 /// Longest wait for a new host's first answer.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long a launcher that gave up may take to exit and say why.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
 /// Bytes of bwrap's own error output kept for the message when a start fails.
 const MAX_STDERR_BYTES: usize = 4096;
 /// How much longer than the longest bash timeout the session waits for a call's reply before it
@@ -250,7 +254,13 @@ impl ToolHost {
                 running.tasks.push(stderr_task);
                 Ok(running)
             }
-            Ok(Err(_)) | Err(_) => {
+            failed => {
+                // The launcher closes its stdout (the tool host's pipe) when it gives up, a moment
+                // before it writes why to stderr: let it exit before the kill, or the reason is
+                // lost (seen as "did not start" with nothing said).
+                if failed.is_ok() {
+                    let _ = tokio::time::timeout(EXIT_WAIT, running.child.wait()).await;
+                }
                 drop(running);
                 // bwrap has exited or been killed: its error output ends soon.
                 if tokio::time::timeout(Duration::from_secs(1), &mut stderr_task).await.is_err() {
