@@ -4,7 +4,7 @@
 //!
 //! Writes to stdout go through [`Printer::out`], which ignores a closed pipe (`… | head`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -54,6 +54,9 @@ pub struct Printer {
     open_line: bool,
     /// Artifacts whose text has been printed, so that a replacing update starts a new line.
     shown: HashSet<String>,
+    /// The text each streamed artifact holds so far, so that a status repeating it is not
+    /// printed twice.
+    streamed: HashMap<String, String>,
 }
 
 impl Printer {
@@ -67,6 +70,7 @@ impl Printer {
             answer_flags: answer_flags.to_owned(),
             open_line: false,
             shown: HashSet::new(),
+            streamed: HashMap::new(),
         }
     }
 
@@ -140,12 +144,49 @@ impl Printer {
             task.id,
             task.context_id
         ));
-        self.status(&task.id, &task.context_id, &task.status);
+        let artifacts: Vec<String> =
+            task.artifacts.iter().flatten().map(|a| texts_of(&a.parts)).collect();
+        if !says_again(&task.status, &artifacts) {
+            self.status(&task.id, &task.context_id, &task.status);
+        }
         for artifact in task.artifacts.iter().flatten() {
             self.parts(&task.id, &artifact.artifact_id, &artifact.parts);
             self.end_line();
         }
         Verdict::of(&task.status.state)
+    }
+
+    /// After a `--no-wait` send: how to follow the task, unless it is already over or waits
+    /// for an answer.
+    pub fn how_to_follow(&mut self, task: &a2a::Task) {
+        if !matches!(task.status.state, a2a::TaskState::Submitted | a2a::TaskState::Working) {
+            return;
+        }
+        let (url, id, flags) = (self.url.clone(), task.id.clone(), self.answer_flags.clone());
+        self.line(&format!("Follow it with: volcanic a2a subscribe {url} {id}{flags}"));
+        self.line(&format!("or look at it with: volcanic a2a get {url} {id}{flags}"));
+    }
+
+    /// The task's history (`get --history N`), one message a paragraph: who, then what.
+    pub fn history(&mut self, task: &a2a::Task) {
+        if self.json {
+            return;
+        }
+        let messages = task.history.as_deref().unwrap_or_default();
+        self.line(&format!("history ({} messages):", messages.len()));
+        for message in messages {
+            let who = match message.role {
+                a2a::Role::User => "user",
+                a2a::Role::Agent => "agent",
+                a2a::Role::Unspecified => "?",
+            };
+            let files = message.parts.iter().filter(|p| p.as_text().is_none()).count();
+            let mut text = text_of(message).replace('\n', "\n    ");
+            if files > 0 {
+                text.push_str(&format!(" [{files} non-text part(s)]"));
+            }
+            self.line(&format!("  {who}: {text}"));
+        }
     }
 
     /// One page of ListTasks.
@@ -192,7 +233,10 @@ impl Printer {
                             self.status(&update.task_id, &update.context_id, &update.status);
                         }
                         _ => match update.status.message.as_ref().map(text_of) {
-                            Some(text) if !text.is_empty() => {
+                            Some(text)
+                                if !text.is_empty()
+                                    && !self.streamed.values().any(|t| t.trim() == text.trim()) =>
+                            {
                                 self.line(&format!("[{state}] {text}"))
                             }
                             _ => self.line(&format!("[{state}]")),
@@ -207,6 +251,12 @@ impl Printer {
                     if update.append != Some(true) && self.shown.contains(id) {
                         self.end_line();
                     }
+                    let text = texts_of(&update.artifact.parts);
+                    let so_far = self.streamed.entry(id.clone()).or_default();
+                    if update.append != Some(true) {
+                        so_far.clear();
+                    }
+                    so_far.push_str(&text);
                     self.parts(&update.task_id, id, &update.artifact.parts);
                 }
                 Verdict::Done
@@ -375,6 +425,21 @@ pub fn state_name(state: &a2a::TaskState) -> &'static str {
 fn text_of(message: &a2a::Message) -> String {
     let texts: Vec<&str> = message.parts.iter().filter_map(a2a::Part::as_text).collect();
     texts.join("\n")
+}
+
+/// The text parts of an artifact, as they are printed (one after the other).
+fn texts_of(parts: &[a2a::Part]) -> String {
+    parts.iter().filter_map(a2a::Part::as_text).collect()
+}
+
+/// Whether a status message only says again what an artifact says (agents often put the
+/// answer in both): it is then printed once, as the artifact. A question is always shown.
+fn says_again(status: &a2a::TaskStatus, artifacts: &[String]) -> bool {
+    if status.state == a2a::TaskState::InputRequired {
+        return false;
+    }
+    let text = status.message.as_ref().map(text_of).unwrap_or_default();
+    !text.trim().is_empty() && artifacts.iter().any(|a| a.trim() == text.trim())
 }
 
 /// A security scheme in a few words, from its 1.0 or 0.3 shape.
