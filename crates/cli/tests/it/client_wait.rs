@@ -9,6 +9,7 @@ use std::time::Duration;
 use assert_cmd::cargo::CommandCargoExt;
 
 use crate::client::{Agent, KEY, a2a};
+use crate::client_errors::canned;
 
 /// An answer that takes a while.
 const SLOW: &str = r#"faux> {"steps":[{"text":"slow answer","delay_ms":4000}]}"#;
@@ -59,17 +60,44 @@ fn a2a_send_names_its_task_while_it_waits() {
 
 #[test]
 fn a2a_send_prints_an_answer_its_status_repeats_once() {
-    let agent = Agent::start();
+    // Agents often put the answer both in the final status message and in an artifact (our
+    // server does not, hence an agent of someone else's, canned, without streaming).
+    let task = |status: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {
+            "id": "t-1", "contextId": "c-1",
+            "status": {"state": "TASK_STATE_COMPLETED", "message": {
+                "messageId": "m-1", "role": "ROLE_AGENT", "parts": [{"text": status}]}},
+            "artifacts": [{"artifactId": "a-1", "parts": [{"text": "Paris is the capital."}]}]}}})
+        .to_string()
+    };
+    let card = |base: &str| {
+        serde_json::json!({"name": "canned", "version": "1", "supportedInterfaces": [
+            {"url": format!("{base}/rpc"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]})
+        .to_string()
+    };
     let dir = tempfile::tempdir().unwrap();
-    let sent = a2a(dir.path(), Some(KEY), &["send", &agent.base, "only once please"]);
+    let same = canned(|base| {
+        vec![
+            ("/.well-known/agent-card.json", 200, card(base)),
+            ("/rpc", 200, task("Paris is the capital.")),
+        ]
+    });
+    let sent = a2a(dir.path(), Some(KEY), &["send", &same, "capital of France?"]);
     assert_eq!(sent.code, 0, "{}{}", sent.stdout, sent.stderr);
-    assert_eq!(sent.stdout.matches("only once please").count(), 1, "{}", sent.stdout);
-    let streamed = a2a(dir.path(), Some(KEY), &["send", &agent.base, "streamed once", "--stream"]);
-    assert_eq!(streamed.code, 0, "{}{}", streamed.stdout, streamed.stderr);
-    assert_eq!(streamed.stdout.matches("streamed once").count(), 1, "{}", streamed.stdout);
-    // Scripts get the task as the agent sent it, status message and all.
-    let json = a2a(dir.path(), Some(KEY), &["send", &agent.base, "json twice", "--json"]);
-    assert!(json.stdout.matches("json twice").count() >= 2, "{}", json.stdout);
+    assert_eq!(
+        sent.stdout, "completed · task t-1 · context c-1\nParis is the capital.\n",
+        "{}",
+        sent.stderr
+    );
+    // Scripts get the task as the agent sent it.
+    let json = a2a(dir.path(), Some(KEY), &["send", &same, "capital of France?", "--json"]);
+    assert_eq!(json.stdout.matches("Paris is the capital.").count(), 2, "{}", json.stdout);
+    // A status that says something else is shown.
+    let other = canned(|base| {
+        vec![("/.well-known/agent-card.json", 200, card(base)), ("/rpc", 200, task("Done."))]
+    });
+    let sent = a2a(dir.path(), Some(KEY), &["send", &other, "capital of France?"]);
+    assert_eq!(sent.stdout, "completed · task t-1 · context c-1\nDone.\nParis is the capital.\n");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //!
 //! Writes to stdout go through [`Printer::out`], which ignores a closed pipe (`… | head`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -54,9 +54,6 @@ pub struct Printer {
     open_line: bool,
     /// Artifacts whose text has been printed, so that a replacing update starts a new line.
     shown: HashSet<String>,
-    /// The text each streamed artifact holds so far, so that a status repeating it is not
-    /// printed twice.
-    streamed: HashMap<String, String>,
 }
 
 impl Printer {
@@ -70,7 +67,6 @@ impl Printer {
             answer_flags: answer_flags.to_owned(),
             open_line: false,
             shown: HashSet::new(),
-            streamed: HashMap::new(),
         }
     }
 
@@ -233,10 +229,7 @@ impl Printer {
                             self.status(&update.task_id, &update.context_id, &update.status);
                         }
                         _ => match update.status.message.as_ref().map(text_of) {
-                            Some(text)
-                                if !text.is_empty()
-                                    && !self.streamed.values().any(|t| t.trim() == text.trim()) =>
-                            {
+                            Some(text) if !text.is_empty() => {
                                 self.line(&format!("[{state}] {text}"))
                             }
                             _ => self.line(&format!("[{state}]")),
@@ -251,12 +244,6 @@ impl Printer {
                     if update.append != Some(true) && self.shown.contains(id) {
                         self.end_line();
                     }
-                    let text = texts_of(&update.artifact.parts);
-                    let so_far = self.streamed.entry(id.clone()).or_default();
-                    if update.append != Some(true) {
-                        so_far.clear();
-                    }
-                    so_far.push_str(&text);
                     self.parts(&update.task_id, id, &update.artifact.parts);
                 }
                 Verdict::Done
