@@ -292,3 +292,45 @@ fn piped_unreachable_model_is_reported_once_with_a_hint() {
         format!("  is {base} running? (the model server Provider__BaseUrl names)")
     );
 }
+
+#[test]
+fn terminal_ctrl_c_at_the_prompt_drops_the_line_and_twice_quits() {
+    let state = tempfile::tempdir().unwrap();
+    let mut screen = Screen::faux(state.path(), &[]);
+    screen.at_prompt("half a thought\u{3}");
+    screen.expect(r"Ctrl-C again or Ctrl-D quits");
+    screen.at_prompt("\u{3}");
+    let (code, seen) = screen.finish();
+    assert_eq!(code, 130, "{seen}");
+    assert!(user_messages(&journal(state.path())).is_empty(), "nothing was sent: {seen}");
+
+    let mut screen = Screen::faux(state.path(), &[]);
+    screen.at_prompt("\u{4}");
+    let (code, seen) = screen.finish();
+    assert_eq!(code, 0, "Ctrl-D quits: {seen}");
+}
+
+#[test]
+fn terminal_history_is_kept_across_chats() {
+    let state = tempfile::tempdir().unwrap();
+    let mut screen = Screen::faux(state.path(), &[]);
+    screen.at_prompt("remember me\r");
+    screen.expect("echo: remember me");
+    let (code, seen) = screen.exit();
+    assert_eq!(code, 0, "{seen}");
+    let history = state.path().join("chat-history");
+    let text = std::fs::read_to_string(&history).unwrap();
+    assert!(text.contains("remember me"), "{text}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&history).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o077, 0, "only the owner reads it: {mode:o}");
+
+    // Up recalls the last message (`/exit`), Up again the one before it.
+    let mut screen = Screen::faux(state.path(), &[]);
+    screen.at_prompt("\u{1b}[A\u{1b}[A\r");
+    screen.expect("echo: remember me");
+    let (code, seen) = screen.exit();
+    assert_eq!(code, 0, "{seen}");
+    assert_eq!(user_messages(&journal(state.path())), ["remember me", "remember me"]);
+}
