@@ -165,7 +165,7 @@ fn terminal_new_starts_a_fresh_conversation_and_keeps_the_old_one() {
 }
 
 #[test]
-fn terminal_paste_and_continued_lines_are_one_message_each() {
+fn terminal_paste_continued_lines_and_alt_enter_make_one_message_each() {
     let state = tempfile::tempdir().unwrap();
     let mut screen = Screen::faux(state.path(), &[]);
     // A bracketed paste of two lines, then Enter.
@@ -177,11 +177,17 @@ fn terminal_paste_and_continued_lines_are_one_message_each() {
     screen.at_prompt("part one \\\r");
     screen.send("part two\r");
     screen.expect("part two");
+    // So does Alt-Enter (ESC then Enter).
+    screen.at_prompt("alt one\u{1b}\ralt two\r");
+    screen.expect("alt two");
+    // Tab completes a command.
+    screen.at_prompt("/hel\t\r");
+    screen.expect("quit \\(also");
     let (code, seen) = screen.exit();
     assert_eq!(code, 0, "{seen}");
     assert_eq!(
         user_messages(&journal(state.path())),
-        ["line one\nline two", "part one \npart two"],
+        ["line one\nline two", "part one \npart two", "alt one\nalt two"],
         "{seen}"
     );
 }
