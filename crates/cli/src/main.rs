@@ -155,8 +155,10 @@ fn main() -> ExitCode {
     }
     // The server logs its lifecycle and owner notifications; chat keeps the terminal quiet.
     logging::init(match cli.command {
-        Command::Chat(_)
-        | Command::A2a(_)
+        // Chat shows each retried model call itself (a status line), so not its log line too
+        // (`volcanic_core::session::RETRY_LOG_TARGET`).
+        Command::Chat(_) => "warn,volcanic_core::retry=off",
+        Command::A2a(_)
         | Command::Callers(_)
         | Command::Approvals(_)
         | Command::Approve(_)

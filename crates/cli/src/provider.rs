@@ -20,6 +20,8 @@ OpenAI-compatible server (Ollama, vLLM, llama.cpp); or pass --faux to try Volcan
 pub struct Built {
     pub provider: Arc<dyn Provider>,
     pub secrets: Vec<(String, String)>,
+    /// Where the model server is (none for Faux): named when it cannot be reached.
+    pub base_url: Option<String>,
 }
 
 /// Builds the provider.
@@ -66,7 +68,7 @@ pub fn build(
             if let Some(window) = settings.context_window {
                 provider = provider.with_context_window(window);
             }
-            Ok(Built { provider: Arc::new(provider), secrets: Vec::new() })
+            Ok(Built { provider: Arc::new(provider), secrets: Vec::new(), base_url: None })
         }
         ProviderKind::Anthropic => {
             let key = var("ANTHROPIC_API_KEY").ok_or_else(|| {
@@ -79,11 +81,13 @@ pub fn build(
             if let Some(model) = &settings.model {
                 config.model = model.clone();
             }
+            let base_url = Some(config.base_url.clone());
             let provider = AnthropicProvider::new(config)
                 .map_err(|e| Failure::usage(format!("anthropic provider: {e}")))?;
             Ok(Built {
                 provider: Arc::new(provider),
                 secrets: vec![("ANTHROPIC_API_KEY".into(), key)],
+                base_url,
             })
         }
         ProviderKind::Openai => {
@@ -100,10 +104,11 @@ pub fn build(
             if let Some(model) = &settings.model {
                 config.model = model.clone();
             }
+            let base_url = Some(config.base_url.clone());
             let provider = OpenAiProvider::new(config)
                 .map_err(|e| Failure::usage(format!("openai provider: {e}")))?;
             let secrets = key.map(|k| vec![("OPENAI_API_KEY".into(), k)]).unwrap_or_default();
-            Ok(Built { provider: Arc::new(provider), secrets })
+            Ok(Built { provider: Arc::new(provider), secrets, base_url })
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::client::{Agent, KEY, a2a};
 
 /// A fake agent on 127.0.0.1: each path gets a fixed answer (status, body), anything else 404.
 /// `routes` is given the agent's base URL, so that a card can point at the agent itself.
-fn canned(routes: impl FnOnce(&str) -> Vec<(&'static str, u16, String)>) -> String {
+pub(crate) fn canned(routes: impl FnOnce(&str) -> Vec<(&'static str, u16, String)>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let routes = routes(&base);

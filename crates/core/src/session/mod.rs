@@ -40,6 +40,7 @@ pub use fanout::{EventStream, SUBSCRIBER_CAPACITY};
 pub use journal::{
     ABORTED_NOTE, DANGLING_TOOL_RESULT, DurableMark, INTERRUPTED_NOTE, JournalFile, LoadReport,
 };
+pub use run::RETRY_LOG_TARGET;
 
 use journal::Journal;
 

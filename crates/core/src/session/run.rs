@@ -29,6 +29,10 @@ use tokio_util::sync::CancellationToken;
 use super::journal::{self, ABORTED_NOTE, Entry, RunEnd};
 use super::{EventKind, Inner, Role, RunFailure, RunHandle, RunOutcome, RunSettled, Running};
 use crate::extension::{GateCall, GateDecision, ModelHold};
+
+/// The log target of the warning about a model call that is retried (the `Retry` event says the
+/// same to whoever shows events).
+pub const RETRY_LOG_TARGET: &str = "volcanic_core::retry";
 use crate::message::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, ToolResult, Usage,
 };
@@ -404,7 +408,9 @@ impl<'a> Run<'a> {
                     attempt += 1;
                     let delay = retry.delay(attempt, err.retry_after);
                     // A provider's error text can quote what the caller wrote: one line, shown.
-                    tracing::warn!(scope = %self.inner.scope, attempt, delay_ms = delay.as_millis() as u64, error = %crate::escape::one_line(&message), "model call failed, retrying");
+                    // Its own target, so that `volcanic chat`, which shows the `Retry` event,
+                    // can leave it out of its log.
+                    tracing::warn!(target: RETRY_LOG_TARGET, scope = %self.inner.scope, attempt, delay_ms = delay.as_millis() as u64, error = %crate::escape::one_line(&message), "model call failed, retrying");
                     self.emit(EventKind::Retry {
                         attempt,
                         max: retry.max_retries,

@@ -4,6 +4,7 @@
 //! do and into exit codes; `show` prints what came back, for people or (`--json`) for scripts.
 
 mod show;
+mod wait;
 
 use std::path::{Path, PathBuf};
 
@@ -305,20 +306,44 @@ pub async fn run(args: A2aArgs) -> Result<Exit, Failure> {
         }
         A2aCommand::Send(send) => {
             let request = send_request(&send)?;
-            let client = setup.connect(&send.url).await?;
+            check_url(&send.url)?;
+            let card = setup.card(&send.url).await?;
+            let client = setup.for_card(&card)?;
             let mut printer = setup.printer(&send.url, Some(out_dir(send.out.as_deref())));
             if send.stream {
                 let events = client.send_stream(&request).await.map_err(failure)?;
                 follow(&mut printer, events).await
-            } else {
+            } else if setup.json || send.no_wait {
                 let response = client.send(&request).await.map_err(failure)?;
-                Ok(printer.send_response(&response).exit())
+                let verdict = printer.send_response(&response);
+                if let a2a::SendMessageResponse::Task(task) = &response
+                    && send.no_wait
+                    && !setup.json
+                {
+                    printer.how_to_follow(task);
+                }
+                Ok(verdict.exit())
+            } else {
+                let verdict = wait::send(
+                    &card,
+                    &client,
+                    &request,
+                    &mut printer,
+                    &send.url,
+                    &setup.answer_flags,
+                )
+                .await?;
+                Ok(verdict.exit())
             }
         }
         A2aCommand::Get { url, task, history, out } => {
             let client = setup.connect(&url).await?;
             let task = client.get_task(&task, history).await.map_err(failure)?;
-            setup.printer(&url, Some(out_dir(out.as_deref()))).task(&task);
+            let mut printer = setup.printer(&url, Some(out_dir(out.as_deref())));
+            printer.task(&task);
+            if history.is_some() {
+                printer.history(&task);
+            }
             Ok(Exit::Success)
         }
         A2aCommand::List(list) => {

@@ -140,12 +140,49 @@ impl Printer {
             task.id,
             task.context_id
         ));
-        self.status(&task.id, &task.context_id, &task.status);
+        let artifacts: Vec<String> =
+            task.artifacts.iter().flatten().map(|a| texts_of(&a.parts)).collect();
+        if !says_again(&task.status, &artifacts) {
+            self.status(&task.id, &task.context_id, &task.status);
+        }
         for artifact in task.artifacts.iter().flatten() {
             self.parts(&task.id, &artifact.artifact_id, &artifact.parts);
             self.end_line();
         }
         Verdict::of(&task.status.state)
+    }
+
+    /// After a `--no-wait` send: how to follow the task, unless it is already over or waits
+    /// for an answer.
+    pub fn how_to_follow(&mut self, task: &a2a::Task) {
+        if !matches!(task.status.state, a2a::TaskState::Submitted | a2a::TaskState::Working) {
+            return;
+        }
+        let (url, id, flags) = (self.url.clone(), task.id.clone(), self.answer_flags.clone());
+        self.line(&format!("Follow it with: volcanic a2a subscribe {url} {id}{flags}"));
+        self.line(&format!("or look at it with: volcanic a2a get {url} {id}{flags}"));
+    }
+
+    /// The task's history (`get --history N`), one message a paragraph: who, then what.
+    pub fn history(&mut self, task: &a2a::Task) {
+        if self.json {
+            return;
+        }
+        let messages = task.history.as_deref().unwrap_or_default();
+        self.line(&format!("history ({} messages):", messages.len()));
+        for message in messages {
+            let who = match message.role {
+                a2a::Role::User => "user",
+                a2a::Role::Agent => "agent",
+                a2a::Role::Unspecified => "?",
+            };
+            let files = message.parts.iter().filter(|p| p.as_text().is_none()).count();
+            let mut text = text_of(message).replace('\n', "\n    ");
+            if files > 0 {
+                text.push_str(&format!(" [{files} non-text part(s)]"));
+            }
+            self.line(&format!("  {who}: {text}"));
+        }
     }
 
     /// One page of ListTasks.
@@ -375,6 +412,21 @@ pub fn state_name(state: &a2a::TaskState) -> &'static str {
 fn text_of(message: &a2a::Message) -> String {
     let texts: Vec<&str> = message.parts.iter().filter_map(a2a::Part::as_text).collect();
     texts.join("\n")
+}
+
+/// The text parts of an artifact, as they are printed (one after the other).
+fn texts_of(parts: &[a2a::Part]) -> String {
+    parts.iter().filter_map(a2a::Part::as_text).collect()
+}
+
+/// Whether a status message only says again what an artifact says (agents often put the
+/// answer in both): it is then printed once, as the artifact. A question is always shown.
+fn says_again(status: &a2a::TaskStatus, artifacts: &[String]) -> bool {
+    if status.state == a2a::TaskState::InputRequired {
+        return false;
+    }
+    let text = status.message.as_ref().map(text_of).unwrap_or_default();
+    !text.trim().is_empty() && artifacts.iter().any(|a| a.trim() == text.trim())
 }
 
 /// A security scheme in a few words, from its 1.0 or 0.3 shape.
