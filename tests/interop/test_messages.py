@@ -8,7 +8,7 @@ import pytest
 
 from a2a.client import A2AClientError
 from a2a.server.tasks.task_manager import append_artifact_to_task
-from a2a.types.a2a_pb2 import Task, TaskState
+from a2a.types.a2a_pb2 import Role, Task, TaskState
 from conftest import KEY, Connector
 from support import (
     assert_binding,
@@ -110,6 +110,15 @@ async def test_input_required_then_continue_same_task(
     assert answered.id == asked.id
     assert answered.context_id == asked.context_id
     assert 'Paris' in response_text(answered)
+    # The history is the conversation in order, as the SDK's own task manager keeps it: the
+    # request, the question, the answer; the run's `using request_input` progress line is a
+    # status update, not part of it.
+    turns = [(m.role, ''.join(p.text for p in m.parts)) for m in answered.history]
+    assert turns == [
+        (Role.ROLE_USER, ask),
+        (Role.ROLE_AGENT, 'Which city?'),
+        (Role.ROLE_USER, 'Paris'),
+    ], turns
     assert_binding(wire, binding)
 
 

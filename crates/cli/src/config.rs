@@ -34,6 +34,9 @@ pub struct Settings {
     pub telegram: TelegramSettings,
 }
 
+/// The longest `Telegram__StartupTimeoutSeconds`: a day (0 waits for ever).
+const MAX_STARTUP_TIMEOUT_SECONDS: u64 = 86_400;
+
 /// The Telegram host (`[telegram]`, `Telegram__*`); defaults live in
 /// `volcanic_telegram::TelegramConfig::new`.
 #[derive(Default, Deserialize)]
@@ -58,6 +61,9 @@ pub struct TelegramSettings {
     pub notify_per_minute: Option<usize>,
     /// Longest a Bot API call may take, in seconds; unset = the library's default.
     pub call_timeout_seconds: Option<u64>,
+    /// How long start-up waits for Telegram to answer getMe before it exits, in seconds; 0 waits
+    /// for ever; unset = the library's default.
+    pub startup_timeout_seconds: Option<u64>,
 }
 
 impl std::fmt::Debug for TelegramSettings {
@@ -71,76 +77,116 @@ impl std::fmt::Debug for TelegramSettings {
             .field("notify_max_chars", &self.notify_max_chars)
             .field("notify_per_minute", &self.notify_per_minute)
             .field("call_timeout_seconds", &self.call_timeout_seconds)
+            .field("startup_timeout_seconds", &self.startup_timeout_seconds)
             .finish()
     }
 }
 
 impl TelegramSettings {
-    /// The host's settings, with its state folder.
+    /// The host's settings, with its state folder. Every setting is checked before any answer,
+    /// so one run names everything to fix.
     ///
     /// # Errors
-    /// A missing token, user list or workspace root, a group id among the users or a user id
-    /// among the groups, or an API URL that is not http(s), naming the variable.
+    /// Each problem on a line of its own, naming the variable: a missing token, user list or
+    /// workspace root, a token not of BotFather's shape, a group id among the users or a user id
+    /// among the groups, an API URL that is not http(s), a number out of its range.
     pub fn to_config(
         &self,
         state_dir: &Path,
     ) -> Result<volcanic_telegram::TelegramConfig, ConfigError> {
-        let token = self.bot_token.as_deref().map(str::trim).filter(|t| !t.is_empty()).ok_or_else(
-            || ConfigError("Telegram__BotToken: not set (the token BotFather gave you)".into()),
-        )?;
+        let mut problems = Vec::new();
+        let token = self.bot_token.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        let token = token.map(volcanic_telegram::BotToken::new);
+        match &token {
+            None => {
+                problems.push("Telegram__BotToken: not set (the token BotFather gave you)".into())
+            }
+            Some(token) => {
+                if let Some(problem) = token.shape_problem() {
+                    problems.push(format!("Telegram__BotToken: not a bot token: {problem}"));
+                }
+            }
+        }
         if self.allowed_user_ids.is_empty() {
-            return Err(ConfigError(
+            problems.push(
                 "Telegram__AllowedUserIds: not set (comma-separated user ids to serve)".into(),
-            ));
+            );
         }
         if let Some(group) = self.allowed_user_ids.iter().find(|&&id| id <= 0) {
-            return Err(ConfigError(format!(
+            problems.push(format!(
                 "Telegram__AllowedUserIds: {group} is not a user id (groups have negative ids); \
 list groups in Telegram__AllowedGroupIds"
-            )));
+            ));
         }
         if let Some(user) = self.allowed_group_ids.iter().find(|&&id| id >= 0) {
-            return Err(ConfigError(format!(
+            problems.push(format!(
                 "Telegram__AllowedGroupIds: {user} is not a group id (group ids are negative); \
 list users in Telegram__AllowedUserIds"
-            )));
+            ));
         }
-        let root = self.workspace_root.clone().ok_or_else(|| {
-            ConfigError("Telegram__WorkspaceRoot: not set (the folder for chat workspaces)".into())
-        })?;
+        if self.workspace_root.is_none() {
+            problems
+                .push("Telegram__WorkspaceRoot: not set (the folder for chat workspaces)".into());
+        }
+        for (key, value) in [
+            ("Telegram__NotifyMaxChars", self.notify_max_chars),
+            ("Telegram__NotifyPerMinute", self.notify_per_minute),
+        ] {
+            if value == Some(0) {
+                problems.push(format!("{key}: must be at least 1, got 0"));
+            }
+        }
+        let api_url = self.api_url.as_ref().map(|url| (url, url.trim().trim_end_matches('/')));
+        if let Some((url, trimmed)) = api_url
+            && !(trimmed.starts_with("https://") || trimmed.starts_with("http://"))
+        {
+            problems.push(format!("Telegram__ApiUrl: expected an http(s) URL, got {url:?}"));
+        }
+        if let Some(seconds) = self.call_timeout_seconds
+            && !(1..=600).contains(&seconds)
+        {
+            problems.push(format!(
+                "Telegram__CallTimeoutSeconds: expected 1 to 600 seconds, got {seconds}"
+            ));
+        }
+        if let Some(seconds) = self.startup_timeout_seconds
+            && seconds > MAX_STARTUP_TIMEOUT_SECONDS
+        {
+            problems.push(format!(
+                "Telegram__StartupTimeoutSeconds: expected 0 (wait for ever) to \
+{MAX_STARTUP_TIMEOUT_SECONDS} seconds, got {seconds}"
+            ));
+        }
+        let (Some(token), Some(root), []) = (token, self.workspace_root.clone(), &problems[..])
+        else {
+            return Err(ConfigError(match &problems[..] {
+                [one] => one.clone(),
+                many => {
+                    format!("{} Telegram settings to fix:\n  {}", many.len(), many.join("\n  "))
+                }
+            }));
+        };
         let mut config = volcanic_telegram::TelegramConfig::new(
-            volcanic_telegram::BotToken::new(token),
+            token,
             self.allowed_user_ids.clone(),
             root,
             state_dir.to_path_buf(),
         );
         config.allowed_groups = self.allowed_group_ids.clone();
-        for (key, value, target) in [
-            ("Telegram__NotifyMaxChars", self.notify_max_chars, &mut config.notify_max_chars),
-            ("Telegram__NotifyPerMinute", self.notify_per_minute, &mut config.notify_limit),
-        ] {
-            match value {
-                Some(0) => return Err(ConfigError(format!("{key}: must be at least 1, got 0"))),
-                Some(n) => *target = n,
-                None => {}
-            }
+        if let Some(n) = self.notify_max_chars {
+            config.notify_max_chars = n;
         }
-        if let Some(url) = &self.api_url {
-            let trimmed = url.trim().trim_end_matches('/');
-            if !(trimmed.starts_with("https://") || trimmed.starts_with("http://")) {
-                return Err(ConfigError(format!(
-                    "Telegram__ApiUrl: expected an http(s) URL, got {url:?}"
-                )));
-            }
+        if let Some(n) = self.notify_per_minute {
+            config.notify_limit = n;
+        }
+        if let Some((_, trimmed)) = api_url {
             config.api_url = trimmed.to_string();
         }
         if let Some(seconds) = self.call_timeout_seconds {
-            if !(1..=600).contains(&seconds) {
-                return Err(ConfigError(format!(
-                    "Telegram__CallTimeoutSeconds: expected 1 to 600 seconds, got {seconds}"
-                )));
-            }
             config.call_timeout = Duration::from_secs(seconds);
+        }
+        if let Some(seconds) = self.startup_timeout_seconds {
+            config.startup_timeout = (seconds > 0).then(|| Duration::from_secs(seconds));
         }
         Ok(config)
     }
@@ -927,7 +973,7 @@ mod tests {
         assert_eq!(one.telegram.allowed_user_ids, vec![42]);
         std::fs::write(
             dir.path().join("volcanic.toml"),
-            "[telegram]\nallowed_user_ids = [1, 2]\nbot_token = \"t\"\n",
+            "[telegram]\nallowed_user_ids = [1, 2]\nbot_token = \"1:t\"\n",
         )
         .unwrap();
         let file = load(None, dir.path(), &[]).unwrap();
@@ -936,8 +982,79 @@ mod tests {
         assert!(err.0.starts_with("Telegram__WorkspaceRoot"), "{}", err.0);
         let err = load(None, dir.path(), &env(&[("Telegram__AllowedUserIds", "me")])).unwrap_err();
         assert!(err.0.starts_with("telegram.allowed_user_ids:"), "{}", err.0);
+    }
+
+    #[test]
+    fn telegram_names_every_setting_to_fix_at_once() {
+        let dir = tempfile::tempdir().unwrap();
         let err = TelegramSettings::default().to_config(dir.path()).unwrap_err();
-        assert!(err.0.starts_with("Telegram__BotToken"), "{}", err.0);
+        assert_eq!(
+            err.0,
+            "3 Telegram settings to fix:
+  Telegram__BotToken: not set (the token BotFather gave you)
+  Telegram__AllowedUserIds: not set (comma-separated user ids to serve)
+  Telegram__WorkspaceRoot: not set (the folder for chat workspaces)"
+        );
+        // A token of the wrong shape is refused here, before any call to Telegram, unquoted.
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("Telegram__BotToken", "AAE-no-colon-sekrit"),
+                ("Telegram__AllowedUserIds", "42"),
+                ("Telegram__AllowedGroupIds", "7"),
+                ("Telegram__CallTimeoutSeconds", "0"),
+            ]),
+        )
+        .unwrap();
+        let err = settings.telegram.to_config(dir.path()).unwrap_err();
+        let lines: Vec<&str> = err.0.lines().collect();
+        assert_eq!(lines[0], "4 Telegram settings to fix:", "{}", err.0);
+        let named: Vec<&str> =
+            lines[1..].iter().map(|line| line.trim().split(':').next().unwrap()).collect();
+        assert_eq!(
+            named,
+            [
+                "Telegram__BotToken",
+                "Telegram__AllowedGroupIds",
+                "Telegram__WorkspaceRoot",
+                "Telegram__CallTimeoutSeconds"
+            ],
+            "{}",
+            err.0
+        );
+        assert!(lines[1].contains("has no colon"), "{}", err.0);
+        assert!(!err.0.contains("AAE-no-colon-sekrit"), "the token was quoted");
+        // One problem is one line, as before.
+        let one = TelegramSettings {
+            bot_token: Some("123:abc".into()),
+            allowed_user_ids: vec![42],
+            ..TelegramSettings::default()
+        };
+        let err = one.to_config(dir.path()).unwrap_err();
+        assert_eq!(err.0, "Telegram__WorkspaceRoot: not set (the folder for chat workspaces)");
+    }
+
+    #[test]
+    fn telegram_startup_timeout_is_seconds_and_zero_waits_for_ever() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |value: Option<&str>| {
+            let mut vars = vec![
+                ("Telegram__BotToken", "123:abc"),
+                ("Telegram__AllowedUserIds", "42"),
+                ("Telegram__WorkspaceRoot", "/data/chats"),
+            ];
+            vars.extend(value.map(|value| ("Telegram__StartupTimeoutSeconds", value)));
+            load(None, dir.path(), &env(&vars)).unwrap().telegram.to_config(dir.path())
+        };
+        assert_eq!(with(None).unwrap().startup_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(with(Some("5")).unwrap().startup_timeout, Some(Duration::from_secs(5)));
+        assert_eq!(with(Some("0")).unwrap().startup_timeout, None);
+        let err = with(Some("86401")).unwrap_err();
+        assert_eq!(
+            err.0,
+            "Telegram__StartupTimeoutSeconds: expected 0 (wait for ever) to 86400 seconds, got 86401"
+        );
     }
 
     #[test]

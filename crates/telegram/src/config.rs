@@ -21,6 +21,34 @@ impl BotToken {
         BotToken(token.into())
     }
 
+    /// What is wrong with the token's shape, if anything, without a call to Telegram: BotFather's
+    /// tokens are the bot's numeric id, a colon and a secret of letters, digits, `-` and `_`
+    /// (`123456789:AAE…`). A value of another shape (a user id, the bot's name, half a token)
+    /// would only fail later as a 404 from the Bot API, or put characters into the request URL
+    /// that change its meaning. The answer never quotes the token.
+    pub fn shape_problem(&self) -> Option<&'static str> {
+        let Some((id, secret)) = self.0.split_once(':') else {
+            return Some(
+                "it has no colon; a bot token is <bot id>:<secret>, as BotFather gives it",
+            );
+        };
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+            return Some(
+                "the part before the colon is not the bot's numeric id; a bot token is \
+<bot id>:<secret>, as BotFather gives it",
+            );
+        }
+        if secret.is_empty()
+            || !secret.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Some(
+                "the part after the colon is empty or has characters other than letters, digits, \
+- and _; a bot token is <bot id>:<secret>, as BotFather gives it",
+            );
+        }
+        None
+    }
+
     /// The token itself, for building request URLs and for redaction only.
     pub fn expose(&self) -> &str {
         &self.0
@@ -96,6 +124,10 @@ pub struct TelegramConfig {
     /// default 30 s). getUpdates gets `poll_timeout` on top; file transfers have their own
     /// 120 s. A send that timed out may still have been delivered, so it is not sent again.
     pub call_timeout: Duration,
+    /// How long start-up waits for the Bot API to answer getMe while it cannot be reached or
+    /// fails (`Telegram__StartupTimeoutSeconds`, default 60 s); then the host stops with
+    /// [`crate::Error::Unreachable`]. `None` waits until it answers or the host is stopped.
+    pub startup_timeout: Option<Duration>,
     /// Waits between retries of failed Bot API calls (default 1 s doubling up to 30 s). A 429
     /// waits exactly its `retry_after` instead.
     pub backoff: Backoff,
@@ -138,6 +170,7 @@ impl TelegramConfig {
             api_url: DEFAULT_API_URL.to_string(),
             poll_timeout: Duration::from_secs(25),
             call_timeout: Duration::from_secs(30),
+            startup_timeout: Some(Duration::from_secs(60)),
             backoff: Backoff { base: Duration::from_secs(1), cap: Duration::from_secs(30) },
             send_attempts: 5,
             queue_capacity: 20,
@@ -196,6 +229,29 @@ mod tests {
         let values: Vec<String> = token.secrets().into_iter().map(|s| s.value).collect();
         assert_eq!(values, vec!["123456:AAE-secret".to_string(), "AAE-secret".to_string()]);
         assert_eq!(BotToken::new("weird").secrets().len(), 1);
+    }
+
+    #[test]
+    fn token_shape_is_bot_id_colon_secret() {
+        for good in ["123456:AAE-secret", "777000:AAH-cli-test-token-sekrit", "1:a_b"] {
+            assert_eq!(BotToken::new(good).shape_problem(), None, "{good}");
+        }
+        let cases = [
+            ("AAEsecret", "it has no colon"),
+            ("", "it has no colon"),
+            (":AAE", "the part before the colon"),
+            ("mybot:AAE", "the part before the colon"),
+            ("-12:AAE", "the part before the colon"),
+            ("123456:", "the part after the colon"),
+            ("123456:AAE secret", "the part after the colon"),
+            ("123456:AAE/../x", "the part after the colon"),
+            ("123456:AAE:x", "the part after the colon"),
+        ];
+        for (bad, problem) in cases {
+            let said = BotToken::new(bad).shape_problem().unwrap_or_default();
+            assert!(said.starts_with(problem), "{bad:?}: {said}");
+            assert!(bad.is_empty() || !said.contains(bad), "the answer quotes the token");
+        }
     }
 
     #[test]

@@ -8,6 +8,14 @@ pub enum Error {
     /// The Bot API refused the token (401/404 on getMe).
     #[error("the Bot API rejected the bot token (check Telegram__BotToken): {0}")]
     TokenRejected(ApiError),
+    /// The Bot API did not answer getMe within `Telegram__StartupTimeoutSeconds`.
+    #[error(
+        "Telegram did not answer in the start-up wait of {} s ({tries} tries, the last: {last}); \
+check the network and Telegram__ApiUrl, then start again. Telegram__StartupTimeoutSeconds sets \
+the wait (0: keep trying until stopped)",
+        wait.as_secs()
+    )]
+    Unreachable { tries: u32, wait: std::time::Duration, last: ApiError },
     /// The HTTP client could not be built (no TLS backend).
     #[error("cannot build the HTTP client: {0}")]
     Client(String),

@@ -26,7 +26,7 @@ use volcanic_core::SessionFactory;
 use volcanic_core::sandbox::OwnerConfinement;
 
 use crate::access::{self, Access, Ignored, Press};
-use crate::api::{ApiError, BotApi, CallbackQuery, Update};
+use crate::api::{ApiError, BotApi, CallbackQuery, GetMe, Update};
 use crate::callback::{self, CallbackHandler};
 use crate::chat::{Chat, Ctx, Enqueued, JobKind};
 use crate::command::{self, Command};
@@ -216,12 +216,14 @@ impl TelegramHost {
     }
 
     /// Runs until the shutdown token fires: serves A2A (if enabled), checks the token, polls.
-    /// Bot API failures are retried, never fatal. On shutdown: polling stops, runs are aborted
-    /// (through the factory's token) and settle, sessions close, the A2A server stops.
+    /// Once getMe has answered, Bot API failures are retried, never fatal; before, start-up
+    /// waits [`TelegramConfig::startup_timeout`] for it. On shutdown: polling stops, runs are
+    /// aborted (through the factory's token) and settle, sessions close, the A2A server stops.
     ///
     /// # Errors
-    /// [`Error::TokenRejected`] when the Bot API refuses the token; [`Error::A2aServe`] when the
-    /// A2A listener failed.
+    /// [`Error::TokenRejected`] when the Bot API refuses the token; [`Error::Unreachable`] when
+    /// it did not answer getMe within the start-up's wait; [`Error::A2aServe`] when the A2A
+    /// listener failed.
     pub async fn run(mut self) -> Result<()> {
         let shutdown = self.shutdown.clone();
         let tracker = self.tracker.clone();
@@ -279,7 +281,8 @@ impl TelegramHost {
         Ok(())
     }
 
-    /// getMe (retried while the API is unreachable) and the command menu (best effort).
+    /// getMe (retried for the start-up's wait while the API is unreachable or failing) and the
+    /// command menu (best effort).
     /// Returns the bot's username, which commands addressed to a bot must name.
     async fn start(&self, shutdown: &CancellationToken) -> Result<Option<String>> {
         let config = &self.config;
@@ -290,7 +293,7 @@ impl TelegramHost {
             owner = config.owner(),
             "serving these Telegram users (in private chats and the groups) and groups"
         );
-        let username = match self.api.get_me(shutdown).await {
+        let username = match self.api.get_me(shutdown, config.startup_timeout).await {
             Ok(me) => {
                 tracing::info!(
                     bot_id = me.id,
@@ -299,11 +302,14 @@ impl TelegramHost {
                 );
                 me.username
             }
-            Err(ApiError::Cancelled) => return Ok(None),
-            Err(err @ ApiError::Rejected { status: 401 | 404, .. }) => {
+            Err(GetMe::Failed(ApiError::Cancelled)) => return Ok(None),
+            Err(GetMe::Failed(err @ ApiError::Rejected { status: 401 | 404, .. })) => {
                 return Err(Error::TokenRejected(err));
             }
-            Err(err) => {
+            Err(GetMe::GaveUp { tries, wait, last }) => {
+                return Err(Error::Unreachable { tries, wait, last });
+            }
+            Err(GetMe::Failed(err)) => {
                 tracing::warn!(error = %err, "getMe failed; polling anyway, commands addressed to a bot by name are ignored");
                 None
             }

@@ -33,6 +33,7 @@ use crate::run::event_log::{Event, EventLog, Resumed, Subscription};
 use crate::run::parts::redact_part;
 use crate::task::TaskFile;
 use crate::task::events::{EventId, StreamEvent};
+use crate::task::status::retire_status_message;
 use crate::task::status::{agent_message, now};
 use crate::task::store::TaskStore;
 use volcanic_core::redact::Redactor;
@@ -275,9 +276,7 @@ impl LiveTask {
         let mut file = self.state.lock().await;
         let status =
             TaskStatus { state: TaskState::Working, message: None, timestamp: Some(now()) };
-        if let Some(old) = file.task.status.message.take() {
-            file.task.history.get_or_insert_with(Vec::new).push(old);
-        }
+        retire_status_message(&mut file.task);
         let changed = file.task.status.state != status.state;
         file.task.status = status.clone();
         // The file records the status's position (and so the run's number) from the start.
@@ -306,9 +305,7 @@ impl LiveTask {
             message: message.map(|text| agent_message(&self.task_id, &self.context_id, text)),
             timestamp: Some(now()),
         };
-        if let Some(old) = file.task.status.message.take() {
-            file.task.history.get_or_insert_with(Vec::new).push(old);
-        }
+        retire_status_message(&mut file.task);
         let changed = file.task.status.state != status.state;
         let durable = crate::task::state::ends_stream(&status.state);
         file.task.status = status.clone();

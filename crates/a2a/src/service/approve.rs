@@ -20,7 +20,7 @@ use crate::approval::{
 use crate::auth::{Caller, CallerApproval};
 use crate::error::{A2aError, Error};
 use crate::run::parts::text_of;
-use crate::task::status::{agent_message, now};
+use crate::task::status::{agent_message, now, retire_status_message};
 use crate::task::{AcceptedMessage, TaskFile};
 
 use super::Service;
@@ -76,38 +76,40 @@ pub(super) async fn request(
     wait_for_owner(service, caller, file, message, hops, None).await
 }
 
+/// A caller's reply to a task that asked for input.
+pub(super) struct Reply {
+    pub message: a2a::Message,
+    pub hops: u32,
+    /// The question it answers, as the owner is shown it ([`question`]).
+    pub asked: Option<String>,
+}
+
+/// The question a task asks in its status message, cut for the owner's approval request.
+pub(super) fn question(task: &a2a::Task) -> Option<String> {
+    task.status.message.as_ref().map(|question| {
+        let text: Vec<&str> = question.parts.iter().map(text_of).collect();
+        crate::approval::cut(&text.join("\n"), REQUEST_CHARS)
+    })
+}
+
 /// A reply to a task that asked for input, from a caller whose messages wait for the owner:
 /// the owner approved what the task was asked before, not what this message asks now, so it
 /// waits like a new task's. `file` is the task, checked under `reserved` (which is given back)
-/// and with the message already in its history; the question the task asked goes into the
-/// history before it.
+/// and with the question and then the reply already in its history.
 ///
 /// # Errors
 /// As [`request`].
 pub(super) async fn request_reply(
     service: &Arc<Service>,
     caller: &Caller,
-    mut file: TaskFile,
+    file: TaskFile,
     reserved: Reserved,
-    message: a2a::Message,
-    hops: u32,
+    reply: Reply,
 ) -> Result<Started, Error> {
+    let Reply { message, hops, asked } = reply;
     let result = match check_room(service, caller) {
         Err(err) => Err(err),
-        Ok(()) => {
-            let question = file.task.status.message.take();
-            let asked = question.as_ref().map(|question| {
-                let text: Vec<&str> = question.parts.iter().map(text_of).collect();
-                crate::approval::cut(&text.join("\n"), REQUEST_CHARS)
-            });
-            if let Some(question) = question {
-                let history = file.task.history.get_or_insert_with(Vec::new);
-                // Before the reply, which `send` put last.
-                let at = history.len().saturating_sub(1);
-                history.insert(at, question);
-            }
-            wait_for_owner(service, caller, file, message, hops, asked).await
-        }
+        Ok(()) => wait_for_owner(service, caller, file, message, hops, asked).await,
     };
     reserved.give_back(service).await;
     result
@@ -139,9 +141,7 @@ async fn wait_for_owner(
     question: Option<String>,
 ) -> Result<Started, Error> {
     let (task_id, context_id) = (file.task.id.clone(), file.task.context_id.clone());
-    if let Some(old) = file.task.status.message.take() {
-        file.task.history.get_or_insert_with(Vec::new).push(old);
-    }
+    retire_status_message(&mut file.task);
     file.task.status = TaskStatus {
         state: TaskState::AuthRequired,
         message: Some(agent_message(&task_id, &context_id, WAITING_TEXT)),
@@ -353,7 +353,8 @@ async fn approve(
             tracing::warn!(caller = %caller.name, "cannot remember an approved caller; its next task asks again");
         }
     }
-    // The waiting text goes into the history with the status change, as any old status does.
+    // The waiting text was a status update, not a turn of the conversation: it is dropped, not
+    // kept in the history.
     file.task.status.message = None;
     launch(service, caller, file, reserved, message)
         .await
@@ -476,9 +477,7 @@ async fn end_waiting_task(
                 }
             },
             |file| {
-                if let Some(old) = file.task.status.message.take() {
-                    file.task.history.get_or_insert_with(Vec::new).push(old);
-                }
+                retire_status_message(&mut file.task);
                 file.task.status = TaskStatus {
                     state: state.clone(),
                     message: Some(agent_message(&record.task_id, &record.context_id, text)),

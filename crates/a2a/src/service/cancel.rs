@@ -14,7 +14,7 @@ use crate::error::{A2aError, Error};
 use crate::run::live::LiveTask;
 use crate::task::TaskFile;
 use crate::task::state::state_name;
-use crate::task::status::now;
+use crate::task::status::{now, retire_status_message};
 use crate::tasks::Changed;
 
 use super::Service;
@@ -63,9 +63,7 @@ pub(super) async fn cancel(
         Ok(())
     };
     let cancel = |file: &mut TaskFile| {
-        if let Some(old) = file.task.status.message.take() {
-            file.task.history.get_or_insert_with(Vec::new).push(old);
-        }
+        retire_status_message(&mut file.task);
         file.task.status =
             TaskStatus { state: TaskState::Canceled, message: None, timestamp: Some(now()) };
         file.events.record_status_change();

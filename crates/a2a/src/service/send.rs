@@ -18,7 +18,7 @@ use crate::run::live::LiveTask;
 use crate::task::id::is_valid_id;
 use crate::task::query::{apply_history_length, history_length};
 use crate::task::state::state_name;
-use crate::task::status::{agent_message, now};
+use crate::task::status::{agent_message, now, retire_status_message};
 use crate::task::store::Count;
 use crate::task::{AcceptedMessage, TaskFile};
 
@@ -223,12 +223,13 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
 
     if hops > service.options.max_hops {
         // Refused before any session is opened or claimed.
-        let mut file = continued.unwrap_or_else(|| new_task_file(caller, &message));
-        if let Some(history) = file.task.history.as_mut()
-            && history.last().map(|m| &m.message_id) != Some(&message.message_id)
-        {
-            history.push(message.clone());
-        }
+        let mut file = match continued {
+            Some(mut file) => {
+                add_reply(&mut file.task, &message);
+                file
+            }
+            None => new_task_file(caller, &message),
+        };
         file.task.status = TaskStatus {
             state: TaskState::Failed,
             message: Some(agent_message(&task_id, &context_id, "hop limit reached")),
@@ -257,12 +258,13 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
 
     // Under the reservation, the continued task cannot change any more: check it again (a
     // cancel or another continuation may have won the race).
+    let mut asked = None;
     let mut file = match continued {
         Some(_) => {
-            let file =
+            let mut file =
                 continuable(service, caller, &task_id, &message, if_generation_match).await?;
-            let mut file = file;
-            file.task.history.get_or_insert_with(Vec::new).push(message.clone());
+            asked = super::approve::question(&file.task);
+            add_reply(&mut file.task, &message);
             file
         }
         None => new_task_file(caller, &message),
@@ -273,9 +275,17 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
     if approval {
         // A reply to a task the owner approved is a new instruction: it waits for the owner
         // too (a new task's did above).
-        return super::approve::request_reply(service, caller, file, reserved, message, hops).await;
+        let reply = super::approve::Reply { message, hops, asked };
+        return super::approve::request_reply(service, caller, file, reserved, reply).await;
     }
     launch(service, caller, file, reserved, message).await.map(Started::Running)
+}
+
+/// Adds the caller's reply to a continued task's history, after what the task last said (its
+/// question, which leaves the status for the history first).
+fn add_reply(task: &mut a2a::Task, message: &a2a::Message) {
+    retire_status_message(task);
+    task.history.get_or_insert_with(Vec::new).push(message.clone());
 }
 
 /// Refuses a new task when the workspace already holds `A2A__MaxTasks` task files, as the

@@ -13,6 +13,7 @@ mod concurrency;
 mod fair_share;
 mod generations;
 mod guard;
+mod history;
 mod hostile;
 mod hygiene;
 mod limits;

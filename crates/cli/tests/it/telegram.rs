@@ -353,3 +353,108 @@ fn telegram_and_serve_exit_2_on_an_invalid_card_key_naming_the_setting() {
         assert!(!stderr.contains("test-token-not-real"), "{stderr}");
     }
 }
+
+/// `volcanic telegram --faux` with only `env` (and PATH, HOME), in a fresh folder: its exit code
+/// and stderr once it exits on its own, within [`DEADLINE`] (killed and failed otherwise).
+fn telegram_exit(state: &Path, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut cmd = Command::cargo_bin("volcanic").unwrap();
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", state)
+        .current_dir(state)
+        .args(["telegram", "--faux", "--state-dir"])
+        .arg(state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).unwrap();
+        text
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > DEADLINE {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("volcanic telegram did not exit: {}", reader.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status.code(), reader.join().unwrap())
+}
+
+/// Issue 36: a first run names every missing setting, not one per run.
+#[test]
+fn telegram_first_run_names_every_missing_setting_at_once() {
+    let state = tempfile::tempdir().unwrap();
+    let (code, stderr) = telegram_exit(state.path(), &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    for key in ["Telegram__BotToken", "Telegram__AllowedUserIds", "Telegram__WorkspaceRoot"] {
+        assert!(stderr.contains(&format!("  {key}: not set")), "{key} not named: {stderr}");
+    }
+    assert!(
+        stderr.starts_with("volcanic: bad configuration: 3 Telegram settings to fix:\n"),
+        "{stderr}"
+    );
+}
+
+/// Issue 36: a token that is not BotFather's `<id>:<secret>` is refused before any call to
+/// Telegram, without being printed.
+#[test]
+fn telegram_token_without_a_colon_is_refused_before_any_bot_api_call() {
+    let rt = runtime();
+    let api = rt.block_on(FakeBotApi::start(TOKEN));
+    let state = tempfile::tempdir().unwrap();
+    let no_colon = "AAH-cli-test-token-sekrit";
+    let env = [
+        ("Telegram__BotToken", no_colon),
+        ("Telegram__AllowedUserIds", "4242"),
+        ("Telegram__WorkspaceRoot", &*state.path().to_string_lossy()),
+        ("Telegram__ApiUrl", &api.url),
+    ];
+    let (code, stderr) = telegram_exit(state.path(), &env);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("Telegram__BotToken: not a bot token: it has no colon"), "{stderr}");
+    assert!(!stderr.contains(no_colon), "the token reached stderr");
+    assert!(api.calls().is_empty(), "the Bot API was called: {:?}", api.calls());
+}
+
+/// Issue 36: with Telegram out of reach, each failed getMe says it tries again and that start-up
+/// ends when `Telegram__StartupTimeoutSeconds` is up; then one summary and exit 1 (a supervisor's
+/// restart policy takes it from there).
+#[test]
+fn telegram_unreachable_at_start_up_exits_1_after_the_startup_wait() {
+    let state = tempfile::tempdir().unwrap();
+    // A free port, released again: nothing answers there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let env = [
+        ("Telegram__BotToken", TOKEN),
+        ("Telegram__AllowedUserIds", "4242"),
+        ("Telegram__WorkspaceRoot", &*state.path().to_string_lossy()),
+        ("Telegram__ApiUrl", &*format!("http://127.0.0.1:{port}")),
+        ("Telegram__StartupTimeoutSeconds", "2"),
+    ];
+    let (code, stderr) = telegram_exit(state.path(), &env);
+    assert_eq!(code, Some(1), "{stderr}");
+    let retry = stderr
+        .lines()
+        .find(|line| line.contains("Telegram did not answer getMe; trying again"))
+        .unwrap_or_else(|| panic!("no retry warning: {stderr}"));
+    assert!(retry.contains("Telegram__StartupTimeoutSeconds is up"), "{retry}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("volcanic: Telegram did not answer in the start-up wait of 2 s ("),
+        "{stderr}"
+    );
+    assert!(last.contains("cannot reach the Bot API"), "{last}");
+    assert!(last.contains("Telegram__StartupTimeoutSeconds"), "{last}");
+    assert!(!stderr.contains(TOKEN), "the token reached stderr");
+}

@@ -44,6 +44,16 @@ pub enum ApiError {
     Cancelled,
 }
 
+/// How [`super::BotApi::get_me`] failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GetMe {
+    /// A failure not worth retrying (a refusal), or [`ApiError::Cancelled`].
+    Failed(ApiError),
+    /// The Bot API did not answer within the start-up's `wait`: `tries` tries, the last failing
+    /// with `last`.
+    GaveUp { tries: u32, wait: Duration, last: ApiError },
+}
+
 impl ApiError {
     /// Whether trying again later may succeed.
     pub fn is_retryable(&self) -> bool {

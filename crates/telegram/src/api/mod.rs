@@ -3,7 +3,8 @@
 //!
 //! Failures are typed ([`ApiError`]); network errors and 5xx are retried with exponential
 //! backoff, a 429 waits exactly its `parameters.retry_after`, other 4xx are not retried. Sends
-//! get a bounded number of attempts; [`BotApi::get_updates`] retries for as long as it takes.
+//! get a bounded number of attempts; [`BotApi::get_me`] retries for the start-up's wait;
+//! [`BotApi::get_updates`] retries for as long as it takes.
 //!
 //! Calls that post something (`sendMessage`, `sendDocument`) are retried only when Telegram
 //! certainly did not handle them: the connection could not be made, or Telegram answered with a
@@ -32,8 +33,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use volcanic_core::redact::Redactor;
 
-pub use error::ApiError;
 use error::network_error;
+pub use error::{ApiError, GetMe};
 pub use types::{
     Button, CallbackQuery, Chat, ChatKind, Document, Entity, EntityKind, File,
     InlineKeyboardButton, InlineKeyboardMarkup, Message, MessageOrigin, PhotoSize, Update, User,
@@ -100,8 +101,6 @@ enum Repeat {
 enum Attempts {
     Once,
     AtMost(u32),
-    /// Until it succeeds, is refused, or the host stops.
-    Unbounded,
 }
 
 /// The Bot API client. Cheap to clone.
@@ -262,7 +261,6 @@ impl BotApi {
             let exhausted = match attempts {
                 Attempts::Once => true,
                 Attempts::AtMost(n) => attempt + 1 >= n,
-                Attempts::Unbounded => false,
             };
             if !err.is_retryable() || exhausted {
                 return Err(err);
@@ -291,20 +289,69 @@ impl BotApi {
         (Attempts::AtMost(self.inner.send_attempts), Repeat::Safe)
     }
 
-    /// `getMe`, retried while the API is unreachable.
+    /// `getMe`, the start-up's first call: retried with backoff while the Bot API cannot be
+    /// reached or fails, until it answers, refuses, `cancel` fires, or `wait` has passed since
+    /// the first try (`None`: no limit). No try starts or lasts past `wait`; when the next try
+    /// would, it gives up at once. Each failed try is
+    /// a warning that says what happens next: when the next try is, and whether start-up gives up
+    /// (and when) or keeps trying until stopped.
     ///
     /// # Errors
-    /// A refusal (a bad token is 401 or 404), or [`ApiError::Cancelled`].
-    pub async fn get_me(&self, cancel: &CancellationToken) -> Result<User, ApiError> {
-        let timeout = self.inner.call_timeout;
-        self.call(
-            "getMe",
-            Body::Json(json!({})),
-            (Attempts::Unbounded, Repeat::Safe),
-            timeout,
-            cancel,
-        )
-        .await
+    /// [`GetMe::Failed`] with a refusal (a bad token is 401 or 404) or [`ApiError::Cancelled`];
+    /// [`GetMe::GaveUp`] once `wait` has passed.
+    pub async fn get_me(
+        &self,
+        cancel: &CancellationToken,
+        wait: Option<Duration>,
+    ) -> Result<User, GetMe> {
+        let body = Body::Json(json!({}));
+        let started = tokio::time::Instant::now();
+        let deadline = wait.map(|wait| started + wait);
+        let mut tries = 0u32;
+        loop {
+            let left = deadline.map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
+            let timeout =
+                left.map_or(self.inner.call_timeout, |left| left.min(self.inner.call_timeout));
+            let result = tokio::select! {
+                () = cancel.cancelled() => return Err(GetMe::Failed(ApiError::Cancelled)),
+                result = self.call_once::<User>("getMe", &body, timeout) => result,
+            };
+            let err = match result {
+                Ok(me) => return Ok(me),
+                Err(err) => err,
+            };
+            tries = tries.saturating_add(1);
+            if !err.is_retryable() {
+                return Err(GetMe::Failed(err));
+            }
+            let pause = err.wait(&self.inner.backoff, tries - 1);
+            let left = deadline.map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
+            match (wait, left) {
+                // The next try would come after the wait: giving up now, not at the wait's end.
+                (Some(wait), Some(left)) if pause >= left => {
+                    return Err(GetMe::GaveUp { tries, wait, last: err });
+                }
+                (_, Some(left)) => tracing::warn!(
+                    error = %err,
+                    tries,
+                    retry_in_s = pause.as_secs_f64(),
+                    gives_up_in_s = left.as_secs(),
+                    "Telegram did not answer getMe; trying again, and exiting if it has not \
+                answered when Telegram__StartupTimeoutSeconds is up"
+                ),
+                (_, None) => tracing::warn!(
+                    error = %err,
+                    tries,
+                    retry_in_s = pause.as_secs_f64(),
+                    "Telegram did not answer getMe; trying again until it does \
+                (Telegram__StartupTimeoutSeconds=0: no limit), Ctrl-C or SIGTERM stops"
+                ),
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return Err(GetMe::Failed(ApiError::Cancelled)),
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
     }
 
     /// One long poll for updates after `offset`: waits up to the poll timeout. Every failure,

@@ -62,6 +62,70 @@ async fn api_network_errors_are_retried_without_exiting() {
 }
 
 #[tokio::test]
+async fn getme_failing_past_the_startup_wait_ends_the_host_with_a_summary() {
+    let api = FakeBotApi::start(TOKEN).await;
+    // Far more failures than tries fit in the wait (backoff 20 ms doubling to 200 ms).
+    for _ in 0..100 {
+        api.fail_next("getMe", Injected::Status(502));
+    }
+    let bot = Bot::with(Setup {
+        api_url: Some(api.url.clone()),
+        configure: Some(|config| config.startup_timeout = Some(Duration::from_millis(700))),
+        ..Setup::default()
+    })
+    .await;
+    let ended = bot.ended().await;
+    let Err(volcanic_telegram::Error::Unreachable { tries, wait, last }) = ended else {
+        panic!("expected Unreachable, got {ended:?}");
+    };
+    assert_eq!(wait, Duration::from_millis(700));
+    assert_eq!(tries as usize, api.calls_of("getMe").len());
+    assert!(tries >= 2, "{tries}");
+    assert!(
+        matches!(last, volcanic_telegram::api::ApiError::Server { status: 502, .. }),
+        "{last:?}"
+    );
+    assert!(api.calls_of("getUpdates").is_empty(), "polling started without getMe");
+}
+
+#[tokio::test]
+async fn getme_answering_within_the_startup_wait_starts_the_bot() {
+    let api = FakeBotApi::start(TOKEN).await;
+    for _ in 0..3 {
+        api.fail_next("getMe", Injected::Status(502));
+    }
+    let bot = Bot::with(Setup {
+        api_url: Some(api.url.clone()),
+        configure: Some(|config| config.startup_timeout = Some(Duration::from_secs(20))),
+        ..Setup::default()
+    })
+    .await;
+    api.push_text(OWNER, "up at last");
+    api.wait_for_message(OWNER, DEADLINE, |m| m.text == "echo: up at last").await;
+    assert_eq!(api.calls_of("getMe").len(), 4);
+    bot.stop().await;
+}
+
+#[tokio::test]
+async fn getme_without_a_startup_wait_keeps_trying_until_stopped() {
+    let api = FakeBotApi::start(TOKEN).await;
+    for _ in 0..1000 {
+        api.fail_next("getMe", Injected::Status(502));
+    }
+    let bot = Bot::with(Setup {
+        api_url: Some(api.url.clone()),
+        configure: Some(|config| config.startup_timeout = None),
+        ..Setup::default()
+    })
+    .await;
+    // Well past what the default wait would allow in tries (backoff capped at 200 ms here).
+    api.wait_for("8 getMe tries", DEADLINE, |api| (api.calls_of("getMe").len() >= 8).then_some(()))
+        .await;
+    assert!(bot.is_running());
+    bot.stop().await;
+}
+
+#[tokio::test]
 async fn offset_is_persisted_so_a_restart_does_not_rerun_messages() {
     let bot = Bot::start().await;
     bot.api().push_text(OWNER, "once");

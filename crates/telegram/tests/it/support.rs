@@ -153,6 +153,11 @@ impl Bot {
         self.api().wait_for_message(chat_id, DEADLINE, |m| check(&m.text)).await
     }
 
+    /// Waits for the host to end on its own (no shutdown asked); its result.
+    pub async fn ended(self) -> volcanic_telegram::Result<()> {
+        tokio::time::timeout(DEADLINE, self.task).await.unwrap().unwrap()
+    }
+
     /// Stops the host; it must exit cleanly. Returns the workspace root and the state folder,
     /// for a look at the files afterwards.
     pub async fn stop(self) -> (tempfile::TempDir, tempfile::TempDir) {
