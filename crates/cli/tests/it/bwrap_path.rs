@@ -4,6 +4,9 @@
 //! `PATH`, and the check and every session start that absolute path.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use assert_cmd::cargo::CommandCargoExt;
 
 use serde_json::json;
 
@@ -83,4 +86,36 @@ fn without_bwrap_in_the_servers_path_the_check_finds_none_either() {
     let (code, stderr) = stop(served);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("bwrap is not installed (not found in PATH"), "{stderr}");
+}
+
+/// The owner's side: `volcanic chat`'s start-up check and its session's sandbox start the same
+/// bwrap, the one of its `PATH`.
+#[test]
+fn the_owners_check_and_session_start_the_bwrap_of_the_path_too() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let log = bin.path().join("started.log");
+    recording_wrapper(bin.path(), &log);
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let directive = format!(
+        "faux> {}",
+        json!({"steps": [{"tool": "bash", "args": {"command": "echo owner-$((6 * 7))"}}, {"text": "ran"}]})
+    );
+    let out = Command::cargo_bin("volcanic")
+        .unwrap()
+        .env_clear()
+        .env("PATH", &path)
+        .env("HOME", state.path())
+        .args(["chat", "--faux", "--workspace"])
+        .arg(ws.path())
+        .arg("--state-dir")
+        .arg(state.path())
+        .arg(&directive)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ran"), "{stderr}");
+    assert_eq!(starts(&log), 2, "the check and the session start the bwrap of PATH: {stderr}");
 }

@@ -259,6 +259,7 @@ fn serve_with_a_pending_approval_exits_0_on_sigterm_without_waiting_its_grace() 
     let took = asked.elapsed();
     assert_eq!(code, 0, "{stderr}");
     assert!(!stderr.contains("still settling"), "{stderr}");
+    assert!(!stderr.contains("still going at shutdown"), "{stderr}");
     assert!(took < Duration::from_secs(5), "the exit took {took:?}: {stderr}");
     // The request outlives the process: it is on file for the next start.
     let records = std::fs::read_dir(state.path().join("a2a/approvals")).unwrap().count();
