@@ -391,7 +391,7 @@ pub fn warn_plain_keys_when_reachable(
             listen = %address,
             workspace = %workspace.display(),
             callers = %plain.join(", "),
-            "callers with plain keys in callers.json are served on an address other machines can reach: whoever reads the file can call as them; give each a new key with `volcanic callers add NAME` (it stores only the key's hash) and remove the old entry (docs/a2a.md, \"Callers\")"
+            "callers with plain keys in callers.json are served on an address other machines can reach: whoever reads the file can call as them; give each a new key with `volcanic callers add NAME` (it stores only the key's hash) and remove the old entry (docs/a2a.md, \"volcanic callers\")"
         );
     }
 }

@@ -106,7 +106,14 @@ pub async fn run(args: ServeArgs) -> Result<Exit, Failure> {
     // The line above is the readiness signal; a closed stdout must not stop the server.
     let _ = std::io::stdout().flush();
     let callers = super::current_callers(&workspace);
-    if callers.is_empty() {
+    let callers_file = volcanic_a2a::auth::callers::callers_path(&workspace);
+    if callers.is_empty() && std::fs::symlink_metadata(&callers_file).is_ok() {
+        eprintln!(
+            "volcanic: workspace {}: .volcanic/a2a/callers.json has no caller the server can use, so no agent can call it; `volcanic callers list --workspace {}` says why",
+            workspace.display(),
+            workspace.display()
+        );
+    } else if callers.is_empty() {
         eprintln!(
             "volcanic: workspace {}: no callers yet, so no agent can call it (.volcanic/a2a/callers.json lists none). Add one with:\n  volcanic callers add NAME --workspace {}\nThe agent card needs no key:\n  curl http://{address}/.well-known/agent-card.json",
             workspace.display(),

@@ -41,6 +41,15 @@ fn serve_with_no_callers_says_there_are_none_and_how_to_add_one() {
         "{stderr}"
     );
 
+    // A file the server cannot use is not "no callers yet".
+    std::fs::create_dir_all(ws.path().join(".volcanic/a2a")).unwrap();
+    std::fs::write(ws.path().join(".volcanic/a2a/callers.json"), "[{").unwrap();
+    let served = serve(ws.path(), state.path(), &[]);
+    let (code, stderr) = stop(served);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("callers.json has no caller the server can use"), "{stderr}");
+    assert!(stderr.contains("volcanic callers list --workspace"), "{stderr}");
+
     let ws = workspace_with_caller();
     let served = serve(ws.path(), state.path(), &[]);
     let (code, stderr) = stop(served);
