@@ -429,7 +429,21 @@ impl A2aServer {
         service.shutdown.cancel();
         service.tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, service.tracker.wait()).await.is_err() {
-            tracing::warn!(runs = service.tasks.running(), "runs still settling at shutdown");
+            // Not every task left is a run: an owner notification to a slow chat service, a
+            // file being made durable. Name what is known, and stop waiting either way.
+            let (runs, tasks) = (service.tasks.running(), service.tracker.len());
+            if runs > 0 {
+                tracing::warn!(
+                    runs,
+                    tasks,
+                    "runs still settling at shutdown, exiting without them"
+                );
+            } else {
+                tracing::warn!(
+                    tasks,
+                    "background work still going at shutdown (no run: owner notifications or file writes), exiting without it"
+                );
+            }
         }
         // The drivers above end at a run's `Settled`, a moment before the run's own task does.
         if tokio::time::timeout(SHUTDOWN_GRACE, service.pool.close_runs()).await.is_err() {
@@ -570,6 +584,67 @@ mod tests {
         let span =
             r#"a2a_request{caller=span-bot binding="jsonrpc" method="GetTask" task_id="task-7"}"#;
         assert!(logs.contains(span), "{logs}");
+    }
+
+    /// Issue 36: work still going at shutdown that is not a run (here an owner notification
+    /// stuck on an unreachable chat service) was reported as "runs still settling at shutdown
+    /// runs=0"; the log now says what is left. The wait is the server's whole grace.
+    #[test]
+    fn background_work_left_at_shutdown_is_not_reported_as_runs() {
+        struct Unreachable;
+        #[async_trait::async_trait]
+        impl crate::approval::ApprovalNotifier for Unreachable {
+            async fn requested(&self, _: &Caller, _: &crate::approval::PendingApproval) {
+                std::future::pending::<()>().await;
+            }
+        }
+        let workspace = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let caller = Caller {
+            name: "waiting-bot".into(),
+            mode: CallerMode::Isolated,
+            tier: CallerTier::Chat,
+            approval: crate::auth::ApprovalPolicy {
+                tasks: crate::auth::CallerApproval::EveryTask,
+                tools: Arc::from(Vec::new()),
+            },
+            limits: Default::default(),
+            workspace: Arc::new(A2aWorkspace {
+                path: workspace.path().to_path_buf(),
+                scope_prefix: "t".into(),
+                owner_id: "o".into(),
+            }),
+        };
+        let logs = crate::test_logs::capture_logs(|| {
+            let runtime =
+                tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let provider = Arc::new(volcanic_core::provider::faux::FauxProvider::new());
+                let factory = Arc::new(SessionFactory::builder(provider, state.path()).build());
+                let server = A2aServer::builder(factory, Arc::new(OneCaller(caller)))
+                    .approval_notifier(Arc::new(Unreachable))
+                    .build()
+                    .unwrap();
+                let body = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
+                let request = axum::http::Request::post("/a2a")
+                    .header("x-api-key", "span-test-key")
+                    .header("a2a-version", "1.0")
+                    .header("content-type", "application/json")
+                    .body(Body::from(body))
+                    .unwrap();
+                let response = tower::ServiceExt::oneshot(server.router(), request).await.unwrap();
+                let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+                let text = String::from_utf8_lossy(&bytes);
+                assert!(text.contains("TASK_STATE_AUTH_REQUIRED"), "{text}");
+                // Stopped at once: nothing runs, the notification is all that is left.
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let shutdown = CancellationToken::new();
+                shutdown.cancel();
+                server.serve(listener, shutdown).await.unwrap();
+            });
+        });
+        assert!(!logs.contains("runs still settling"), "{logs}");
+        assert!(logs.contains("background work still going at shutdown"), "{logs}");
     }
 
     #[tokio::test]

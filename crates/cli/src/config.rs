@@ -26,7 +26,7 @@ pub const ENV_PREFIXES: &[&str] = &["PROVIDER__", "AGENT__", "A2A__", "TELEGRAM_
 
 /// Everything the binary can be configured with.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
     pub provider: ProviderSettings,
     pub agent: AgentSettings,
@@ -40,7 +40,7 @@ const MAX_STARTUP_TIMEOUT_SECONDS: u64 = 86_400;
 /// The Telegram host (`[telegram]`, `Telegram__*`); defaults live in
 /// `volcanic_telegram::TelegramConfig::new`.
 #[derive(Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct TelegramSettings {
     /// The bot token from BotFather. Never printed.
     pub bot_token: Option<String>,
@@ -194,7 +194,7 @@ list users in Telegram__AllowedUserIds"
 
 /// Which model backend to use. Keys come from `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` only.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ProviderSettings {
     /// `anthropic`, `openai` or `faux`; unset = inferred from which API key is set.
     pub kind: Option<ProviderKind>,
@@ -219,7 +219,7 @@ pub enum ProviderKind {
 
 /// Agent loop limits (`[agent]`, `Agent__*`); defaults live in `volcanic_core::config`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct AgentSettings {
     /// Where session journals are kept; unset = `$XDG_STATE_HOME/volcanic` or `~/.local/state/volcanic`.
     pub state_dir: Option<PathBuf>,
@@ -245,7 +245,7 @@ pub struct AgentSettings {
 /// `[agent.compaction]`, `Agent__Compaction__*`; defaults live in
 /// `volcanic_core::config::CompactionConfig`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct CompactionSettings {
     /// Whether sessions compact; default true.
     pub enabled: Option<bool>,
@@ -296,7 +296,7 @@ const MIN_CONTEXT_WINDOW: u64 = 2048;
 /// chats, `volcanic chat`), which shows the whole machine but the server's process, its config
 /// file and its state folder (docs/security.md).
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct OwnerSandboxSettings {
     /// `auto` (default): sandboxed when a sandbox can be had here, else unconfined with a
     /// warning. `on`: refuse to start without one. `off`: unconfined.
@@ -377,20 +377,20 @@ pub fn load(
     env: &[(String, String)],
 ) -> Result<Settings, ConfigError> {
     let mut figment = Figment::new();
-    match file {
+    let file = match file {
         Some(path) => {
             if !path.is_file() {
                 return Err(ConfigError(format!("--config {}: no such file", path.display())));
             }
-            figment = figment.merge(Toml::file_exact(path));
+            Some(path.to_path_buf())
         }
-        None => {
-            let default = workspace.join("volcanic.toml");
-            if default.is_file() {
-                figment = figment.merge(Toml::file_exact(default));
-            }
-        }
+        None => Some(workspace.join("volcanic.toml")).filter(|default| default.is_file()),
+    };
+    if let Some(path) = &file {
+        figment = figment.merge(Toml::file_exact(path));
     }
+    // Which variable set which key, to name it when the key is unknown.
+    let mut from_env: Vec<(String, &str)> = Vec::new();
     for (name, value) in env {
         // An empty variable is unset (compose files pass `${VAR:-}` through as "").
         if value.is_empty() {
@@ -398,9 +398,12 @@ pub fn load(
         }
         if let Some(key) = env_key(name) {
             figment = figment.merge(Serialized::default(&key, parse_env_value(value)));
+            from_env.push((key, name));
         }
     }
-    let settings = figment.extract::<Settings>().map_err(|err| ConfigError(describe(err)))?;
+    let settings = figment
+        .extract::<Settings>()
+        .map_err(|err| ConfigError(describe(err, file.as_deref(), &from_env)))?;
     settings.agent.compaction.validate(settings.provider.context_window)?;
     Ok(settings)
 }
@@ -446,10 +449,91 @@ fn parse_env_value(value: &str) -> figment::value::Value {
     }
 }
 
-fn describe(err: figment::Error) -> String {
+/// The error's message, naming the key. An unknown key (a misspelt one, mostly) is named as it
+/// was given, in the file or as a variable, with the nearest valid key.
+fn describe(err: figment::Error, file: Option<&Path>, from_env: &[(String, &str)]) -> String {
+    if let figment::error::Kind::UnknownField(field, expected) = &err.kind {
+        return unknown_key(&err.path, field, expected, file, from_env);
+    }
     let key = err.path.join(".");
     let problem = err.kind.to_string();
     if key.is_empty() { problem } else { format!("{key}: {problem}") }
+}
+
+/// "unknown setting", for the key `field` of the table at `path`.
+fn unknown_key(
+    path: &[String],
+    field: &str,
+    expected: &[&str],
+    file: Option<&Path>,
+    from_env: &[(String, &str)],
+) -> String {
+    // Figment's path ends with the unknown key itself; the table is what comes before it.
+    let path = match path.split_last() {
+        Some((last, table)) if last == field => table,
+        _ => path,
+    };
+    let dotted = path.iter().map(String::as_str).chain([field]).collect::<Vec<_>>().join(".");
+    let nearest = nearest(field, expected);
+    let variable = from_env
+        .iter()
+        .find(|(key, _)| key == &dotted || key.starts_with(&format!("{dotted}.")))
+        .map(|(_, name)| *name);
+    if let Some(name) = variable {
+        // The variable's own spelling, with the unknown part replaced by the nearest key.
+        let hint = nearest
+            .map(|valid| {
+                let mut parts: Vec<String> = name.split("__").map(str::to_string).collect();
+                if let Some(part) = parts.get_mut(path.len()) {
+                    *part = to_pascal(valid);
+                }
+                format!("; did you mean {}?", parts.join("__"))
+            })
+            .unwrap_or_default();
+        return format!(
+            "{name}: unknown setting {dotted} (variables named Provider__*, Agent__*, A2A__* and Telegram__* are Volcanic's settings){hint}"
+        );
+    }
+    let shown = file.map_or_else(|| "the config file".to_string(), |f| f.display().to_string());
+    if path.is_empty() {
+        let hint = nearest.map(|valid| format!("; did you mean [{valid}]?")).unwrap_or_default();
+        return format!(
+            "{shown}: unknown section [{field}] (the sections are {}){hint}",
+            expected.iter().map(|s| format!("[{s}]")).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let table = path.join(".");
+    let hint = nearest.map(|valid| format!("; did you mean {valid}?")).unwrap_or_default();
+    format!("{shown}: unknown key {field} in [{table}]{hint}")
+}
+
+/// The valid name closest to `given` when it is close enough to be a slip, else none: at most a
+/// third of its letters (at least one) typed wrong, left out, added, or two neighbours swapped.
+fn nearest<'a>(given: &str, valid: &[&'a str]) -> Option<&'a str> {
+    let given = given.to_ascii_lowercase();
+    let allowed = (given.chars().count() / 3).max(1);
+    valid
+        .iter()
+        .map(|name| (strsim::osa_distance(&given, name), *name))
+        .filter(|(distance, _)| *distance <= allowed)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name)
+}
+
+/// `max_turns` → `MaxTurns`, `a2a` → `A2A`: a key as its variable spells it.
+fn to_pascal(key: &str) -> String {
+    if key == "a2a" {
+        return "A2A".into();
+    }
+    key.split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// Parses `00:30:00`, `30m`, `90s`, `2h`, `1h30m` or a number of seconds.
@@ -573,6 +657,83 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn unknown_keys_in_the_file_are_refused_naming_the_nearest_valid_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("volcanic.toml");
+        let shown = file.display().to_string();
+        for (text, expected) in [
+            (
+                "[agnet]\nmax_turns = 3\n",
+                format!(
+                    "{shown}: unknown section [agnet] (the sections are [provider], [agent], [a2a], [telegram]); did you mean [agent]?"
+                ),
+            ),
+            (
+                "[agent]\nmax_turn = 3\n",
+                format!("{shown}: unknown key max_turn in [agent]; did you mean max_turns?"),
+            ),
+            (
+                "[a2a.sandbox]\nmdoe = \"off\"\n",
+                format!("{shown}: unknown key mdoe in [a2a.sandbox]; did you mean mode?"),
+            ),
+            (
+                "[a2a.limits]\nrequests_per_minut = 3\n",
+                format!(
+                    "{shown}: unknown key requests_per_minut in [a2a.limits]; did you mean requests_per_minute?"
+                ),
+            ),
+            // Nothing close: no guess.
+            ("[agent]\ncolour = \"red\"\n", format!("{shown}: unknown key colour in [agent]")),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            assert_eq!(load(None, dir.path(), &[]).unwrap_err().0, expected, "{text}");
+        }
+        // An explicit --config is named the same way.
+        let other = dir.path().join("other.toml");
+        std::fs::write(&other, "[provider]\nmodle = \"m\"\n").unwrap();
+        let err = load(Some(&other), dir.path(), &[]).unwrap_err();
+        assert_eq!(
+            err.0,
+            format!("{}: unknown key modle in [provider]; did you mean model?", other.display())
+        );
+    }
+
+    #[test]
+    fn unknown_variables_of_our_sections_are_refused_and_others_are_not_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, expected) in [
+            ("Agent__MaxTurn", "Agent__MaxTurn: unknown setting agent.max_turn"),
+            ("AGENT__MAX_TURN", "AGENT__MAX_TURN: unknown setting agent.max_turn"),
+            ("A2A__Sandboxx__Mode", "A2A__Sandboxx__Mode: unknown setting a2a.sandboxx"),
+            ("Telegram__BotTokn", "Telegram__BotTokn: unknown setting telegram.bot_tokn"),
+            ("Provider__Colour", "Provider__Colour: unknown setting provider.colour"),
+        ] {
+            let err = load(None, dir.path(), &env(&[(name, "3")])).unwrap_err();
+            assert!(err.0.starts_with(expected), "{name}: {}", err.0);
+        }
+        let hint = |name: &str| load(None, dir.path(), &env(&[(name, "3")])).unwrap_err().0;
+        assert!(hint("Agent__MaxTurn").ends_with("; did you mean Agent__MaxTurns?"));
+        assert!(hint("A2A__Sandboxx__Mode").ends_with("; did you mean A2A__Sandbox__Mode?"));
+        assert!(hint("Telegram__BotTokn").ends_with("; did you mean Telegram__BotToken?"));
+        assert!(hint("A2A__Card__Nmae").ends_with("; did you mean A2A__Card__Name?"));
+        assert!(!hint("Provider__Colour").contains("did you mean"));
+        // Variables of sections Volcanic does not own, and empty ones, are not settings.
+        let settings = load(
+            None,
+            dir.path(),
+            &env(&[
+                ("Logging__LogLevel__Default", "Debug"),
+                ("ASPNETCORE__Urls", "x"),
+                ("MY_APP__MaxTurn", "3"),
+                ("Agent__MaxTurn", ""),
+                ("Agent__MaxTurns", "4"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(settings.agent.max_turns, Some(4));
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod logging;
 mod provider;
 mod sched;
 mod seal;
+mod state_lock;
 
 use std::process::ExitCode;
 

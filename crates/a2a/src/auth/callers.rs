@@ -53,43 +53,105 @@ pub fn is_valid_caller_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
+/// Why a callers.json as a whole gives no callers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallersFileError {
+    /// Not JSON; only the position, never the text (it holds keys).
+    #[error("malformed JSON at line {line} column {column}")]
+    Malformed { line: usize, column: usize },
+    /// JSON, but not an array of entries.
+    #[error("not a JSON array")]
+    NotAnArray,
+}
+
+/// An entry of a callers.json that is left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedEntry {
+    /// Its position in the array, from 0.
+    pub index: usize,
+    /// Its name, when it has a valid one.
+    pub name: Option<String>,
+    /// Why, as a phrase after "the entry": "has an unknown tier ...". Never holds a key; a
+    /// value it echoes is one word that looks like a tier or mode name, never free text.
+    pub reason: String,
+}
+
+/// A callers.json read for the owner ([`read_callers`]): what the server serves and what it
+/// leaves out.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CallersFile {
+    /// The entries the server serves, in the file's order.
+    pub entries: Vec<CallerEntry>,
+    /// The entries it leaves out, in the file's order.
+    pub skipped: Vec<SkippedEntry>,
+}
+
+/// Reads the text of a callers.json entry by entry, saying what is wrong with each entry left
+/// out; the server's view of the same text is [`parse_callers`].
+///
+/// # Errors
+/// The text is not JSON or not an array: no entry at all is served.
+pub fn read_callers(text: &str) -> Result<CallersFile, CallersFileError> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|err| CallersFileError::Malformed { line: err.line(), column: err.column() })?;
+    let Value::Array(items) = value else { return Err(CallersFileError::NotAnArray) };
+    let mut names = HashSet::new();
+    let mut file = CallersFile { entries: Vec::with_capacity(items.len()), skipped: Vec::new() };
+    for (index, item) in items.iter().enumerate() {
+        match parse_entry(item) {
+            Ok(entry) if !names.insert(entry.name.clone()) => file.skipped.push(SkippedEntry {
+                index,
+                name: Some(entry.name),
+                reason: "repeats the name of an earlier entry".into(),
+            }),
+            Ok(entry) => file.entries.push(entry),
+            Err((name, reason)) => file.skipped.push(SkippedEntry { index, name, reason }),
+        }
+    }
+    Ok(file)
+}
+
 /// Parses the text of a callers.json. Never fails: a malformed file is empty, a bad entry is
 /// skipped, each with a warning naming `file` (used for logging only).
 pub fn parse_callers(file: &Path, text: &str) -> Vec<CallerEntry> {
-    let value: Value = match serde_json::from_str(text) {
-        Ok(value) => value,
+    let read = match read_callers(text) {
+        Ok(read) => read,
         Err(err) => {
-            // Only the position: serde_json's messages can quote the input, and the input
-            // holds keys.
-            warn!(
-                file = %file.display(),
-                line = err.line(),
-                column = err.column(),
-                "callers.json is malformed, treating it as empty"
-            );
+            warn!(file = %file.display(), "callers.json is {}, treating it as empty", match err {
+                CallersFileError::Malformed { line, column } => {
+                    format!("malformed (line {line}, column {column})")
+                }
+                CallersFileError::NotAnArray => "not a JSON array".to_string(),
+            });
             return Vec::new();
         }
     };
-    let Value::Array(items) = value else {
-        warn!(file = %file.display(), "callers.json is not a JSON array, treating it as empty");
-        return Vec::new();
-    };
-    let mut names = HashSet::new();
-    let mut entries = Vec::with_capacity(items.len());
-    for (index, item) in items.iter().enumerate() {
-        let Some(entry) = parse_entry(file, index, item) else { continue };
-        if !names.insert(entry.name.clone()) {
+    for skipped in &read.skipped {
+        warn!(
+            file = %file.display(),
+            index = skipped.index,
+            name = skipped.name.as_deref().unwrap_or(""),
+            "callers.json entry {}, skipping it",
+            skipped.reason
+        );
+    }
+    warn_weak_keys(file, &read.entries);
+    read.entries
+}
+
+/// Warns, naming `file` and each entry, about plain keys shorter than [`WEAK_KEY_CHARS`].
+pub fn warn_weak_keys(file: &Path, entries: &[CallerEntry]) {
+    for entry in entries {
+        if let CallerKey::Plain(key) = &entry.key
+            && key.expose().chars().count() < WEAK_KEY_CHARS
+        {
             warn!(
                 file = %file.display(),
-                index,
                 name = %entry.name,
-                "callers.json repeats a caller name, skipping the later entry"
+                "callers.json entry has a key shorter than {WEAK_KEY_CHARS} characters: easy to guess, and redacting it can hide ordinary text; mint one with `volcanic callers add`"
             );
-            continue;
         }
-        entries.push(entry);
     }
-    entries
 }
 
 /// A tool name as tools spell theirs: `[a-z0-9_]{1,64}`.
@@ -100,124 +162,71 @@ fn is_valid_tool_name(name: &str) -> bool {
 }
 
 /// A field whose value is one word of a fixed set (`tier`, `approval`): the default when it is
-/// absent or null, else what `parse` makes of it. `Err` carries what a warning may echo of a
-/// value that is none of the set: the word when it looks like one, never free text ("?").
-fn word_field<'a, T: Default>(
-    fields: &'a serde_json::Map<String, Value>,
+/// absent or null, else what `parse` makes of it. `Err` carries what a message may echo of a
+/// value that is none of the set: the word, quoted, when it looks like one, never free text.
+fn word_field<T: Default>(
+    fields: &serde_json::Map<String, Value>,
     key: &str,
     parse: impl Fn(&str) -> Option<T>,
-) -> Result<T, &'a str> {
+) -> Result<T, String> {
     match fields.get(key) {
         None | Some(Value::Null) => Ok(T::default()),
-        Some(value) => value.as_str().and_then(&parse).ok_or_else(|| {
-            value.as_str().filter(|w| w.len() <= 20 && is_valid_caller_name(w)).unwrap_or("?")
-        }),
+        Some(value) => value.as_str().and_then(&parse).ok_or_else(|| shown_word(value)),
     }
 }
 
-fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
+/// A value as a message may echo it: `"word"` when it looks like a tier or mode name, else
+/// nothing (a key may have been put in the wrong field).
+fn shown_word(value: &Value) -> String {
+    value
+        .as_str()
+        .filter(|w| w.len() <= 20 && is_valid_caller_name(w))
+        .map(|w| format!(" {w:?}"))
+        .unwrap_or_default()
+}
+
+/// One entry, or its name (when valid) and why it is left out.
+fn parse_entry(item: &Value) -> Result<CallerEntry, (Option<String>, String)> {
     let Value::Object(fields) = item else {
-        warn!(file = %file.display(), index, "callers.json entry is not an object, skipping it");
-        return None;
+        return Err((None, "is not an object".into()));
     };
     let name = match fields.get("name") {
         Some(Value::String(name)) if is_valid_caller_name(name) => name.clone(),
         Some(_) | None => {
-            warn!(
-                file = %file.display(),
-                index,
-                "callers.json entry has no valid name ([a-z0-9-]{{1,40}}), skipping it"
-            );
-            return None;
+            return Err((None, "has no valid name ([a-z0-9-]{1,40})".into()));
         }
     };
+    let skip = |reason: String| (Some(name.clone()), reason);
     let key = match (fields.get("key"), fields.get("keyHash")) {
         (Some(Value::String(key)), None) if !key.is_empty() => {
             CallerKey::Plain(ApiKey::new(key.clone()))
         }
-        (None, Some(Value::String(hash))) if KeyHash::parse(hash).is_some() => {
-            CallerKey::Hashed(KeyHash::parse(hash)?)
-        }
         (Some(_), Some(_)) => {
-            warn!(
-                file = %file.display(),
-                index,
-                name = %name,
-                "callers.json entry has both key and keyHash (give exactly one), skipping it"
-            );
-            return None;
+            return Err(skip("has both key and keyHash (give exactly one)".into()));
         }
-        (None, Some(_)) => {
-            warn!(
-                file = %file.display(),
-                index,
-                name = %name,
-                "callers.json entry has a keyHash that is not sha256:<64 hex digits>, skipping it"
-            );
-            return None;
-        }
+        (None, Some(hash)) => match hash.as_str().and_then(KeyHash::parse) {
+            Some(hash) => CallerKey::Hashed(hash),
+            None => {
+                return Err(skip("has a keyHash that is not sha256:<64 hex digits>".into()));
+            }
+        },
         (Some(_), None) | (None, None) => {
-            warn!(
-                file = %file.display(),
-                index,
-                name = %name,
-                "callers.json entry has no key (a non-empty string) nor keyHash, skipping it"
-            );
-            return None;
+            return Err(skip("has no key (a non-empty string) nor keyHash".into()));
         }
     };
-    if let CallerKey::Plain(key) = &key
-        && key.expose().chars().count() < WEAK_KEY_CHARS
-    {
-        warn!(
-            file = %file.display(),
-            index,
-            name = %name,
-            "callers.json entry has a key shorter than {WEAK_KEY_CHARS} characters: easy to guess, and redacting it can hide ordinary text; mint one with `volcanic callers add`"
-        );
-    }
     let mode = match fields.get("mode") {
         None | Some(Value::Null) => CallerMode::Isolated,
         Some(Value::String(mode)) if mode == CallerMode::Isolated.as_str() => CallerMode::Isolated,
         Some(other) => {
-            // The mode is echoed only when it looks like a mode word, never free text.
-            let mode = other.as_str().filter(|m| m.len() <= 20 && is_valid_caller_name(m));
-            warn!(
-                file = %file.display(),
-                index,
-                name = %name,
-                mode = mode.unwrap_or("?"),
-                "callers.json entry has an unknown mode (only isolated exists), skipping it"
-            );
-            return None;
+            let shown = shown_word(other);
+            return Err(skip(format!("has an unknown mode{shown} (only isolated exists)")));
         }
     };
-    let tier = match word_field(fields, "tier", CallerTier::parse) {
-        Ok(tier) => tier,
-        Err(word) => {
-            warn!(
-                file = %file.display(),
-                index,
-                name = %name,
-                tier = word,
-                "callers.json entry has an unknown tier (chat, read or workspace), skipping it"
-            );
-            return None;
-        }
-    };
-    let approval = match word_field(fields, "approval", CallerApproval::parse) {
-        Ok(approval) => approval,
-        Err(word) => {
-            warn!(
-                file = %file.display(),
-                index,
-                name = %name,
-                approval = word,
-                "callers.json entry has an unknown approval (never, first-contact or every-task), skipping it"
-            );
-            return None;
-        }
-    };
+    let tier = word_field(fields, "tier", CallerTier::parse)
+        .map_err(|shown| skip(format!("has an unknown tier{shown} (chat, read or workspace)")))?;
+    let approval = word_field(fields, "approval", CallerApproval::parse).map_err(|shown| {
+        skip(format!("has an unknown approval{shown} (never, first-contact or every-task)"))
+    })?;
     let tools: Vec<String> = match fields.get("approveTools") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items))
@@ -226,33 +235,17 @@ fn parse_entry(file: &Path, index: usize, item: &Value) -> Option<CallerEntry> {
             items.iter().filter_map(Value::as_str).map(str::to_string).collect()
         }
         Some(_) => {
-            warn!(
-                file = %file.display(),
-                index,
-                name = %name,
-                "callers.json entry has an approveTools that is not a list of tool names, skipping it"
-            );
-            return None;
+            return Err(skip("has an approveTools that is not a list of tool names".into()));
         }
     };
     let approval = ApprovalPolicy { tasks: approval, tools: tools.into() };
     let limits = match fields.get("limits") {
         None | Some(Value::Null) => crate::usage::Limits::default(),
-        Some(value) => match crate::usage::Limits::parse(value) {
-            Ok(limits) => limits,
-            Err(problem) => {
-                warn!(
-                    file = %file.display(),
-                    index,
-                    name = %name,
-                    "callers.json entry has invalid limits ({problem}), skipping it"
-                );
-                return None;
-            }
-        },
+        Some(value) => crate::usage::Limits::parse(value)
+            .map_err(|problem| skip(format!("has invalid limits ({problem})")))?,
     };
     let note = fields.get("note").and_then(Value::as_str).map(str::to_string);
-    Some(CallerEntry { name, key, mode, tier, approval, limits, note })
+    Ok(CallerEntry { name, key, mode, tier, approval, limits, note })
 }
 
 /// Parsed callers files by path, re-validated by (mtime, size) on every read.

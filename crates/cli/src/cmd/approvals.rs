@@ -153,11 +153,19 @@ fn socket(args: &ServerArgs) -> Result<PathBuf, Failure> {
     Ok(control::socket_path(&state_dir(args)?))
 }
 
+/// The server's state folder, which must exist: these commands read it, never make it.
 fn state_dir(args: &ServerArgs) -> Result<PathBuf, Failure> {
     let env = super::host_env();
     let workspace = super::workspace(args.workspace.as_deref())?;
     let settings = config::load(args.config.as_deref(), &workspace, &env)?;
-    super::state_dir(args.state_dir.as_deref(), &settings, &env)
+    let dir = super::state_dir_path(args.state_dir.as_deref(), &settings, &env)?;
+    if !dir.is_dir() {
+        return Err(Failure::usage(format!(
+            "state folder {}: no such folder, so no server has run with it; give the --state-dir (or Agent__StateDir) that `volcanic serve` or `volcanic telegram` was started with",
+            dir.display()
+        )));
+    }
+    Ok(dir)
 }
 
 /// One request; an unreachable server is exit 1 with what to do.

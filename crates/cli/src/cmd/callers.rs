@@ -7,8 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
-use volcanic_a2a::auth::callers::{callers_path, is_valid_caller_name, parse_callers};
+use volcanic_a2a::auth::callers::{
+    callers_path, is_valid_caller_name, read_callers, warn_weak_keys,
+};
 use volcanic_a2a::auth::{CallerTier, KeyHash};
+use volcanic_core::safe_file::CONFIG_FILE_CAP;
 
 use crate::{Exit, Failure};
 
@@ -33,8 +36,10 @@ enum CallersCommand {
 struct AddArgs {
     /// The caller's name: 1-40 of a-z, 0-9 and `-`, unique in the workspace.
     name: String,
-    /// What the caller's sessions may do: chat, read or workspace.
-    #[arg(long, default_value = "workspace")]
+    /// What the caller's sessions may do: chat (conversation only), read (read the workspace's
+    /// files, no bash, no writes) or workspace (bash and writes, contained). Default read: the
+    /// least that lets it answer from your files.
+    #[arg(long, default_value = "read")]
     tier: String,
     /// The assistant's workspace; default: the current folder.
     #[arg(long)]
@@ -116,43 +121,102 @@ fn add(args: AddArgs) -> Result<Exit, Failure> {
 fn list(args: ListArgs) -> Result<Exit, Failure> {
     let workspace = super::workspace(args.workspace.as_deref())?;
     let path = callers_path(&workspace);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            print_lines(&[&format!("No callers: {} does not exist.", path.display())]);
-            return Ok(Exit::Success);
-        }
-        Err(err) => {
-            return Err(Failure {
-                code: Exit::Failed,
-                message: format!("{}: {err}", path.display()),
-            });
-        }
-    };
-    let entries = parse_callers(&path, &text);
-    if entries.is_empty() {
-        print_lines(&[&format!("No callers in {}.", path.display())]);
+    let Some(text) = read_for_listing(&path)? else {
+        print_lines(&[
+            &format!("No callers: {} does not exist.", path.display()),
+            "Add one with: volcanic callers add NAME",
+        ]);
         return Ok(Exit::Success);
-    }
-    let width = entries.iter().map(|e| e.name.len()).max().unwrap_or(4).max(4);
-    let mut lines = vec![format!("{:width$}  {:9}  {:8}  KEY", "NAME", "TIER", "MODE")];
-    for entry in entries.iter() {
-        let mut line = format!(
-            "{:width$}  {:9}  {:8}  {}",
-            entry.name,
-            entry.tier.as_str(),
-            entry.mode.as_str(),
-            entry.key.masked()
-        );
-        if let Some(note) = &entry.note {
-            line.push_str("  ");
-            line.push_str(note);
+    };
+    // What the server makes of the same text: a file it cannot read serves nobody, and so is
+    // an error here; entries it skips are listed with the reason.
+    let file = read_callers(&text).map_err(|err| {
+        Failure::usage(format!(
+            "{}: {err}: the server serves no caller from it; fix it (or remove it and add callers with `volcanic callers add NAME`)",
+            path.display()
+        ))
+    })?;
+    warn_weak_keys(&path, &file.entries);
+    let mut lines = Vec::new();
+    if file.entries.is_empty() {
+        lines.push(format!("No callers in {}.", path.display()));
+    } else {
+        let width = file.entries.iter().map(|e| e.name.len()).max().unwrap_or(4).max(4);
+        lines.push(format!("{:width$}  {:9}  {:8}  KEY", "NAME", "TIER", "MODE"));
+        for entry in &file.entries {
+            let mut line = format!(
+                "{:width$}  {:9}  {:8}  {}",
+                entry.name,
+                entry.tier.as_str(),
+                entry.mode.as_str(),
+                entry.key.masked()
+            );
+            if let Some(note) = &entry.note {
+                line.push_str("  ");
+                line.push_str(note);
+            }
+            lines.push(line);
         }
-        lines.push(line);
+    }
+    if !file.skipped.is_empty() {
+        lines.push(String::new());
+        lines.push(format!(
+            "Skipped: the server ignores {} of {}:",
+            match file.skipped.len() {
+                1 => "1 entry".to_string(),
+                n => format!("{n} entries"),
+            },
+            path.display()
+        ));
+        for skipped in &file.skipped {
+            let name = skipped.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            lines.push(format!("  entry {}{name}: {}", skipped.index + 1, skipped.reason));
+        }
+    }
+    if file.entries.is_empty() {
+        lines.push("Add one with: volcanic callers add NAME".to_string());
     }
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     print_lines(&lines);
     Ok(Exit::Success)
+}
+
+/// The text of the callers.json at `path` as the server reads it, `None` when it does not
+/// exist.
+///
+/// # Errors
+/// Exit 2 for a file the server reads as empty (not a regular file, a symbolic link, larger than
+/// its cap, not UTF-8), exit 1 when it cannot be read.
+fn read_for_listing(path: &Path) -> Result<Option<String>, Failure> {
+    let failed = |err: &dyn std::fmt::Display| Failure {
+        code: Exit::Failed,
+        message: format!("{}: {err}", path.display()),
+    };
+    let refused = |what: &str| {
+        Failure::usage(format!(
+            "{}: {what}: the server serves no caller from it; make it a regular file (`volcanic callers add NAME` writes one)",
+            path.display()
+        ))
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => return Err(refused("a symbolic link")),
+        Ok(meta) if !meta.is_file() => return Err(refused("not a regular file")),
+        Ok(_) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(failed(&err)),
+    }
+    let bytes = match volcanic_core::safe_file::read_config(path, CONFIG_FILE_CAP) {
+        Ok(Some(bytes)) => bytes,
+        // Gone since the look above.
+        Ok(None) if !path.exists() => return Ok(None),
+        Ok(None) => {
+            return Err(refused(&format!(
+                "larger than {CONFIG_FILE_CAP} bytes or not a regular file"
+            )));
+        }
+        Err(err) => return Err(failed(&err)),
+    };
+    String::from_utf8(bytes).map(Some).map_err(|_| refused("not UTF-8 text"))
 }
 
 /// The entries of the callers.json at `path` as JSON values (an absent file: none).

@@ -50,6 +50,7 @@ pub struct ChatArgs {
 
 /// Runs the command; the exit code on success.
 pub async fn run(args: ChatArgs) -> Result<Exit, Failure> {
+    check_args(&args)?;
     let env = super::host_env();
     let workspace = super::workspace(args.workspace.as_deref())?;
     let settings = config::load(args.config.as_deref(), &workspace, &env)?;
@@ -109,6 +110,22 @@ async fn open(
     let mut options = SessionOptions::new(scope, workspace);
     options.confinement = confinement.cloned();
     factory.open(options).await.map_err(|e| Failure { code: Exit::Failed, message: e.to_string() })
+}
+
+/// Refuses what would be accepted silently and do nothing useful: an empty session name (the
+/// scope `chat-`) and a one-shot prompt with nothing in it.
+fn check_args(args: &ChatArgs) -> Result<(), Failure> {
+    if args.session.trim().is_empty() {
+        return Err(Failure::usage(
+            "--session is empty: name the session (letters, digits, '.', '_' and '-'), or leave the option out for the session main",
+        ));
+    }
+    if args.prompt.as_deref().is_some_and(|prompt| prompt.trim().is_empty()) {
+        return Err(Failure::usage(
+            "the message is empty: give the text to send, or no message at all to chat interactively",
+        ));
+    }
+    Ok(())
 }
 
 /// How long a quitting chat waits for an aborted run to settle (its tools to be killed).

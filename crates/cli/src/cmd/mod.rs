@@ -65,9 +65,23 @@ pub fn workspace(dir: Option<&Path>) -> Result<PathBuf, Failure> {
     dir.canonicalize().map_err(|e| Failure::usage(format!("--workspace {}: {e}", dir.display())))
 }
 
-/// The state folder: flag, then `Agent__StateDir`, then `$XDG_STATE_HOME/volcanic`, then
-/// `~/.local/state/volcanic`.
+/// The state folder (see [`state_dir_path`]), created when missing: for the commands that keep
+/// state in it (`serve`, `telegram`, `chat`).
 pub fn state_dir(
+    flag: Option<&Path>,
+    settings: &Settings,
+    env: &[(String, String)],
+) -> Result<PathBuf, Failure> {
+    let dir = state_dir_path(flag, settings, env)?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::usage(format!("state folder {}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+/// The state folder, as it is named: flag, then `Agent__StateDir`, then
+/// `$XDG_STATE_HOME/volcanic`, then `~/.local/state/volcanic`. Nothing is created: the commands
+/// that only read a server's state (`approvals`, `usage`) must not make a folder of a typo.
+pub fn state_dir_path(
     flag: Option<&Path>,
     settings: &Settings,
     env: &[(String, String)],
@@ -85,8 +99,6 @@ pub fn state_dir(
         .ok_or_else(|| {
             Failure::usage("cannot pick a state folder: pass --state-dir or set HOME")
         })?;
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Failure::usage(format!("state folder {}: {e}", dir.display())))?;
     Ok(dir)
 }
 
@@ -189,29 +201,70 @@ pub async fn owner_confinement(
         code: Exit::Failed,
         message: format!("cannot find this program: {e}"),
     })?;
-    let bwrap = own
-        .bwrap
-        .clone()
-        .or_else(|| settings.a2a.sandbox.bwrap.clone())
-        .unwrap_or_else(|| PathBuf::from("bwrap"));
-    let sandbox = std::sync::Arc::new(Sandbox::new(bwrap, exe));
-    if let Err(reason) = sandbox.probe(ViewBase::Host).await {
-        if own.mode == OwnerSandboxMode::On {
-            return Err(Failure::usage(format!(
-                "Agent__Sandbox__Mode=on but no sandbox can be started here: {reason}"
-            )));
+    let configured = own.bwrap.as_deref().or(settings.a2a.sandbox.bwrap.as_deref());
+    let probed = match resolve_bwrap(configured, &host_env(), "the owner's sessions") {
+        Ok(bwrap) => {
+            let sandbox = std::sync::Arc::new(Sandbox::new(bwrap, exe));
+            sandbox.probe(ViewBase::Host).await.map(|()| sandbox)
         }
-        tracing::warn!(
-            %reason,
-            "no sandbox for the owner's sessions: their tools run unconfined, and can read the config file and, when the server runs as root, the server's memory (set Agent__Sandbox__Mode=on to refuse, or off to silence this)"
-        );
-        return Ok(None);
-    }
+        Err(reason) => Err(reason),
+    };
+    let sandbox = match probed {
+        Ok(sandbox) => sandbox,
+        Err(reason) => {
+            if own.mode == OwnerSandboxMode::On {
+                return Err(Failure::usage(format!(
+                    "Agent__Sandbox__Mode=on but no sandbox can be started here: {reason}"
+                )));
+            }
+            tracing::warn!(
+                %reason,
+                "no sandbox for the owner's sessions: their tools run unconfined, and can read the config file and, when the server runs as root, the server's memory (set Agent__Sandbox__Mode=on to refuse, or off to silence this)"
+            );
+            return Ok(None);
+        }
+    };
     let mut hide: Vec<PathBuf> = own.hide.iter().map(PathBuf::from).collect();
     hide.extend(config_file.map(absolute));
     // The A2A server's records in a workspace (callers' keys, tasks, push tokens).
     let records = vec![PathBuf::from(".volcanic/a2a")];
     Ok(Some(OwnerConfinement { sandbox, hide, records }))
+}
+
+/// The bubblewrap program every sandbox of `whose` sessions starts, as an absolute path: the
+/// configured one (`Agent__Sandbox__Bwrap`, `A2A__Sandbox__Bwrap`), else `bwrap`; a bare name is
+/// looked up in this process's `PATH`, once. The start-up check and every session then run the
+/// same program, whatever `PATH` a session's tools get (the check used to run with no `PATH`
+/// at all, and so could find another bwrap than the sessions did, or none).
+///
+/// # Errors
+/// Why no program can be found, for the start-up check's message.
+fn resolve_bwrap(
+    configured: Option<&Path>,
+    env: &[(String, String)],
+    whose: &str,
+) -> Result<PathBuf, String> {
+    let wanted = configured.unwrap_or_else(|| Path::new("bwrap"));
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current folder: {e}"))?;
+    let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or_default();
+    let found = if wanted.components().count() > 1 {
+        // A path, not a name: PATH plays no part.
+        let absolute = cwd.join(wanted);
+        absolute
+            .is_file()
+            .then_some(absolute)
+            .ok_or_else(|| format!("the bubblewrap program {} does not exist", wanted.display()))?
+    } else {
+        which::which_in(wanted, Some(path), &cwd).map_err(|_| {
+            format!(
+                "{} is not installed (not found in PATH {path:?}); install bubblewrap, or set the program's path in A2A__Sandbox__Bwrap",
+                wanted.display()
+            )
+        })?
+    };
+    tracing::info!(bwrap = %found.display(), "sandboxes of {whose} start with");
+    Ok(found)
 }
 
 /// `path` made absolute against the current folder (a hidden path must not depend on the
@@ -235,7 +288,11 @@ pub async fn containment(
         code: Exit::Failed,
         message: format!("cannot find this program: {e}"),
     })?;
-    let bwrap = settings.bwrap.clone().unwrap_or_else(|| PathBuf::from("bwrap"));
+    let bwrap = match resolve_bwrap(settings.bwrap.as_deref(), &host_env(), "A2A callers' sessions")
+    {
+        Ok(bwrap) => bwrap,
+        Err(reason) => return Ok(Containment::Unavailable { reason }),
+    };
     let sandbox = std::sync::Arc::new(
         volcanic_core::sandbox::Sandbox::new(bwrap, exe)
             .read_only_paths(settings.read_only_paths.iter().map(PathBuf::from).collect())
@@ -293,4 +350,48 @@ pub fn a2a_build_failure(err: &volcanic_a2a::BuildError) -> Failure {
         | BuildError::Approvals { .. } => Exit::Failed,
     };
     Failure { code, message: format!("cannot build the A2A server: {err}") }
+}
+
+/// The callers the server serves from `workspace` as its callers.json says now: none when the
+/// file is missing or cannot be used (the server says why on the first request, and
+/// `volcanic callers list` does at once).
+pub fn current_callers(workspace: &Path) -> Vec<volcanic_a2a::auth::CallerEntry> {
+    use volcanic_a2a::auth::callers::{callers_path, read_callers};
+    let path = callers_path(workspace);
+    match volcanic_core::safe_file::read_config(&path, volcanic_core::safe_file::CONFIG_FILE_CAP) {
+        Ok(Some(bytes)) => std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| read_callers(text).ok())
+            .map(|file| file.entries)
+            .unwrap_or_default(),
+        Ok(None) | Err(_) => Vec::new(),
+    }
+}
+
+/// Warns when a listener other machines can reach (not loopback) serves callers whose keys
+/// callers.json holds in plain text (`"key"`), naming them per workspace: whoever reads the file
+/// (a backup, a synced folder, a shared machine) can then call the assistant as they do.
+pub fn warn_plain_keys_when_reachable(
+    address: std::net::SocketAddr,
+    workspaces: &[(PathBuf, Vec<volcanic_a2a::auth::CallerEntry>)],
+) {
+    if address.ip().is_loopback() {
+        return;
+    }
+    for (workspace, callers) in workspaces {
+        let plain: Vec<&str> = callers
+            .iter()
+            .filter(|entry| matches!(entry.key, volcanic_a2a::auth::CallerKey::Plain(_)))
+            .map(|entry| entry.name.as_str())
+            .collect();
+        if plain.is_empty() {
+            continue;
+        }
+        tracing::warn!(
+            listen = %address,
+            workspace = %workspace.display(),
+            callers = %plain.join(", "),
+            "callers with plain keys in callers.json are served on an address other machines can reach: whoever reads the file can call as them; give each a new key with `volcanic callers add NAME` (it stores only the key's hash) and remove the old entry (docs/a2a.md, \"volcanic callers\")"
+        );
+    }
 }

@@ -61,6 +61,8 @@ pub async fn run(args: ServeArgs) -> Result<Exit, Failure> {
     let built =
         crate::provider::build(args.faux, args.faux_script.as_deref(), &settings.provider, &env)?;
     let state_dir = super::state_dir(args.state_dir.as_deref(), &settings, &env)?;
+    // Before anything in the state folder is touched; held until the server has stopped.
+    let _lock = crate::state_lock::acquire(&state_dir)?;
 
     let caller_env = super::caller_env(&settings, &built.secrets, &env)?;
     let shutdown = CancellationToken::new();
@@ -89,6 +91,11 @@ pub async fn run(args: ServeArgs) -> Result<Exit, Failure> {
         .build()
         .map_err(|e| super::a2a_build_failure(&e))?;
 
+    // Before the listening line: a stop asked for as soon as it is printed is a clean stop.
+    let mut sigterm = signal(SignalKind::terminate())
+        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
+    let mut sigint = signal(SignalKind::interrupt())
+        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .map_err(|e| Failure::usage(format!("--listen {}: {e}", args.listen)))?;
@@ -98,15 +105,32 @@ pub async fn run(args: ServeArgs) -> Result<Exit, Failure> {
     println!("volcanic: listening on http://{address}");
     // The line above is the readiness signal; a closed stdout must not stop the server.
     let _ = std::io::stdout().flush();
-    eprintln!(
-        "volcanic: workspace {}; callers in .volcanic/a2a/callers.json. Try:\n  curl http://{address}/.well-known/agent-card.json",
-        workspace.display()
-    );
+    let callers = super::current_callers(&workspace);
+    let callers_file = volcanic_a2a::auth::callers::callers_path(&workspace);
+    if callers.is_empty() && std::fs::symlink_metadata(&callers_file).is_ok() {
+        eprintln!(
+            "volcanic: workspace {}: .volcanic/a2a/callers.json has no caller the server can use, so no agent can call it; `volcanic callers list --workspace {}` says why",
+            workspace.display(),
+            workspace.display()
+        );
+    } else if callers.is_empty() {
+        eprintln!(
+            "volcanic: workspace {}: no callers yet, so no agent can call it (.volcanic/a2a/callers.json lists none). Add one with:\n  volcanic callers add NAME --workspace {}\nThe agent card needs no key:\n  curl http://{address}/.well-known/agent-card.json",
+            workspace.display(),
+            workspace.display()
+        );
+    } else {
+        eprintln!(
+            "volcanic: workspace {}; {} in .volcanic/a2a/callers.json (volcanic callers list). Try:\n  curl http://{address}/.well-known/agent-card.json",
+            workspace.display(),
+            match callers.len() {
+                1 => "1 caller".to_string(),
+                n => format!("{n} callers"),
+            }
+        );
+    }
+    super::warn_plain_keys_when_reachable(address, &[(workspace.clone(), callers)]);
 
-    let mut sigterm = signal(SignalKind::terminate())
-        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
-    let mut sigint = signal(SignalKind::interrupt())
-        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
     // The signal watch runs beside the server in this task, not on a task of its own, so
     // nothing outlives the command; it ends with the shutdown, whoever started it.
     let stop = shutdown.clone();

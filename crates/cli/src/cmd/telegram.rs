@@ -46,6 +46,8 @@ pub async fn run(args: TelegramArgs) -> Result<Exit, Failure> {
     let cwd = super::workspace(None)?;
     let settings = config::load(args.config.as_deref(), &cwd, &env)?;
     let state_dir = super::state_dir(args.state_dir.as_deref(), &settings, &env)?;
+    // Before anything in the state folder is touched; held until the bot has stopped.
+    let _lock = crate::state_lock::acquire(&state_dir)?;
     let telegram = settings.telegram.to_config(&state_dir)?;
     let a2a_options = if settings.a2a.enabled { Some(settings.a2a.to_options()?) } else { None };
     let mut built =
@@ -73,8 +75,24 @@ pub async fn run(args: TelegramArgs) -> Result<Exit, Failure> {
     if let Some(options) = &a2a_options {
         super::check_prices(options, &factory.model())?;
     }
+    // Each allowed chat's workspace serves its own callers.
+    let chat_callers: Vec<(PathBuf, Vec<_>)> = telegram
+        .allowed_users
+        .iter()
+        .chain(&telegram.allowed_groups)
+        .map(|&chat| telegram.workspace(chat))
+        .map(|workspace| {
+            let callers = super::current_callers(&workspace);
+            (workspace, callers)
+        })
+        .collect();
     let config_file = args.config.clone().unwrap_or_else(|| cwd.join("volcanic.toml"));
     let owner = super::owner_confinement(&settings, Some(&config_file)).await?;
+    // Before the listening line: a stop asked for as soon as it is printed is a clean stop.
+    let mut sigterm = signal(SignalKind::terminate())
+        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
+    let mut sigint = signal(SignalKind::interrupt())
+        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
     let mut builder = TelegramHost::builder(telegram, factory)
         .shutdown(shutdown.clone())
         .owner_confinement(owner);
@@ -94,6 +112,7 @@ pub async fn run(args: TelegramArgs) -> Result<Exit, Failure> {
         println!("volcanic: listening on http://{address}");
         // The line above is the readiness signal; a closed stdout must not stop the bot.
         let _ = std::io::stdout().flush();
+        super::warn_plain_keys_when_reachable(address, &chat_callers);
         builder = builder.a2a(options, listener);
     }
     let host = builder.build().map_err(|e| match e {
@@ -101,10 +120,6 @@ pub async fn run(args: TelegramArgs) -> Result<Exit, Failure> {
         other => Failure { code: Exit::Failed, message: other.to_string() },
     })?;
 
-    let mut sigterm = signal(SignalKind::terminate())
-        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
-    let mut sigint = signal(SignalKind::interrupt())
-        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
     // The signal watch runs beside the host in this task, not on a task of its own, so nothing
     // outlives the command; it ends with the shutdown, whoever started it.
     let stop = shutdown.clone();

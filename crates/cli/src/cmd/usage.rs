@@ -34,7 +34,8 @@ pub fn run(args: UsageArgs) -> Result<Exit, Failure> {
     let env = super::host_env();
     let workspace = super::workspace(args.workspace.as_deref())?;
     let settings = config::load(args.config.as_deref(), &workspace, &env)?;
-    let state_dir = super::state_dir(args.state_dir.as_deref(), &settings, &env)?;
+    // Read only: a state folder that does not exist has counted nothing.
+    let state_dir = super::state_dir_path(args.state_dir.as_deref(), &settings, &env)?;
     let options = settings.a2a.to_options()?.usage;
     let (date, _) = ledger::day_of(chrono::Utc::now(), options.time_zone);
     let day = ledger::read(&state_dir, date).map_err(|err| Failure {
@@ -42,6 +43,14 @@ pub fn run(args: UsageArgs) -> Result<Exit, Failure> {
         message: format!("cannot read {}: {err}", ledger::path(&state_dir, date).display()),
     })?;
     let path = callers_path(&workspace);
+    let recorded = day.as_ref().and_then(|day| day.workspace(&workspace)).is_some();
+    if !recorded && std::fs::symlink_metadata(&path).is_err() {
+        // Nothing to report is not zero usage: most likely the wrong folder.
+        return Err(Failure::usage(format!(
+            "{} is not an A2A workspace: it has no .volcanic/a2a/callers.json and no usage today; run this in the workspace `volcanic serve` serves, or pass --workspace (a Telegram chat's workspace is Telegram__WorkspaceRoot/CHAT_ID)",
+            workspace.display()
+        )));
+    }
     let callers: Vec<(String, Limits)> =
         match volcanic_core::safe_file::read_config(&path, 1024 * 1024) {
             Ok(Some(bytes)) => parse_callers(&path, &String::from_utf8_lossy(&bytes))

@@ -10,7 +10,7 @@ use super::{ConfigError, opt_duration, string_list, usage};
 
 /// The A2A server (`[a2a]`, `A2A__*`); defaults live in `volcanic_a2a::A2aOptions`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct A2aSettings {
     /// Whether the Telegram host mounts the A2A endpoints (`volcanic serve` always does).
     pub enabled: bool,
@@ -72,7 +72,7 @@ pub struct A2aSettings {
 
 /// `[a2a.card_signing]`, `A2A__CardSigning__*`: the signed 1.0 cards (docs/a2a.md, "Signed card").
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct CardSigningSettings {
     /// Whether the 1.0 cards are signed; default true.
     pub enabled: Option<bool>,
@@ -83,7 +83,7 @@ pub struct CardSigningSettings {
 
 /// `[a2a.sandbox]`, `A2A__Sandbox__*`: how callers' tools are contained (docs/security.md).
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SandboxSettings {
     /// `on` (default): callers' tools run in a bubblewrap sandbox, and when none can be had
     /// callers get tier chat. `off`: the owner's explicit opt-out, tools run unconfined.
@@ -122,7 +122,7 @@ pub enum SandboxMode {
 
 /// `[a2a.card]`, `A2A__Card__*`.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct CardSettings {
     pub name: Option<String>,
     pub description: Option<String>,

@@ -126,3 +126,85 @@ fn callers_list_shows_names_tiers_modes_and_masked_keys() {
     // A log that is not a terminal gets no colour codes.
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
+
+/// Issue 36: a callers.json the server cannot use was listed as "No callers" (exit 0), and
+/// entries the server skips were left out without a word.
+#[test]
+fn callers_list_says_what_is_wrong_with_the_file_and_each_skipped_entry() {
+    let ws = tempfile::tempdir().unwrap();
+    let dir = ws.path().join(".volcanic/a2a");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("callers.json");
+    for (text, problem) in [
+        (r#"[{"name": "bob", "key": "k_0123456789abcdef""#, "malformed JSON at line 1 column"),
+        (r#"{"name": "bob", "key": "k_0123456789abcdef"}"#, "not a JSON array"),
+    ] {
+        std::fs::write(&path, text).unwrap();
+        let out = callers(&["list"], ws.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {stderr}");
+        assert!(stderr.contains(problem), "{stderr}");
+        assert!(stderr.contains("the server serves no caller from it"), "{stderr}");
+        assert!(stderr.contains(&path.display().to_string()), "{stderr}");
+        assert!(!stderr.contains("0123456789abcdef"), "the key is not echoed: {stderr}");
+        assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    }
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink("/dev/null", &path).unwrap();
+    let out = callers(&["list"], ws.path());
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a symbolic link"));
+    std::fs::remove_file(&path).unwrap();
+
+    std::fs::write(
+        &path,
+        json!([
+            {"name": "good", "key": "k_0123456789abcdef", "tier": "chat"},
+            {"name": "admin-bot", "key": "k_secret_0123456789", "tier": "admin"},
+            {"name": "good", "key": "k_another_0123456789"},
+            {"name": "Not Valid", "key": "k_third_0123456789"},
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let out = callers(&["list"], ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout,
+        format!(
+            "NAME  TIER       MODE      KEY\n\
+             good  chat       isolated  …cdef\n\
+             \n\
+             Skipped: the server ignores 3 entries of {}:\n  \
+             entry 2 (admin-bot): has an unknown tier \"admin\" (chat, read or workspace)\n  \
+             entry 3 (good): repeats the name of an earlier entry\n  \
+             entry 4: has no valid name ([a-z0-9-]{{1,40}})\n",
+            path.display()
+        )
+    );
+
+    std::fs::write(&path, r#"[{"name": "only", "key": "k_0123456789abcdef", "tier": 7}]"#).unwrap();
+    let out = callers(&["list"], ws.path());
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.starts_with(&format!("No callers in {}.\n", path.display())), "{stdout}");
+    assert!(stdout.contains("entry 1 (only): has an unknown tier (chat"), "{stdout}");
+    assert!(stdout.ends_with("Add one with: volcanic callers add NAME\n"), "{stdout}");
+}
+
+/// Issue 36: `callers add` without `--tier` gave the caller bash and writes (`workspace`); it now
+/// gives the least that is still useful, `read`, and its help says so.
+#[test]
+fn callers_add_defaults_to_tier_read_and_says_so() {
+    let ws = tempfile::tempdir().unwrap();
+    let out = callers(&["add", "helper"], ws.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("(tier read)"), "{stdout}");
+    assert_eq!(callers_file(ws.path())[0]["tier"], "read");
+    let help = callers(&["add", "--help"], ws.path());
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(help.contains("Default read"), "{help}");
+    assert!(help.contains("[default: read]"), "{help}");
+}

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod approvals;
+mod bwrap_path;
 mod caller_text;
 mod callers;
 mod chat;
@@ -16,6 +17,8 @@ mod containment;
 mod crash;
 mod host_secrets;
 mod memory;
+mod messages;
+mod one_server;
 mod push_outbox;
 mod resume;
 mod retries;

@@ -24,8 +24,20 @@ pub(crate) struct Served {
     pub(crate) base: String,
 }
 
+impl Served {
+    /// The server's process id.
+    pub(crate) fn child_id(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 pub(crate) fn serve(workspace: &Path, state: &Path, extra_env: &[(&str, &str)]) -> Served {
-    spawn_serve(Command::cargo_bin("volcanic").unwrap(), workspace, state, extra_env)
+    spawn_serve(Command::cargo_bin("volcanic").unwrap(), workspace, state, "127.0.0.1:0", extra_env)
+}
+
+/// [`serve`] listening on `listen` (the listening line then names that address).
+pub(crate) fn serve_on(workspace: &Path, state: &Path, listen: &str) -> Served {
+    spawn_serve(Command::cargo_bin("volcanic").unwrap(), workspace, state, listen, &[])
 }
 
 /// `volcanic serve` through `cmd`: the binary itself, or a program that runs it.
@@ -33,13 +45,14 @@ fn spawn_serve(
     mut cmd: Command,
     workspace: &Path,
     state: &Path,
+    listen: &str,
     extra_env: &[(&str, &str)],
 ) -> Served {
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", state)
         .env("RUST_LOG", "debug")
-        .args(["serve", "--faux", "--listen", "127.0.0.1:0", "--workspace"])
+        .args(["serve", "--faux", "--listen", listen, "--workspace"])
         .arg(workspace)
         .arg("--state-dir")
         .arg(state)
@@ -121,7 +134,7 @@ fn scheduling_when_served_through(mut cmd: Command) -> Vec<(i32, u32)> {
     let ws = workspace_with_caller();
     let state = tempfile::tempdir().unwrap();
     cmd.arg(Command::cargo_bin("volcanic").unwrap().get_program());
-    let served = spawn_serve(cmd, ws.path(), state.path(), &[]);
+    let served = spawn_serve(cmd, ws.path(), state.path(), "127.0.0.1:0", &[]);
     let body = SEND;
     let (status, _) = post(&served.base, KEY, body);
     assert_eq!(status, 200);
@@ -246,6 +259,7 @@ fn serve_with_a_pending_approval_exits_0_on_sigterm_without_waiting_its_grace() 
     let took = asked.elapsed();
     assert_eq!(code, 0, "{stderr}");
     assert!(!stderr.contains("still settling"), "{stderr}");
+    assert!(!stderr.contains("still going at shutdown"), "{stderr}");
     assert!(took < Duration::from_secs(5), "the exit took {took:?}: {stderr}");
     // The request outlives the process: it is on file for the next start.
     let records = std::fs::read_dir(state.path().join("a2a/approvals")).unwrap().count();
