@@ -314,22 +314,26 @@ fn tasks_dir(workspace: &Path) -> PathBuf {
     workspace.join(".volcanic/a2a/tasks")
 }
 
-/// Every file under `dir` (recursively) whose name starts with `.tmp`.
-fn temp_files(dir: &Path) -> Vec<PathBuf> {
+/// Every file under `dir` (recursively) whose name starts with `.tmp` and that was last written
+/// before `before`: the restarted server's own writes in flight (its usage flusher's) are not
+/// left over, the killed one's are.
+fn temp_files(dir: &Path, before: std::time::SystemTime) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else { return found };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
-            found.extend(temp_files(&path));
-        } else if entry.file_name().to_string_lossy().starts_with(".tmp") {
+            found.extend(temp_files(&path, before));
+        } else if entry.file_name().to_string_lossy().starts_with(".tmp")
+            && entry.metadata().and_then(|m| m.modified()).is_ok_and(|m| m < before)
+        {
             found.push(path);
         }
     }
     found
 }
 
-fn check_files(workspace: &Path, state: &Path, seed: u64) {
+fn check_files(workspace: &Path, state: &Path, restarted: std::time::SystemTime, seed: u64) {
     if let Ok(entries) = std::fs::read_dir(tasks_dir(workspace)) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
@@ -342,8 +346,10 @@ fn check_files(workspace: &Path, state: &Path, seed: u64) {
             assert!(task["id"].is_string(), "seed {seed}: {name} has no id");
         }
     }
-    let leftovers: Vec<PathBuf> =
-        [temp_files(workspace), temp_files(state)].into_iter().flatten().collect();
+    let leftovers: Vec<PathBuf> = [temp_files(workspace, restarted), temp_files(state, restarted)]
+        .into_iter()
+        .flatten()
+        .collect();
     assert!(leftovers.is_empty(), "seed {seed}: temp files left after restart: {leftovers:?}");
 }
 
@@ -475,10 +481,11 @@ async fn sigkill_during_bursts_loses_nothing_acknowledged() {
             tokio::time::timeout(Duration::from_secs(60), handle).await.unwrap().unwrap();
         }
 
+        let restarted = std::time::SystemTime::now();
         server = start(workspace.path(), state.path(), &log);
         let client = Client { http: http.clone(), base: server.base.clone() };
         check_tasks(&client, &ledger, seed).await;
-        check_files(workspace.path(), state.path(), seed);
+        check_files(workspace.path(), state.path(), restarted, seed);
         if round % 5 == 0 {
             check_continuations(&client, &ledger, seed).await;
         }
