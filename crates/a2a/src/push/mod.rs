@@ -20,12 +20,23 @@ pub use sender::PushSender;
 /// a config is registered and again before every delivery attempt.
 pub type UrlCheck = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
+/// Added to a refusal that `AllowPrivatePushUrls` would lift, so that whoever reads it (the
+/// caller, or the owner in the log) learns which setting allows a webhook on a local address.
+const ALLOW_PRIVATE_HINT: &str =
+    "http and private addresses need the server option A2A__AllowPrivatePushUrls=true";
+
 /// The webhook URL check: the SSRF guard's syntactic check (https, or http and private hosts
 /// with `AllowPrivatePushUrls`; IP literals in any notation checked against the blocked ranges).
 /// Names are checked again at connect time by the guarded client's resolver.
 pub fn url_check(allow_private: bool) -> UrlCheck {
     Arc::new(move |url: &str| {
-        guard::check_url(url, allow_private).map(|_| ()).map_err(|err| err.to_string())
+        guard::check_url(url, allow_private).map(|_| ()).map_err(|err| {
+            if !allow_private && guard::check_url(url, true).is_ok() {
+                format!("{err}; {ALLOW_PRIVATE_HINT}")
+            } else {
+                err.to_string()
+            }
+        })
     })
 }
 
@@ -43,5 +54,33 @@ mod tests {
         assert!(strict("https://[::ffff:10.0.0.1]/a").is_err());
         assert_eq!(relaxed("http://127.0.0.1:8080/hook"), Ok(()));
         assert!(relaxed("ftp://hook.example.com").is_err());
+    }
+
+    #[test]
+    fn a_refusal_the_setting_would_lift_names_it() {
+        let strict = url_check(false);
+        assert_eq!(
+            strict("http://127.0.0.1:8080/hook"),
+            Err(format!("URL scheme http is not allowed, use https; {ALLOW_PRIVATE_HINT}"))
+        );
+        assert_eq!(
+            strict("https://10.0.0.1/hook"),
+            Err(format!(
+                "10.0.0.1 is a loopback, private or reserved address; {ALLOW_PRIVATE_HINT}"
+            ))
+        );
+        // The setting would not allow these: no hint.
+        assert_eq!(
+            strict("ftp://hook.example.com/"),
+            Err("URL scheme ftp is not allowed, use https".to_string())
+        );
+        assert_eq!(
+            strict("https://u:p@127.0.0.1/"),
+            Err("URL must not carry a user name or password".to_string())
+        );
+        assert_eq!(
+            url_check(true)("ftp://127.0.0.1/"),
+            Err("URL scheme ftp is not allowed, use https".to_string())
+        );
     }
 }

@@ -197,11 +197,26 @@ async fn push_config_non_https_url_invalid_params() {
             json!({"taskId": task, "url": "http://127.0.0.1:9/hook"}),
         )
         .await;
+    // The refusal names the setting that would allow a local webhook (issue 36).
     assert_eq!(
         body["error"],
         json!({"code": -32602,
-               "message": "Invalid parameters: URL scheme http is not allowed, use https",
+               "message": "Invalid parameters: URL scheme http is not allowed, use https; \
+                           http and private addresses need the server option \
+                           A2A__AllowPrivatePushUrls=true",
                "data": body["error"]["data"]})
+    );
+    let body = server
+        .rpc(
+            KEY,
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": task, "url": "https://127.0.0.1:9/hook"}),
+        )
+        .await;
+    assert_eq!(
+        body["error"]["message"],
+        "Invalid parameters: 127.0.0.1 is a loopback, private or reserved address; \
+         http and private addresses need the server option A2A__AllowPrivatePushUrls=true"
     );
     let (status, rest) = server
         .rest(
@@ -213,6 +228,11 @@ async fn push_config_non_https_url_invalid_params() {
         .await;
     assert_eq!(status, 400);
     assert_eq!(rest["error"]["details"][0]["reason"], "INVALID_PARAMS");
+    // The setting would not allow ftp, so the refusal does not point at it.
+    assert_eq!(
+        rest["error"]["message"], "Invalid parameters: URL scheme ftp is not allowed, use https",
+        "{rest}"
+    );
     assert!(task_file(&server, &task).get("pushConfigs").is_none());
 }
 
