@@ -263,10 +263,16 @@ fn mint_key() -> Result<String, Failure> {
 }
 
 /// Prints `lines`, each kept on its line: notes and names are text from callers.json, whose
-/// control characters are shown rather than sent to the terminal.
-#[allow(clippy::print_stdout)]
+/// control characters are shown rather than sent to the terminal. A reader that stopped early
+/// (`volcanic callers add x | head -1`) ends the printing, not the program: the entry is
+/// already saved.
 fn print_lines(lines: &[&str]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
     for line in lines {
-        println!("{}", volcanic_core::escape::one_line(line));
+        if writeln!(out, "{}", volcanic_core::escape::one_line(line)).is_err() {
+            return;
+        }
     }
+    let _ = out.flush();
 }

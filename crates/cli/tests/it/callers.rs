@@ -208,3 +208,25 @@ fn callers_add_defaults_to_tier_read_and_says_so() {
     assert!(help.contains("Default read"), "{help}");
     assert!(help.contains("[default: read]"), "{help}");
 }
+
+#[test]
+fn callers_add_into_a_reader_that_stopped_saves_the_entry_and_exits_0() {
+    // `volcanic callers add x | head -1` when head is gone before the second line: stdout is a
+    // pipe no one reads any more.
+    let ws = tempfile::tempdir().unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::cargo_bin("volcanic")
+        .unwrap()
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(ws.path())
+        .args(["callers", "add", "helper"])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(callers_file(ws.path())[0]["name"], "helper");
+}
