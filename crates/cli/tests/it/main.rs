@@ -7,6 +7,7 @@ mod approvals;
 mod caller_text;
 mod callers;
 mod chat;
+mod cli;
 mod client;
 mod client_errors;
 mod client_hostile;
