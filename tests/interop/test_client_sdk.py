@@ -105,7 +105,7 @@ def task_of(run: Run) -> tuple[str, str]:
 @pytest.mark.parametrize(('binding', 'version'), INTERFACES, ids=[f'{b}-{v}' for b, v in INTERFACES])
 def test_client_against_sdk_agent(agent: Agent, binding: str, version: str, tmp_path: Path) -> None:
     url = agent.base
-    flags = ('--binding', binding, '--version', version)
+    flags = ('--binding', binding, '--a2a-version', version)
 
     def run(*args: str, key: str | None = KEY) -> Run:
         return a2a(tmp_path, *args, *flags, key=key)
@@ -126,7 +126,7 @@ def test_client_against_sdk_agent(agent: Agent, binding: str, version: str, tmp_
     task, context = task_of(asked)
     assert asked.stdout.startswith(f'input-required · task {task}'), asked.stdout
     assert 'The agent asks: Which city?\n' in asked.stdout, asked.stdout
-    answer = f'Answer with: volcanic a2a send {url} --task {task} --context {context} --binding {binding} --version {version}'
+    answer = f'Answer with: volcanic a2a send {url} --task {task} --context {context} --binding {binding} --a2a-version {version}'
     assert f'{answer} "<your answer>"' in asked.stdout, asked.stdout
     answered = run('send', url, 'Paris', '--task', task)
     assert answered.code == 0, answered.stderr

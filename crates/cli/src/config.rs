@@ -13,6 +13,8 @@ use serde::{Deserialize, Deserializer};
 use volcanic_core::config::AgentConfig;
 
 mod a2a;
+#[cfg(test)]
+mod example;
 mod usage;
 
 pub use a2a::{A2aSettings, SandboxMode, SandboxSettings};

@@ -18,36 +18,156 @@ use std::process::ExitCode;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-/// A personal-assistant runtime whose assistants other agents can reach over A2A.
+/// The first line of `volcanic --help`: every command, by what it is for.
+const ABOUT: &str = "Volcanic: a personal assistant in a workspace folder. Run it (serve, chat, \
+telegram), talk to any A2A agent (a2a), decide who may call yours (callers, approvals, approve, \
+deny, usage), and set up your shell (completions).";
+
+const EXAMPLES: &str = "\
+Examples:
+  volcanic serve --faux --workspace examples/workspace --listen 127.0.0.1:8080
+  volcanic chat --workspace examples/workspace \"what is in my notes?\"
+  volcanic a2a card http://127.0.0.1:8080
+
+Run `volcanic <command> --help` for a command's options and examples. Docs: docs/cli.md.";
+
 #[derive(Parser)]
-#[command(name = "volcanic", version, about)]
+#[command(name = "volcanic", version, about = ABOUT, after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+/// `volcanic --help` lists the commands in these groups, in this order (clap itself has one
+/// heading for all of them); a test checks that every visible command is in exactly one.
+const GROUPS: &[(&str, &[&str])] = &[
+    ("Run your assistant", &["serve", "chat", "telegram"]),
+    ("Talk to any A2A agent", &["a2a"]),
+    ("Decide who may call your assistant", &["callers", "approvals", "approve", "deny", "usage"]),
+    ("Set up", &["completions", "help"]),
+];
+
+/// The parser of the whole command line, with the grouped command list in its help.
+pub fn cli_command() -> clap::Command {
+    // Built first, so that the `help` command clap adds is there to list; named first, so that
+    // the commands' usage lines say `volcanic <command>` whatever the binary was called.
+    let mut command = Cli::command().bin_name("volcanic");
+    command.build();
+    let heading = *command.get_styles().get_header();
+    let literal = *command.get_styles().get_literal();
+    let width = GROUPS.iter().flat_map(|(_, names)| names.iter()).map(|n| n.len()).max();
+    let width = width.unwrap_or(0);
+    let mut list = String::new();
+    for (group, names) in GROUPS {
+        list.push_str(&format!("{heading}{group}:{heading:#}\n"));
+        for name in *names {
+            let about = command
+                .find_subcommand(name)
+                .and_then(|sub| sub.get_about())
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            list.push_str(&format!("  {literal}{name:<width$}{literal:#}  {about}\n"));
+        }
+        list.push('\n');
+    }
+    command.help_template(format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{list}\
+{heading}Options:{heading:#}\n{{options}}{{after-help}}"
+    ))
+}
+
+/// The commands, in the order `volcanic --help` shows them ([`GROUPS`]).
 #[derive(Subcommand)]
 enum Command {
-    /// Talk to the assistant of a workspace from the terminal.
-    Chat(cmd::chat::ChatArgs),
     /// Serve a workspace's assistant to other agents over A2A.
+    #[command(after_help = "\
+Examples:
+  volcanic serve --faux --workspace examples/workspace --listen 127.0.0.1:8080
+  ANTHROPIC_API_KEY=sk-ant-... volcanic serve --workspace ~/assistant
+
+It prints `volcanic: listening on http://ADDRESS` when ready; Ctrl-C or SIGTERM stops it.
+Callers and their keys: `volcanic callers --help`. Docs: docs/a2a.md.")]
     Serve(cmd::serve::ServeArgs),
-    /// Run the Telegram bot: one assistant per allowed chat, and A2A when enabled.
+    /// Talk to a workspace's assistant from the terminal.
+    #[command(after_help = "\
+Examples:
+  volcanic chat --workspace ~/assistant                 # interactive; Ctrl-D or /exit quits
+  volcanic chat --faux --workspace examples/workspace \"hello\"
+  volcanic chat --session trip \"where were we?\"         # resumes the conversation `trip`
+
+Docs: docs/chat.md.")]
+    Chat(cmd::chat::ChatArgs),
+    /// Run the Telegram bot: an assistant per allowed chat, A2A if enabled.
+    #[command(after_help = "\
+Examples:
+  Telegram__BotToken=123456789:AAE... Telegram__AllowedUserIds=<your user id> \\
+  Telegram__WorkspaceRoot=$HOME/volcanic-chats volcanic telegram
+  volcanic telegram --config /etc/volcanic/volcanic.toml
+
+The settings (token, users, workspace root) come from the environment or the config file
+([telegram]). Docs: docs/telegram-bot.md.")]
     Telegram(cmd::telegram::TelegramArgs),
-    /// Manage who may call a workspace's assistant (callers.json).
-    Callers(cmd::callers::CallersArgs),
-    /// List the callers' requests waiting for your approval on a running server.
-    Approvals(cmd::approvals::ListArgs),
-    /// Talk to any A2A agent: read its card, send messages, follow and manage tasks.
+    /// Talk to any A2A agent: its card, messages, tasks and webhooks.
+    #[command(after_help = "\
+Examples:
+  volcanic a2a card http://127.0.0.1:8080
+  VOLCANIC_A2A_KEY=<key> volcanic a2a send http://127.0.0.1:8080 --stream \"hello\"
+  volcanic a2a list http://127.0.0.1:8080 --status input-required --json
+
+Docs: docs/a2a-client.md.")]
     A2a(cmd::a2a::A2aArgs),
+    /// Manage who may call a workspace's assistant (callers.json).
+    #[command(after_help = "\
+Examples:
+  volcanic callers add travel-bot --tier read --workspace ~/assistant
+  volcanic callers list --workspace ~/assistant
+
+Docs: docs/a2a.md (\"volcanic callers\").")]
+    Callers(cmd::callers::CallersArgs),
+    /// List the callers' requests waiting for your approval.
+    #[command(after_help = "\
+Examples:
+  volcanic approvals --workspace ~/assistant
+  volcanic approvals --json
+
+Give the same --workspace and --state-dir (or config) as the running server.
+Decide with `volcanic approve ID` or `volcanic deny ID`. Docs: docs/a2a.md (\"Owner approval\").")]
+    Approvals(cmd::approvals::ListArgs),
     /// Approve a waiting request: its task's run starts.
+    #[command(after_help = "\
+Examples:
+  volcanic approve 3f1c09ab
+  volcanic approve 3f1c09ab --workspace ~/assistant --state-dir /var/lib/volcanic
+
+Needs the server running. Docs: docs/a2a.md (\"Owner approval\").")]
     Approve(cmd::approvals::ApproveArgs),
     /// Deny a waiting request: its task is rejected, with your reason.
+    #[command(after_help = "\
+Examples:
+  volcanic deny 3f1c09ab --reason \"not this week\"
+  volcanic deny 3f1c09ab --workspace ~/assistant
+
+Needs the server running. Docs: docs/a2a.md (\"Owner approval\").")]
     Deny(cmd::approvals::DenyArgs),
-    /// Today's usage of each A2A caller against its caps (tokens, spending, requests).
+    /// Today's usage of each A2A caller against its caps.
+    #[command(after_help = "\
+Examples:
+  volcanic usage --workspace ~/assistant
+  volcanic usage --json
+
+Works with or without a server running. Docs: docs/a2a.md (\"Spend caps and rate limits\").")]
     Usage(cmd::usage::UsageArgs),
+    /// Print the completion script of a shell.
+    #[command(after_help = "\
+Examples:
+  volcanic completions bash > ~/.local/share/bash-completion/completions/volcanic
+  volcanic completions zsh > ~/.zfunc/_volcanic      # with fpath+=(~/.zfunc) in ~/.zshrc
+  volcanic completions fish > ~/.config/fish/completions/volcanic.fish
+
+Docs: docs/cli.md (\"Shell completions\").")]
+    Completions(cmd::completions::CompletionsArgs),
     /// Internal: the tool host a sandboxed session's tools run in (started by the server inside
     /// bubblewrap; talks JSON lines on stdin and stdout).
     #[command(name = "sandbox-tool-host", hide = true)]
@@ -122,7 +242,10 @@ impl From<config::ConfigError> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&cli_command().get_matches()) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
     if let Command::SandboxToolHost { expect, sweep } = &cli.command {
         // No logging and no multi-threaded runtime: the host is a small pipe server.
         return match volcanic_core::sandbox::run_tool_host(expect.as_deref(), *sweep) {
@@ -164,7 +287,8 @@ fn main() -> ExitCode {
         | Command::Approvals(_)
         | Command::Approve(_)
         | Command::Deny(_)
-        | Command::Usage(_) => "warn",
+        | Command::Usage(_)
+        | Command::Completions(_) => "warn",
         Command::Serve(_)
         | Command::Telegram(_)
         | Command::SandboxToolHost { .. }
@@ -209,6 +333,7 @@ fn main() -> ExitCode {
             Command::A2a(args) => cmd::a2a::run(args).await,
             Command::Deny(args) => cmd::approvals::deny(args).await,
             Command::Usage(args) => cmd::usage::run(args),
+            Command::Completions(args) => cmd::completions::run(args),
             Command::SandboxToolHost { .. } | Command::SandboxLaunch { .. } => Ok(Exit::Success),
         }
     });
@@ -229,4 +354,64 @@ fn main() -> ExitCode {
 fn report(message: &str) {
     // A message may quote what another agent said (`volcanic a2a`): never its control codes.
     eprintln!("volcanic: {}", volcanic_core::escape::printable(message));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GROUPS, cli_command};
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        // clap's own checks: no two options with one name, defaults that parse, and so on.
+        cli_command().debug_assert();
+    }
+
+    #[test]
+    fn every_visible_command_is_in_exactly_one_group_of_the_help() {
+        let command = cli_command();
+        let mut visible: Vec<&str> = command
+            .get_subcommands()
+            .filter(|sub| !sub.is_hide_set())
+            .map(|sub| sub.get_name())
+            .collect();
+        let mut grouped: Vec<&str> =
+            GROUPS.iter().flat_map(|(_, names)| names.iter().copied()).collect();
+        visible.sort_unstable();
+        grouped.sort_unstable();
+        assert_eq!(visible, grouped);
+    }
+
+    /// Every visible command and subcommand has a one-line description and examples, and every
+    /// argument and option a description.
+    #[test]
+    fn every_command_argument_and_option_is_described() {
+        fn check(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() {
+                    missing.push(format!("{path} {id}: no description"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.is_hide_set() || sub.get_name() == "help" {
+                    continue;
+                }
+                let path = format!("{path} {}", sub.get_name());
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path}: no description"));
+                }
+                let examples = sub.get_after_help().map(ToString::to_string).unwrap_or_default();
+                if !examples.contains("volcanic ") {
+                    missing.push(format!("{path}: no example"));
+                }
+                check(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        check(&cli_command(), "volcanic", &mut missing);
+        assert!(missing.is_empty(), "{missing:#?}");
+    }
 }

@@ -27,8 +27,15 @@ pub struct CallersArgs {
 #[derive(clap::Subcommand)]
 enum CallersCommand {
     /// Add a caller: mints a key, prints it once, stores only its hash in callers.json.
+    #[command(after_help = "\
+Examples:
+  volcanic callers add travel-bot --tier read --note \"Alice's trip planner\"
+  KEY=$(volcanic callers add calendar --tier chat --workspace ~/assistant | head -1)")]
     Add(AddArgs),
     /// List the callers of a workspace (names, tiers, modes, masked keys).
+    #[command(after_help = "\
+Example:
+  volcanic callers list --workspace ~/assistant")]
     List(ListArgs),
 }
 

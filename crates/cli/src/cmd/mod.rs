@@ -4,6 +4,7 @@ pub mod a2a;
 pub mod approvals;
 pub mod callers;
 pub mod chat;
+pub mod completions;
 pub mod serve;
 pub mod telegram;
 pub mod usage;

@@ -110,7 +110,7 @@ pub(crate) fn a2a(dir: &Path, key: Option<&str>, args: &[&str]) -> Run {
 
 /// The flags that force one interface.
 fn forced(binding: &'static str, version: &'static str) -> [&'static str; 4] {
-    ["--binding", binding, "--version", version]
+    ["--binding", binding, "--a2a-version", version]
 }
 
 fn with<'a>(args: &[&'a str], flags: &[&'a str]) -> Vec<&'a str> {
@@ -178,7 +178,7 @@ fn exercise(binding: &'static str, version: &'static str) {
     assert!(asked.stdout.starts_with("input-required · task "), "{}", asked.stdout);
     assert!(asked.stdout.contains("The agent asks: Which city?"), "{}", asked.stdout);
     let answer = format!(
-        "Answer with: volcanic a2a send {url} --task {task} --context {context} --binding {binding} --version {version} \"<your answer>\""
+        "Answer with: volcanic a2a send {url} --task {task} --context {context} --binding {binding} --a2a-version {version} \"<your answer>\""
     );
     assert!(asked.stdout.contains(&answer), "{}", asked.stdout);
     let answered = run(&["send", url, "Paris", "--task", &task, "--context", &context]);
@@ -341,7 +341,8 @@ fn a2a_card_lists_interfaces_and_send_picks_the_first() {
         a2a(dir.path(), None, &["card", &format!("{base}/.well-known/agent-card.json"), "--json"])
             .json();
     assert_eq!(json[0]["name"], "Volcanic assistant");
-    let forced = a2a(dir.path(), None, &["card", base, "--binding", "rest", "--version", "0.3"]);
+    let forced =
+        a2a(dir.path(), None, &["card", base, "--binding", "rest", "--a2a-version", "0.3"]);
     assert!(forced.stdout.contains(&format!("  * rest 0.3 {base}/a2a\n")), "{}", forced.stdout);
     let extended = a2a(dir.path(), Some(KEY), &["card", base, "--extended", "--json"]).json();
     assert_eq!(extended[0]["name"], "Volcanic assistant");
@@ -403,7 +404,7 @@ fn a2a_list_pages_and_filters_on_1_0_and_is_refused_on_0_3() {
         );
         assert_eq!(after.stdout, "0 of 0 tasks\n");
     }
-    let v03 = a2a(here, Some(KEY), &["list", base, "--version", "0.3"]);
+    let v03 = a2a(here, Some(KEY), &["list", base, "--a2a-version", "0.3"]);
     assert_eq!(v03.code, 1);
     assert!(v03.stderr.contains("listing tasks does not exist in A2A 0.3"), "{}", v03.stderr);
     let bad = a2a(here, Some(KEY), &["list", base, "--after", "yesterday"]);

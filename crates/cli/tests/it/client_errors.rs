@@ -116,8 +116,15 @@ fn a2a_unknown_task_is_task_not_found_on_every_interface() {
         [("jsonrpc", "1.0"), ("rest", "1.0"), ("jsonrpc", "0.3"), ("rest", "0.3")]
     {
         for command in ["get", "cancel", "subscribe"] {
-            let args =
-                [command, &agent.base, "no-such-task", "--binding", binding, "--version", version];
+            let args = [
+                command,
+                &agent.base,
+                "no-such-task",
+                "--binding",
+                binding,
+                "--a2a-version",
+                version,
+            ];
             let run = a2a(dir.path(), Some(KEY), &args);
             assert_eq!(run.code, 1, "{command} {binding} {version}: {}", run.stderr);
             assert!(
@@ -144,7 +151,7 @@ fn a2a_version_not_supported_names_the_fix() {
         "{}",
         run.stderr
     );
-    assert!(run.stderr.contains("--version 1.0 or --version 0.3"), "{}", run.stderr);
+    assert!(run.stderr.contains("--a2a-version 1.0 or --a2a-version 0.3"), "{}", run.stderr);
 }
 
 #[test]
@@ -178,7 +185,7 @@ fn a2a_bad_cards_and_missing_interfaces_are_reported() {
         assert!(run.stderr.contains("is this an A2A agent?"), "{}", run.stderr);
     }
     let forced =
-        a2a(dir.path(), Some(KEY), &["send", &format!("{agent}/v1"), "hi", "--version", "0.3"]);
+        a2a(dir.path(), Some(KEY), &["send", &format!("{agent}/v1"), "hi", "--a2a-version", "0.3"]);
     assert_eq!(forced.code, 2, "{}", forced.stderr);
     assert!(
         forced.stderr.contains("the agent offers no A2A 0.3 interface (it offers: jsonrpc 1.0)"),

@@ -8,6 +8,7 @@ mod bwrap_path;
 mod caller_text;
 mod callers;
 mod chat;
+mod cli;
 mod client;
 mod client_errors;
 mod client_hostile;

@@ -47,8 +47,9 @@ struct Connection {
     /// Use this binding (default: the card's first one this client speaks).
     #[arg(long, global = true, value_enum)]
     binding: Option<BindingArg>,
-    /// Use this A2A protocol version (default: the card's first one this client speaks).
-    #[arg(long = "version", global = true, value_enum, value_name = "VERSION")]
+    /// Use this A2A protocol version (default: the card's first one this client speaks). Not
+    /// `--version`, which is the version of volcanic itself.
+    #[arg(long = "a2a-version", global = true, value_enum, value_name = "VERSION")]
     protocol: Option<VersionArg>,
     /// One JSON value per line (1.0 shapes, whatever the agent speaks), one per event when
     /// streaming, instead of text for people.
@@ -81,6 +82,11 @@ enum VersionArg {
 #[derive(Subcommand)]
 enum A2aCommand {
     /// Show an agent's card: who it is, its interfaces, skills and how to authenticate.
+    #[command(after_help = "\
+Examples:
+  volcanic a2a card http://127.0.0.1:8080
+  volcanic a2a card https://agent.example.com/.well-known/agent-card.json
+  volcanic a2a card http://127.0.0.1:8080 --extended --key \"$KEY\"")]
     Card {
         /// The agent's base URL (the card is at URL/.well-known/agent-card.json) or its card's URL.
         url: String,
@@ -89,10 +95,23 @@ enum A2aCommand {
         extended: bool,
     },
     /// Send a message and wait for the answer (or stream it with --stream).
+    #[command(after_help = "\
+Examples:
+  volcanic a2a send http://127.0.0.1:8080 \"hello\"
+  volcanic a2a send http://127.0.0.1:8080 --stream \"summarise this\" --file report.pdf
+  volcanic a2a send http://127.0.0.1:8080 --task TASK --context CONTEXT \"Paris\"
+
+The key: --key KEY, or the environment variable VOLCANIC_A2A_KEY.")]
     Send(SendArgs),
     /// Show a task: its state, its question if it waits for input, its artifacts.
+    #[command(after_help = "\
+Examples:
+  volcanic a2a get http://127.0.0.1:8080 TASK
+  volcanic a2a get http://127.0.0.1:8080 TASK --history 10 --json")]
     Get {
+        /// The agent's base URL or its card's URL.
         url: String,
+        /// The task's id.
         task: String,
         /// At most this many messages of the task's history.
         #[arg(long)]
@@ -102,19 +121,43 @@ enum A2aCommand {
         out: Option<PathBuf>,
     },
     /// List your tasks, newest first (A2A 1.0).
+    #[command(after_help = "\
+Examples:
+  volcanic a2a list http://127.0.0.1:8080
+  volcanic a2a list http://127.0.0.1:8080 --status input-required --json")]
     List(ListArgs),
     /// Cancel a task.
-    Cancel { url: String, task: String },
-    /// Follow a task's events until it ends or waits for input.
-    Subscribe {
+    #[command(after_help = "\
+Example:
+  volcanic a2a cancel http://127.0.0.1:8080 TASK")]
+    Cancel {
+        /// The agent's base URL or its card's URL.
         url: String,
+        /// The task's id.
+        task: String,
+    },
+    /// Follow a task's events until it ends or waits for input.
+    #[command(after_help = "\
+Examples:
+  volcanic a2a subscribe http://127.0.0.1:8080 TASK
+  volcanic a2a subscribe http://127.0.0.1:8080 TASK --json")]
+    Subscribe {
+        /// The agent's base URL or its card's URL.
+        url: String,
+        /// The task's id.
         task: String,
         /// The folder files in artifacts are saved to [default: a2a-files]
         #[arg(long)]
         out: Option<PathBuf>,
     },
     /// Manage a task's push notification configs (webhooks).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "\
+Examples:
+  volcanic a2a push set http://127.0.0.1:8080 TASK https://hooks.example.com/a2a --token \"$TOKEN\"
+  volcanic a2a push list http://127.0.0.1:8080 TASK"
+    )]
     Push(PushCommand),
 }
 
@@ -146,6 +189,7 @@ struct SendArgs {
 
 #[derive(Args)]
 struct ListArgs {
+    /// The agent's base URL or its card's URL.
     url: String,
     /// Only tasks of this context.
     #[arg(long)]
@@ -200,8 +244,13 @@ impl StateArg {
 #[derive(Subcommand)]
 enum PushCommand {
     /// Register a webhook for a task's updates.
+    #[command(after_help = "\
+Example:
+  volcanic a2a push set http://127.0.0.1:8080 TASK https://hooks.example.com/a2a --token \"$TOKEN\"")]
     Set {
+        /// The agent's base URL or its card's URL.
         url: String,
+        /// The task's id.
         task: String,
         /// Where the agent POSTs the updates.
         webhook: String,
@@ -219,11 +268,39 @@ enum PushCommand {
         credentials: Option<String>,
     },
     /// Show one push config.
-    Get { url: String, task: String, id: String },
+    #[command(after_help = "\
+Example:
+  volcanic a2a push get http://127.0.0.1:8080 TASK CONFIG")]
+    Get {
+        /// The agent's base URL or its card's URL.
+        url: String,
+        /// The task's id.
+        task: String,
+        /// The config's id, as `push list` shows it.
+        id: String,
+    },
     /// List a task's push configs.
-    List { url: String, task: String },
+    #[command(after_help = "\
+Example:
+  volcanic a2a push list http://127.0.0.1:8080 TASK")]
+    List {
+        /// The agent's base URL or its card's URL.
+        url: String,
+        /// The task's id.
+        task: String,
+    },
     /// Delete a push config.
-    Delete { url: String, task: String, id: String },
+    #[command(after_help = "\
+Example:
+  volcanic a2a push delete http://127.0.0.1:8080 TASK CONFIG")]
+    Delete {
+        /// The agent's base URL or its card's URL.
+        url: String,
+        /// The task's id.
+        task: String,
+        /// The config's id, as `push list` shows it.
+        id: String,
+    },
 }
 
 /// What every subcommand needs to reach the agent and print its answers.
@@ -435,8 +512,8 @@ fn answer_flags(connection: &Connection) -> String {
     }
     if let Some(version) = connection.protocol {
         flags.push_str(match version {
-            VersionArg::V1_0 => " --version 1.0",
-            VersionArg::V0_3 => " --version 0.3",
+            VersionArg::V1_0 => " --a2a-version 1.0",
+            VersionArg::V0_3 => " --a2a-version 0.3",
         });
     }
     if connection.key.is_some() && std::env::var_os(KEY_VAR).is_none() {
@@ -533,7 +610,7 @@ fn failure(error: ClientError) -> Failure {
             "check the task id; an agent shows a task only to the key that created it".to_owned()
         }
         ClientError::Agent { code: a2a::error_code::VERSION_NOT_SUPPORTED, .. } => {
-            "pick another version with --version 1.0 or --version 0.3 (see `volcanic a2a card URL`)"
+            "pick another version with --a2a-version 1.0 or --a2a-version 0.3 (see `volcanic a2a card URL`)"
                 .to_owned()
         }
         ClientError::Agent { .. } | ClientError::Http { .. } | ClientError::BadResponse { .. } => {
@@ -543,10 +620,10 @@ fn failure(error: ClientError) -> Failure {
             "is this an A2A agent? give its base URL or the URL of its agent card".to_owned()
         }
         ClientError::NoInterface { .. } => {
-            "drop --binding / --version, or pick one the card offers".to_owned()
+            "drop --binding / --a2a-version, or pick one the card offers".to_owned()
         }
         ClientError::NotInVersion { .. } => {
-            "use a 1.0 interface (--version 1.0) if the agent offers one".to_owned()
+            "use a 1.0 interface (--a2a-version 1.0) if the agent offers one".to_owned()
         }
         ClientError::Redirected { why: Refusal::OtherOrigin, .. } => {
             "pass --follow-redirects to follow it (your key is never sent to another origin)"
