@@ -317,6 +317,7 @@ impl Chat {
         history: &Path,
         signals: &mut Signals,
     ) -> Result<Exit, Failure> {
+        let saved = editor::SavedTerminal::now();
         let editor = editor::Editor::new(history)
             .map_err(|message| Failure { code: Exit::Failed, message })?;
         self.greet();
@@ -340,6 +341,9 @@ impl Chat {
                 })?,
                 // Ctrl-C at the prompt is a key the editor reads; these come from outside.
                 asked = signals.next() => {
+                    if let Some(saved) = &saved {
+                        saved.restore();
+                    }
                     note("");
                     return Ok(match asked {
                         Asked::Interrupt => Exit::Interrupted,

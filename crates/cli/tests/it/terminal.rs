@@ -340,3 +340,40 @@ fn terminal_history_is_kept_across_chats() {
     assert_eq!(code, 0, "{seen}");
     assert_eq!(user_messages(&journal(state.path())), ["remember me", "remember me"]);
 }
+
+#[test]
+fn terminal_sigterm_at_the_prompt_leaves_the_terminal_as_it_was() {
+    // The editor's read cannot be interrupted: told to stop while it waits for a line, the chat
+    // must put the terminal's settings back itself, or the shell is left in raw mode. A shell on
+    // the same terminal runs the chat, then shows the terminal's settings (`stty -a`).
+    let state = tempfile::tempdir().unwrap();
+    let bin = Command::cargo_bin("volcanic").unwrap().get_program().to_owned();
+    let mut cmd = Command::new("sh");
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", state.path())
+        .env("TERM", "xterm-256color")
+        .arg("-c")
+        .arg(r#"echo "before: $(stty -g)"; "$0" chat --state-dir "$1" --faux --workspace "$2"; echo "exit=$?"; echo "after: $(stty -g)""#)
+        .arg(bin)
+        .arg(state.path())
+        .arg(examples());
+    let mut session = Session::spawn(cmd).unwrap();
+    session.set_expect_timeout(Some(Duration::from_secs(30)));
+    let mut screen = Screen { session, seen: Vec::new() };
+    screen.expect("\u{1b}\\[\\?2004h");
+    let shell = screen.session.get_process().pid().to_string();
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+    let chat = children.split_whitespace().next().expect("the shell runs the chat").to_string();
+    assert!(Command::new("kill").args(["-TERM", &chat]).status().unwrap().success());
+    screen.expect("exit=143");
+    let (_, seen) = screen.finish();
+    // `stty -g`: every setting, in a form stty reads back.
+    let settings = |label: &str| {
+        let at = seen.find(label).map(|at| at + label.len()).unwrap_or(seen.len());
+        seen[at..].split_whitespace().next().unwrap_or_default().to_string()
+    };
+    let (before, after) = (settings("before: "), settings("after: "));
+    assert!(!before.is_empty(), "{seen}");
+    assert_eq!(before, after, "the terminal was left changed: {seen}");
+}

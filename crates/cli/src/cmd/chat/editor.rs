@@ -34,6 +34,35 @@ pub enum Read {
     Eof,
 }
 
+/// The terminal's settings from before the editor changed them. The chat puts them back when it
+/// is told to stop (SIGTERM, SIGHUP) while the editor reads: that blocking read cannot be
+/// interrupted, so the editor never gets to restore them itself, and the shell would be left in
+/// raw mode.
+pub struct SavedTerminal {
+    tty: std::fs::File,
+    termios: rustix::termios::Termios,
+}
+
+impl SavedTerminal {
+    /// The settings of the controlling terminal now; `None` when there is none to read.
+    pub fn now() -> Option<SavedTerminal> {
+        let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").ok()?;
+        let termios = rustix::termios::tcgetattr(&tty).ok()?;
+        Some(SavedTerminal { tty, termios })
+    }
+
+    /// Puts them back, and turns bracketed paste off as the editor would on its way out.
+    pub fn restore(&self) {
+        use std::io::Write;
+        let _ = rustix::termios::tcsetattr(
+            &self.tty,
+            rustix::termios::OptionalActions::Now,
+            &self.termios,
+        );
+        let _ = (&self.tty).write_all(b"\x1b[?2004l");
+    }
+}
+
 /// The editor and where its history is saved.
 pub struct Editor {
     inner: rustyline::Editor<Helper, FileHistory>,
