@@ -17,6 +17,8 @@
 //!   inbound parts → inbox and prompt; [`extension`]: `request_input`, `notify_owner`, the channel.
 //! - `fair`: fair share, the per-caller caps on requests and streams and the per-peer cap on
 //!   unauthenticated connections; `connection`: the accept loop and connection limits.
+//! - [`retention`]: what is removed in the background (old settled tasks, their sessions and
+//!   inbox files; callers' records over the size cap), and the owner's view of disk use.
 //! - [`inbox`]: the workspace's `inbox/` (safe names, no overwrites), shared with other hosts.
 //! - [`client`]: an A2A client for calling other agents (the `volcanic a2a` command; later
 //!   delegation), on the same wire shapes as the server.
@@ -52,6 +54,7 @@ mod pool;
 mod public_card;
 pub mod push;
 pub mod request;
+pub mod retention;
 mod server;
 mod service;
 pub mod signing;

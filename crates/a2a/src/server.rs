@@ -405,6 +405,8 @@ impl A2aServer {
             });
         }
         let eviction = service.tracker.spawn(service.pool.clone().run_eviction(shutdown.clone()));
+        // Off the request path: a round now, then one per interval, until shutdown.
+        service.tracker.spawn(self.retention().run(shutdown.clone()));
         let options = &service.options;
         let limits = crate::connection::Limits {
             header_read_timeout: options.header_read_timeout,
@@ -442,6 +444,29 @@ impl A2aServer {
         eviction.abort();
         service.pool.close_all().await;
         Ok(())
+    }
+}
+
+impl A2aServer {
+    /// Retention over this server's parts (`crate::retention`).
+    fn retention(&self) -> crate::retention::Retention {
+        let service = &self.inner.service;
+        let running = service.clone();
+        let removed = service.clone();
+        crate::retention::Retention {
+            options: service.options.retention.clone(),
+            inbox_share: service.options.max_inbox_bytes_per_caller,
+            directory: service.directory.clone(),
+            store: service.tasks.store().clone(),
+            pool: service.pool.clone(),
+            accepted: service.accepted.clone(),
+            push: service.push.clone(),
+            state_dir: self.inner.state_dir.clone(),
+            clock: service.meter.clock(),
+            is_running: Arc::new(move |task_id: &str| running.tasks.is_running(task_id)),
+            on_removed: Arc::new(move || removed.tasks.removed()),
+            deferred: std::sync::Mutex::default(),
+        }
     }
 }
 

@@ -235,6 +235,35 @@ impl AcceptedMessages {
     }
 }
 
+impl AcceptedMessages {
+    /// Forgets the accepted messages of tasks retention removed from `workspace` (`removed`:
+    /// caller name → task ids), so a repeated send is never answered with a task that is gone.
+    pub fn forget_tasks(
+        &self,
+        workspace: &Path,
+        removed: &HashMap<String, std::collections::HashSet<String>>,
+    ) {
+        let records = {
+            let workspaces = self.workspaces.lock().unwrap_or_else(PoisonError::into_inner);
+            match workspaces.get(workspace) {
+                Some(records) => records.clone(),
+                None => return,
+            }
+        };
+        let mut callers = records.lock();
+        for (caller, ids) in removed {
+            if let Some(records) = callers.get_mut(caller) {
+                records.entries.retain(|_, entry| match entry {
+                    Entry::Accepted { task_id, .. } => !ids.contains(task_id),
+                    Entry::Pending { .. } => true,
+                });
+                let entries = &records.entries;
+                records.order.retain(|(_, message_id)| entries.contains_key(message_id));
+            }
+        }
+    }
+}
+
 impl WorkspaceRecords {
     /// Looks `message_id` up among `caller`'s records at `now`; claims it when it is new.
     pub fn lookup(

@@ -547,7 +547,12 @@ impl TaskStore {
         }
     }
 
-    fn index(&self, workspace: &Path) -> Arc<Mutex<WorkspaceIndex>> {
+    /// The settled-task cache and the largest task file read, for retention (`task::retain`).
+    pub(super) fn cache_and_cap(&self) -> (&Arc<TaskCache>, u64) {
+        (&self.cache, self.file_cap)
+    }
+
+    pub(super) fn index(&self, workspace: &Path) -> Arc<Mutex<WorkspaceIndex>> {
         let mut indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(index) = indexes.get(workspace) {
             return index.clone();

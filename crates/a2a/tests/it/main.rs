@@ -23,6 +23,7 @@ mod receiver;
 mod redaction;
 mod rest_v03;
 mod resume;
+mod retention;
 mod retries;
 mod runs;
 mod signed_card;

@@ -1,0 +1,198 @@
+//! Retention by age: a workspace's settled tasks older than the limit, oldest first, in
+//! batches; then the session of each context no task uses any more, with the inbox files its
+//! conversation received; then sessions left without a task by an earlier round that was cut
+//! short (or by the owner deleting task files), once they too are older than the limit.
+//!
+//! A task file is removed under a hold of its context in the pool, read again there (still the
+//! caller's, settled and old: a task continued or changed since is kept), and before anything
+//! that depends on it; a session only once no task on file uses its context, under a hold that
+//! also proves it is not open.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use super::{BATCH, Removed, Retention, SessionRemoval, blocking, disk, pause};
+use crate::auth::A2aWorkspace;
+use crate::pool::{HoldIf, callers_scope_prefix};
+use crate::task::retain::{self, ContextUse, OldTask};
+
+/// Removes what is older than `age` in `workspace`; stops between batches when `shutdown` fires.
+pub(super) async fn by_age(
+    retention: &Retention,
+    workspace: &A2aWorkspace,
+    age: Duration,
+    shutdown: &CancellationToken,
+) -> Removed {
+    let now = (retention.clock)();
+    // A limit too long for the calendar keeps everything.
+    let Some(cutoff) =
+        chrono::Duration::from_std(age).ok().and_then(|age| now.checked_sub_signed(age))
+    else {
+        return Removed::default();
+    };
+    let mut removed = Removed::default();
+    let (store, path) = (retention.store.clone(), workspace.path.clone());
+    blocking(move || retain::refresh(&store, &path)).await;
+    let prefix = callers_scope_prefix(workspace);
+    let deferred: Vec<(String, String)> = {
+        let mut deferred =
+            retention.deferred.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mine: Vec<_> =
+            deferred.iter().filter(|(path, _, _)| *path == workspace.path).cloned().collect();
+        mine.into_iter()
+            .filter_map(|entry| deferred.take(&entry))
+            .map(|(_, caller, context_id)| (caller, context_id))
+            .collect()
+    };
+    for (caller, context_id) in deferred {
+        removed += unused_session(retention, workspace, &caller, &context_id).await;
+    }
+    // Tasks passed over this round (running, pushes pending, busy, changed): not asked again.
+    let mut skipped: HashSet<String> = HashSet::new();
+    while !shutdown.is_cancelled() {
+        let (store, path, skip) =
+            (retention.store.clone(), workspace.path.clone(), skipped.clone());
+        let Some(batch) =
+            blocking(move || retain::old_settled(&store, &path, cutoff, BATCH, &skip)).await
+        else {
+            break;
+        };
+        if batch.is_empty() {
+            break;
+        }
+        let pending = retention.push.pending_tasks();
+        let mut holds = HashMap::new();
+        let mut chosen: Vec<OldTask> = Vec::with_capacity(batch.len());
+        for task in batch {
+            if (retention.is_running)(&task.id) || pending.contains(&task.id) {
+                skipped.insert(task.id);
+                continue;
+            }
+            let scope = format!("{prefix}{}_{}", task.caller, task.context_id);
+            if !holds.contains_key(&scope) {
+                match retention.pool.try_hold_scope(&scope, HoldIf::Idle).await {
+                    Some(hold) => {
+                        holds.insert(scope, hold);
+                    }
+                    None => {
+                        skipped.insert(task.id);
+                        continue;
+                    }
+                }
+            }
+            chosen.push(task);
+        }
+        let (store, path) = (retention.store.clone(), workspace.path.clone());
+        let results = blocking(move || {
+            chosen
+                .into_iter()
+                .map(|task| (retain::remove_task(&store, &path, &task, cutoff), task))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        for (_, hold) in holds {
+            retention.pool.release_hold(hold).await;
+        }
+        let mut by_caller: HashMap<String, HashSet<String>> = HashMap::new();
+        let mut contexts: HashSet<(String, String)> = HashSet::new();
+        for (result, task) in results {
+            match result {
+                Ok(Some(bytes)) => {
+                    removed.tasks += 1;
+                    removed.bytes = removed.bytes.saturating_add(bytes);
+                    contexts.insert((task.caller.clone(), task.context_id.clone()));
+                    by_caller.entry(task.caller).or_default().insert(task.id);
+                }
+                Ok(None) => {
+                    skipped.insert(task.id);
+                }
+                Err(err) => {
+                    tracing::warn!(task_id = %task.id, error = %err, "retention cannot remove a task file");
+                    skipped.insert(task.id);
+                }
+            }
+        }
+        retention.forget_tasks(workspace, &by_caller);
+        for (caller, context_id) in contexts {
+            removed += unused_session(retention, workspace, &caller, &context_id).await;
+        }
+        if !pause(shutdown).await {
+            return removed;
+        }
+    }
+    removed += orphans(retention, workspace, cutoff.into(), shutdown).await;
+    removed
+}
+
+/// Removes the session of `caller`'s context `context_id` when no task on file uses it; one that
+/// is open is tried again next round.
+async fn unused_session(
+    retention: &Retention,
+    workspace: &A2aWorkspace,
+    caller: &str,
+    context_id: &str,
+) -> Removed {
+    let scope = format!("{}{caller}_{context_id}", callers_scope_prefix(workspace));
+    let (store, path) = (retention.store.clone(), workspace.path.clone());
+    let (who, context) = (caller.to_string(), context_id.to_string());
+    let unused = move || retain::context_use(&store, &path, &who, &context) == ContextUse::Unused;
+    match retention.remove_session(workspace, &scope, caller, unused).await {
+        SessionRemoval::Removed(removed) => removed,
+        SessionRemoval::Busy => {
+            let entry = (workspace.path.clone(), caller.to_string(), context_id.to_string());
+            retention
+                .deferred
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(entry);
+            Removed::default()
+        }
+        SessionRemoval::Kept => Removed::default(),
+    }
+}
+
+/// Removes the sessions of `workspace`'s callers that no task on file uses and that were last
+/// used before `cutoff`.
+async fn orphans(
+    retention: &Retention,
+    workspace: &A2aWorkspace,
+    cutoff: SystemTime,
+    shutdown: &CancellationToken,
+) -> Removed {
+    let (store, path, state_dir) =
+        (retention.store.clone(), workspace.path.clone(), retention.state_dir.clone());
+    let prefix = callers_scope_prefix(workspace);
+    let found = blocking(move || {
+        let folders = match disk::session_folders(&state_dir, &prefix) {
+            Ok(folders) => folders,
+            Err(err) => {
+                tracing::warn!(folder = %state_dir.display(), error = %err, "retention cannot list the sessions folder");
+                return Vec::new();
+            }
+        };
+        folders
+            .into_iter()
+            .filter(|folder| {
+                retain::context_use(&store, &path, &folder.caller, &folder.context_id)
+                    == ContextUse::Unused
+            })
+            .filter(|folder| {
+                let (_, last) = disk::session_use(&state_dir, &folder.scope);
+                last.is_some_and(|last| last < cutoff)
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    let mut removed = Removed::default();
+    for (i, folder) in found.iter().enumerate() {
+        if i > 0 && i % BATCH == 0 && !pause(shutdown).await {
+            break;
+        }
+        removed += unused_session(retention, workspace, &folder.caller, &folder.context_id).await;
+    }
+    removed
+}

@@ -1,0 +1,295 @@
+//! Retention: what the A2A server removes so that an assistant can run for a year unattended
+//! (docs/a2a.md, "Retention").
+//!
+//! - By age (`age`): settled tasks (completed, failed, canceled, rejected) whose status last
+//!   changed longer ago than `A2A__Retention__TaskDays`, then the session of a context no task
+//!   uses any more, with the inbox files its conversation received.
+//! - By size (`size`): each workspace's callers' session folders and inbox files over
+//!   `A2A__Retention__MaxBytes`, least recently used first.
+//!
+//! It runs in the background, a round at start and one per `A2A__Retention__Interval`, in
+//! batches of at most [`BATCH`] removals with a pause between them; what a request may wait for
+//! (a context's hold, the index lock) is held for one batch's file work at most. Working,
+//! input-required and auth-required tasks, the sessions they need, sessions open in the pool and
+//! the owner's own sessions are never removed.
+//!
+//! Crash safety: a task file goes with one `unlink` before anything that depends on it, and a
+//! session folder leaves `sessions/` with one rename into a trash folder before its inbox files
+//! and its contents are removed; a process killed at any point leaves whole tasks, and what a
+//! round left behind (a session no task uses, a folder in the trash) is finished by the next.
+//!
+//! It knows nothing of requests or the wire; the server hands it the parts it needs.
+
+mod age;
+pub mod disk;
+mod size;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{A2aWorkspace, CallerDirectory};
+use crate::pool::SessionPool;
+use crate::push::PushSender;
+use crate::task::AcceptedMessages;
+use crate::task::store::TaskStore;
+
+pub use disk::{DiskUse, disk_use};
+
+/// Most tasks, sessions or files removed in one batch.
+pub(crate) const BATCH: usize = 64;
+
+/// The pause between batches, so a long round leaves the blocking pool and the disk to requests.
+const BATCH_PAUSE: Duration = Duration::from_millis(5);
+
+/// Retention's settings (`A2A__Retention__*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetentionOptions {
+    /// Whether retention runs at all (`A2A__Retention__Enabled`). Default true.
+    pub enabled: bool,
+    /// Settled tasks whose status last changed longer ago than this are removed, with the
+    /// session of a context no task uses any more and the inbox files it received; `None` keeps
+    /// them forever (`A2A__Retention__TaskDays`, whole days, 0 = forever). Default 90 days.
+    pub task_age: Option<Duration>,
+    /// Most bytes of callers' session folders and inbox files per workspace, pruned least
+    /// recently used first; `None`: no cap (`A2A__Retention__MaxBytes`, 0 = none). Default 2 GiB.
+    pub max_bytes: Option<u64>,
+    /// Time between rounds; the first one runs at start (`A2A__Retention__Interval`). Nothing
+    /// changed within the last interval is removed by the size cap. Default 1 h.
+    pub interval: Duration,
+}
+
+impl Default for RetentionOptions {
+    fn default() -> Self {
+        RetentionOptions {
+            enabled: true,
+            task_age: Some(Duration::from_secs(90 * 24 * 60 * 60)),
+            max_bytes: Some(2 * 1024 * 1024 * 1024),
+            interval: Duration::from_secs(60 * 60),
+        }
+    }
+}
+
+/// What retention works on: the server's parts, handed over when it is built.
+pub(crate) struct Retention {
+    pub options: RetentionOptions,
+    /// A caller folder counts for at most this much towards `max_bytes`
+    /// (`A2A__MaxInboxBytesPerCaller`): one caller's session filling its own folder cannot make
+    /// the cap prune the others' conversations.
+    pub inbox_share: u64,
+    pub directory: Arc<dyn CallerDirectory>,
+    pub store: Arc<TaskStore>,
+    pub pool: Arc<SessionPool>,
+    pub accepted: Arc<AcceptedMessages>,
+    pub push: Arc<PushSender>,
+    pub state_dir: PathBuf,
+    /// "Now" for task ages (the server's clock: the system's, or a test's).
+    pub clock: crate::usage::Clock,
+    /// Whether a task's run is in progress in this process.
+    pub is_running: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    /// Told after tasks were removed (wakes long polls of tasks at rest).
+    pub on_removed: Arc<dyn Fn() + Send + Sync>,
+    /// Sessions whose last task went while they were open: (workspace, caller, context), tried
+    /// again each round until they are closed. After a restart the age of their journal brings
+    /// them back (`age`'s sweep of sessions no task uses).
+    pub deferred: std::sync::Mutex<HashSet<(PathBuf, String, String)>>,
+}
+
+/// What [`Retention::remove_session`] came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionRemoval {
+    Removed(Removed),
+    /// Open in the pool or in another process: try again later.
+    Busy,
+    /// Not removable (a task uses it again) or already gone.
+    Kept,
+}
+
+/// What a round removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Removed {
+    pub tasks: usize,
+    pub sessions: usize,
+    pub inbox_files: usize,
+    pub bytes: u64,
+}
+
+impl std::ops::AddAssign for Removed {
+    fn add_assign(&mut self, other: Removed) {
+        self.tasks += other.tasks;
+        self.sessions += other.sessions;
+        self.inbox_files += other.inbox_files;
+        self.bytes = self.bytes.saturating_add(other.bytes);
+    }
+}
+
+impl Retention {
+    /// Runs a round now and then one per interval until `shutdown` fires (a round in progress
+    /// stops between batches). Returns at once when retention is off.
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
+        if !self.options.enabled {
+            tracing::info!("retention is off: tasks, sessions and inbox files are kept");
+            return;
+        }
+        let mut tick = tokio::time::interval(self.options.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => { self.round(&shutdown).await; }
+                () = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// One round over every workspace: the trash first, then by age, then by size.
+    pub(crate) async fn round(&self, shutdown: &CancellationToken) -> Removed {
+        let started = std::time::Instant::now();
+        let workspaces = self.directory.workspaces();
+        let mut removed = self.sweep_trash(&workspaces).await;
+        for workspace in &workspaces {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            if let Some(age) = self.options.task_age {
+                removed += age::by_age(self, workspace, age, shutdown).await;
+            }
+            if let Some(max) = self.options.max_bytes {
+                removed += size::by_size(self, workspace, max, shutdown).await;
+            }
+        }
+        if removed == Removed::default() {
+            tracing::debug!(
+                secs = started.elapsed().as_secs_f64(),
+                "retention round removed nothing"
+            );
+        } else {
+            tracing::info!(
+                tasks = removed.tasks,
+                sessions = removed.sessions,
+                inbox_files = removed.inbox_files,
+                bytes = removed.bytes,
+                secs = started.elapsed().as_secs_f64(),
+                "retention removed old A2A records"
+            );
+        }
+        removed
+    }
+
+    /// Finishes the session folders a round (of this process or one killed before) left in the
+    /// trash: their inbox files, when the workspace they belong to is still served, then them.
+    async fn sweep_trash(&self, workspaces: &[A2aWorkspace]) -> Removed {
+        let owners: Vec<(String, PathBuf)> = workspaces
+            .iter()
+            .map(|w| (crate::pool::callers_scope_prefix(w), w.path.clone()))
+            .collect();
+        let state_dir = self.state_dir.clone();
+        blocking(move || {
+            let mut removed = Removed::default();
+            for trashed in disk::trashed(&state_dir) {
+                let owner = owners.iter().find_map(|(prefix, path)| {
+                    disk::parse_scope(prefix, &trashed.scope).map(|(caller, _)| (path, caller))
+                });
+                let owner = owner.as_ref().map(|(path, caller)| (path.as_path(), caller.as_str()));
+                match disk::finish_trashed(&trashed.path, owner) {
+                    Ok(finished) => {
+                        removed.sessions += 1;
+                        removed.inbox_files += finished.inbox_files;
+                        removed.bytes = removed.bytes.saturating_add(finished.bytes);
+                    }
+                    Err(err) => tracing::warn!(
+                        folder = %trashed.path.display(),
+                        error = %err,
+                        "retention cannot remove a session folder"
+                    ),
+                }
+            }
+            removed
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    /// Removes session folder `scope` of `caller` in `workspace` when the pool has it closed
+    /// and `still_removable` (asked under the context's hold, on the blocking pool) agrees:
+    /// out of `sessions/` in one rename, then its inbox files and its contents.
+    async fn remove_session(
+        &self,
+        workspace: &A2aWorkspace,
+        scope: &str,
+        caller: &str,
+        still_removable: impl FnOnce() -> bool + Send + 'static,
+    ) -> SessionRemoval {
+        let Some(hold) = self.pool.try_hold_scope(scope, crate::pool::HoldIf::Closed).await else {
+            return SessionRemoval::Busy;
+        };
+        let (state_dir, target) = (self.state_dir.clone(), scope.to_string());
+        let moved = blocking(move || {
+            if !still_removable() {
+                return Ok(disk::Moved::Gone);
+            }
+            disk::move_to_trash(&state_dir, &target)
+        })
+        .await;
+        self.pool.release_hold(hold).await;
+        let path = match moved {
+            Some(Ok(disk::Moved::To(path))) => path,
+            Some(Ok(disk::Moved::InUse)) => return SessionRemoval::Busy,
+            Some(Ok(disk::Moved::Gone)) | None => return SessionRemoval::Kept,
+            Some(Err(err)) => {
+                tracing::warn!(scope = %scope, error = %err, "retention cannot move a session folder");
+                return SessionRemoval::Kept;
+            }
+        };
+        let (workspace_path, caller) = (workspace.path.clone(), caller.to_string());
+        let finished = blocking(move || {
+            disk::finish_trashed(&path, Some((&workspace_path, &caller))).map_err(|err| (path, err))
+        })
+        .await;
+        SessionRemoval::Removed(match finished {
+            Some(Ok(finished)) => Removed {
+                tasks: 0,
+                sessions: 1,
+                inbox_files: finished.inbox_files,
+                bytes: finished.bytes,
+            },
+            Some(Err((path, err))) => {
+                // Out of `sessions/` already: the next round's sweep of the trash finishes it.
+                tracing::warn!(folder = %path.display(), error = %err, "retention cannot remove a session folder");
+                Removed { sessions: 1, ..Removed::default() }
+            }
+            None => Removed { sessions: 1, ..Removed::default() },
+        })
+    }
+
+    /// Forgets everything outside the store that pointed at removed tasks: the safe-retry
+    /// records, and long polls waiting on them.
+    fn forget_tasks(&self, workspace: &A2aWorkspace, removed: &HashMap<String, HashSet<String>>) {
+        if removed.is_empty() {
+            return;
+        }
+        self.accepted.forget_tasks(&workspace.path, removed);
+        (self.on_removed)();
+    }
+}
+
+/// Runs blocking work on the blocking pool; `None` (logged) when it panicked.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => Some(done),
+        Err(err) => {
+            tracing::error!(error = %err, "retention work failed on the blocking pool");
+            None
+        }
+    }
+}
+
+/// Waits [`BATCH_PAUSE`]; `false` when `shutdown` fired meanwhile.
+async fn pause(shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(BATCH_PAUSE) => !shutdown.is_cancelled(),
+        () = shutdown.cancelled() => false,
+    }
+}

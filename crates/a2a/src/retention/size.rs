@@ -1,0 +1,170 @@
+//! Retention by size: when a workspace's callers' session folders and inbox files take more
+//! than `A2A__Retention__MaxBytes`, the least recently used of them go first (a session by its
+//! journal's last change, a file by its own) until they fit.
+//!
+//! Never removed: a session open in the pool (the pool's hold proves it closed), the session of
+//! a context with a task still submitted, working, input-required or auth-required, the inbox
+//! files such a conversation received, and anything changed within the last interval (a file
+//! just saved for a run that has not journaled its prompt yet). Task files stay: a task whose
+//! session went still answers GetTask; a new message in its context starts a new conversation.
+//! A caller folder counts for at most `A2A__MaxInboxBytesPerCaller`, so what one caller's
+//! session writes into its own folder cannot push the others' conversations out.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio_util::sync::CancellationToken;
+
+use super::{BATCH, Removed, Retention, SessionRemoval, blocking, disk, pause};
+use crate::auth::A2aWorkspace;
+use crate::pool::callers_scope_prefix;
+use crate::task::retain::{self, ContextUse};
+
+/// One thing the cap may remove.
+enum Item {
+    Session(disk::SessionFolder),
+    Inbox(disk::InboxFile),
+}
+
+/// What a workspace's callers' records take, and what of it may go, least recently used first.
+struct Inventory {
+    /// Bytes counted against the cap.
+    total: u64,
+    /// Each caller folder's bytes (counted for at most the share).
+    inbox_by_caller: HashMap<String, u64>,
+    /// Removable items, least recently used first, with their bytes.
+    items: Vec<(SystemTime, u64, Item)>,
+}
+
+/// Prunes `workspace` down to `max` bytes; stops between batches when `shutdown` fires.
+pub(super) async fn by_size(
+    retention: &Retention,
+    workspace: &A2aWorkspace,
+    max: u64,
+    shutdown: &CancellationToken,
+) -> Removed {
+    let recent = SystemTime::now().checked_sub(retention.options.interval).unwrap_or(UNIX_EPOCH);
+    let share = retention.inbox_share;
+    let (store, path, state_dir) =
+        (retention.store.clone(), workspace.path.clone(), retention.state_dir.clone());
+    let prefix = callers_scope_prefix(workspace);
+    let Some(mut inventory) = blocking(move || {
+        retain::refresh(&store, &path);
+        inventory(&store, &path, &state_dir, &prefix, share, recent)
+    })
+    .await
+    else {
+        return Removed::default();
+    };
+    let mut removed = Removed::default();
+    if inventory.total <= max {
+        return removed;
+    }
+    let over = inventory.total;
+    let mut done = 0usize;
+    for (_, bytes, item) in std::mem::take(&mut inventory.items) {
+        if inventory.total <= max || shutdown.is_cancelled() {
+            break;
+        }
+        if done > 0 && done % BATCH == 0 && !pause(shutdown).await {
+            break;
+        }
+        done += 1;
+        match item {
+            Item::Session(folder) => {
+                let (store, path) = (retention.store.clone(), workspace.path.clone());
+                let (caller, context_id) = (folder.caller.clone(), folder.context_id.clone());
+                let idle = move || {
+                    retain::context_use(&store, &path, &caller, &context_id)
+                        != ContextUse::Unsettled
+                };
+                let removal =
+                    retention.remove_session(workspace, &folder.scope, &folder.caller, idle).await;
+                if let SessionRemoval::Removed(gone) = removal {
+                    inventory.total = inventory.total.saturating_sub(bytes);
+                    removed += gone;
+                }
+            }
+            Item::Inbox(file) => {
+                let (path, caller, name) =
+                    (workspace.path.clone(), file.caller.clone(), file.name.clone());
+                let result = blocking(move || disk::remove_inbox_file(&path, &caller, &name)).await;
+                match result {
+                    Some(Ok(Some(_))) => {
+                        let held = inventory.inbox_by_caller.entry(file.caller).or_default();
+                        let before = (*held).min(share);
+                        *held = held.saturating_sub(bytes);
+                        let counted_less = before - (*held).min(share);
+                        inventory.total = inventory.total.saturating_sub(counted_less);
+                        removed.inbox_files += 1;
+                        removed.bytes = removed.bytes.saturating_add(bytes);
+                    }
+                    Some(Ok(None)) | None => {}
+                    Some(Err(err)) => {
+                        tracing::warn!(caller = %file.caller, file = %file.name, error = %err, "retention cannot remove an inbox file");
+                    }
+                }
+            }
+        }
+    }
+    if inventory.total > max {
+        tracing::warn!(
+            owner = %workspace.owner_id,
+            bytes = inventory.total,
+            before = over,
+            max,
+            "callers' sessions and inbox files stay over A2A__Retention__MaxBytes: the rest is in use or recent"
+        );
+    }
+    removed
+}
+
+/// Lists what the cap counts and what of it may go. Blocking.
+fn inventory(
+    store: &crate::task::store::TaskStore,
+    workspace: &std::path::Path,
+    state_dir: &std::path::Path,
+    prefix: &str,
+    share: u64,
+    recent: SystemTime,
+) -> Inventory {
+    let mut total = 0u64;
+    let mut items = Vec::new();
+    // Inbox files the conversations of unsettled tasks received: kept with those conversations.
+    let mut needed: HashSet<(String, String)> = HashSet::new();
+    let folders = disk::session_folders(state_dir, prefix).unwrap_or_else(|err| {
+        tracing::warn!(folder = %state_dir.display(), error = %err, "retention cannot list the sessions folder");
+        Vec::new()
+    });
+    for folder in folders {
+        let (bytes, last) = disk::session_use(state_dir, &folder.scope);
+        total = total.saturating_add(bytes);
+        let in_use = retain::context_use(store, workspace, &folder.caller, &folder.context_id)
+            == ContextUse::Unsettled;
+        if in_use {
+            let dir = state_dir.join("sessions").join(&folder.scope);
+            for name in disk::received_files(&dir, &folder.caller) {
+                needed.insert((folder.caller.clone(), name));
+            }
+            continue;
+        }
+        let last = last.unwrap_or(UNIX_EPOCH);
+        if last < recent {
+            items.push((last, bytes, Item::Session(folder)));
+        }
+    }
+    let mut inbox_by_caller: HashMap<String, u64> = HashMap::new();
+    for file in disk::inbox_files(workspace) {
+        let held = inbox_by_caller.entry(file.caller.clone()).or_default();
+        *held = held.saturating_add(file.bytes);
+        let last = file.modified.unwrap_or(UNIX_EPOCH);
+        if last < recent && !needed.contains(&(file.caller.clone(), file.name.clone())) {
+            items.push((last, file.bytes, Item::Inbox(file)));
+        }
+    }
+    for held in inbox_by_caller.values() {
+        total = total.saturating_add((*held).min(share));
+    }
+    items.sort_by_key(|(last, _, _)| *last);
+    Inventory { total, inbox_by_caller, items }
+}
