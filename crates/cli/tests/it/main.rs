@@ -16,6 +16,7 @@ mod host_secrets;
 mod memory;
 mod push_outbox;
 mod resume;
+mod retention;
 mod retries;
 mod serve;
 mod support;
