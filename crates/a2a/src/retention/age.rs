@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{BATCH, Removed, Retention, SessionRemoval, blocking, disk, pause};
+use super::{BATCH, MayGo, Removed, Retention, SessionRef, blocking, disk, pause};
 use crate::auth::A2aWorkspace;
 use crate::pool::{HoldIf, callers_scope_prefix};
 use crate::task::retain::{self, ContextUse, OldTask};
@@ -36,19 +36,17 @@ pub(super) async fn by_age(
     let (store, path) = (retention.store.clone(), workspace.path.clone());
     blocking(move || retain::refresh(&store, &path)).await;
     let prefix = callers_scope_prefix(workspace);
-    let deferred: Vec<(String, String)> = {
+    let deferred: Vec<SessionRef> = {
         let mut deferred =
             retention.deferred.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mine: Vec<_> =
             deferred.iter().filter(|(path, _, _)| *path == workspace.path).cloned().collect();
         mine.into_iter()
             .filter_map(|entry| deferred.take(&entry))
-            .map(|(_, caller, context_id)| (caller, context_id))
+            .map(|(_, caller, context_id)| SessionRef { caller, context_id })
             .collect()
     };
-    for (caller, context_id) in deferred {
-        removed += unused_session(retention, workspace, &caller, &context_id).await;
-    }
+    removed += unused_sessions(retention, workspace, deferred).await;
     // Tasks passed over this round (running, pushes pending, busy, changed): not asked again.
     let mut skipped: HashSet<String> = HashSet::new();
     while !shutdown.is_cancelled() {
@@ -71,10 +69,10 @@ pub(super) async fn by_age(
                 continue;
             }
             let scope = format!("{prefix}{}_{}", task.caller, task.context_id);
-            if !holds.contains_key(&scope) {
-                match retention.pool.try_hold_scope(&scope, HoldIf::Idle).await {
+            if let std::collections::hash_map::Entry::Vacant(slot) = holds.entry(scope) {
+                match retention.pool.try_hold_scope(slot.key(), HoldIf::Idle).await {
                     Some(hold) => {
-                        holds.insert(scope, hold);
+                        slot.insert(hold);
                     }
                     None => {
                         skipped.insert(task.id);
@@ -97,13 +95,16 @@ pub(super) async fn by_age(
             retention.pool.release_hold(hold).await;
         }
         let mut by_caller: HashMap<String, HashSet<String>> = HashMap::new();
-        let mut contexts: HashSet<(String, String)> = HashSet::new();
+        let mut contexts: HashSet<SessionRef> = HashSet::new();
         for (result, task) in results {
             match result {
                 Ok(Some(bytes)) => {
                     removed.tasks += 1;
                     removed.bytes = removed.bytes.saturating_add(bytes);
-                    contexts.insert((task.caller.clone(), task.context_id.clone()));
+                    contexts.insert(SessionRef {
+                        caller: task.caller.clone(),
+                        context_id: task.context_id.clone(),
+                    });
                     by_caller.entry(task.caller).or_default().insert(task.id);
                 }
                 Ok(None) => {
@@ -116,9 +117,7 @@ pub(super) async fn by_age(
             }
         }
         retention.forget_tasks(workspace, &by_caller);
-        for (caller, context_id) in contexts {
-            removed += unused_session(retention, workspace, &caller, &context_id).await;
-        }
+        removed += unused_sessions(retention, workspace, contexts.into_iter().collect()).await;
         if !pause(shutdown).await {
             return removed;
         }
@@ -127,31 +126,22 @@ pub(super) async fn by_age(
     removed
 }
 
-/// Removes the session of `caller`'s context `context_id` when no task on file uses it; one that
-/// is open is tried again next round.
-async fn unused_session(
+/// Removes the sessions of `sessions` whose contexts no task on file uses; those open are tried
+/// again next round.
+async fn unused_sessions(
     retention: &Retention,
     workspace: &A2aWorkspace,
-    caller: &str,
-    context_id: &str,
+    sessions: Vec<SessionRef>,
 ) -> Removed {
-    let scope = format!("{}{caller}_{context_id}", callers_scope_prefix(workspace));
-    let (store, path) = (retention.store.clone(), workspace.path.clone());
-    let (who, context) = (caller.to_string(), context_id.to_string());
-    let unused = move || retain::context_use(&store, &path, &who, &context) == ContextUse::Unused;
-    match retention.remove_session(workspace, &scope, caller, unused).await {
-        SessionRemoval::Removed(removed) => removed,
-        SessionRemoval::Busy => {
-            let entry = (workspace.path.clone(), caller.to_string(), context_id.to_string());
-            retention
-                .deferred
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(entry);
-            Removed::default()
-        }
-        SessionRemoval::Kept => Removed::default(),
+    if sessions.is_empty() {
+        return Removed::default();
     }
+    let (removed, busy) = retention.remove_sessions(workspace, sessions, MayGo::Unused).await;
+    let mut deferred = retention.deferred.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for session in busy {
+        deferred.insert((workspace.path.clone(), session.caller, session.context_id));
+    }
+    removed
 }
 
 /// Removes the sessions of `workspace`'s callers that no task on file uses and that were last
@@ -188,11 +178,15 @@ async fn orphans(
     .await
     .unwrap_or_default();
     let mut removed = Removed::default();
-    for (i, folder) in found.iter().enumerate() {
-        if i > 0 && i % BATCH == 0 && !pause(shutdown).await {
+    for (i, chunk) in found.chunks(BATCH).enumerate() {
+        if i > 0 && !pause(shutdown).await {
             break;
         }
-        removed += unused_session(retention, workspace, &folder.caller, &folder.context_id).await;
+        let sessions = chunk
+            .iter()
+            .map(|f| SessionRef { caller: f.caller.clone(), context_id: f.context_id.clone() })
+            .collect();
+        removed += unused_sessions(retention, workspace, sessions).await;
     }
     removed
 }

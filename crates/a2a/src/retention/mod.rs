@@ -22,6 +22,7 @@
 
 mod age;
 pub mod disk;
+pub mod options;
 mod size;
 
 use std::collections::{HashMap, HashSet};
@@ -35,43 +36,17 @@ use crate::auth::{A2aWorkspace, CallerDirectory};
 use crate::pool::SessionPool;
 use crate::push::PushSender;
 use crate::task::AcceptedMessages;
+use crate::task::retain;
 use crate::task::store::TaskStore;
 
 pub use disk::{DiskUse, disk_use};
+pub use options::RetentionOptions;
 
 /// Most tasks, sessions or files removed in one batch.
 pub(crate) const BATCH: usize = 64;
 
 /// The pause between batches, so a long round leaves the blocking pool and the disk to requests.
 const BATCH_PAUSE: Duration = Duration::from_millis(5);
-
-/// Retention's settings (`A2A__Retention__*`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RetentionOptions {
-    /// Whether retention runs at all (`A2A__Retention__Enabled`). Default true.
-    pub enabled: bool,
-    /// Settled tasks whose status last changed longer ago than this are removed, with the
-    /// session of a context no task uses any more and the inbox files it received; `None` keeps
-    /// them forever (`A2A__Retention__TaskDays`, whole days, 0 = forever). Default 90 days.
-    pub task_age: Option<Duration>,
-    /// Most bytes of callers' session folders and inbox files per workspace, pruned least
-    /// recently used first; `None`: no cap (`A2A__Retention__MaxBytes`, 0 = none). Default 2 GiB.
-    pub max_bytes: Option<u64>,
-    /// Time between rounds; the first one runs at start (`A2A__Retention__Interval`). Nothing
-    /// changed within the last interval is removed by the size cap. Default 1 h.
-    pub interval: Duration,
-}
-
-impl Default for RetentionOptions {
-    fn default() -> Self {
-        RetentionOptions {
-            enabled: true,
-            task_age: Some(Duration::from_secs(90 * 24 * 60 * 60)),
-            max_bytes: Some(2 * 1024 * 1024 * 1024),
-            interval: Duration::from_secs(60 * 60),
-        }
-    }
-}
 
 /// What retention works on: the server's parts, handed over when it is built.
 pub(crate) struct Retention {
@@ -98,14 +73,21 @@ pub(crate) struct Retention {
     pub deferred: std::sync::Mutex<HashSet<(PathBuf, String, String)>>,
 }
 
-/// What [`Retention::remove_session`] came to.
+/// When [`Retention::remove_sessions`] may take a session, asked of the tasks on file under
+/// its context's hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SessionRemoval {
-    Removed(Removed),
-    /// Open in the pool or in another process: try again later.
-    Busy,
-    /// Not removable (a task uses it again) or already gone.
-    Kept,
+pub(crate) enum MayGo {
+    /// No task uses its context (retention by age).
+    Unused,
+    /// No task of its context is unsettled (the size cap).
+    Settled,
+}
+
+/// A session [`Retention::remove_sessions`] is asked to remove.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SessionRef {
+    pub caller: String,
+    pub context_id: String,
 }
 
 /// What a round removed.
@@ -212,56 +194,87 @@ impl Retention {
         .unwrap_or_default()
     }
 
-    /// Removes session folder `scope` of `caller` in `workspace` when the pool has it closed
-    /// and `still_removable` (asked under the context's hold, on the blocking pool) agrees:
-    /// out of `sessions/` in one rename, then its inbox files and its contents.
-    async fn remove_session(
+    /// Removes the session folders of `sessions` in `workspace` that the pool has closed and
+    /// that `may_go` allows (asked under each context's hold): out of `sessions/` in one rename
+    /// each, then their inbox files and their contents. Returns what went, and the sessions that
+    /// were open (in the pool or another process) and so were left.
+    async fn remove_sessions(
         &self,
         workspace: &A2aWorkspace,
-        scope: &str,
-        caller: &str,
-        still_removable: impl FnOnce() -> bool + Send + 'static,
-    ) -> SessionRemoval {
-        let Some(hold) = self.pool.try_hold_scope(scope, crate::pool::HoldIf::Closed).await else {
-            return SessionRemoval::Busy;
-        };
-        let (state_dir, target) = (self.state_dir.clone(), scope.to_string());
+        sessions: Vec<SessionRef>,
+        may_go: MayGo,
+    ) -> (Removed, Vec<SessionRef>) {
+        let prefix = crate::pool::callers_scope_prefix(workspace);
+        let mut busy = Vec::new();
+        let mut held = Vec::new();
+        for session in sessions {
+            let scope = format!("{prefix}{}_{}", session.caller, session.context_id);
+            match self.pool.try_hold_scope(&scope, crate::pool::HoldIf::Closed).await {
+                Some(hold) => held.push((hold, scope, session)),
+                None => busy.push(session),
+            }
+        }
+        if held.is_empty() {
+            return (Removed::default(), busy);
+        }
+        let targets: Vec<(String, SessionRef)> =
+            held.iter().map(|(_, scope, session)| (scope.clone(), session.clone())).collect();
+        let (store, path, state_dir) =
+            (self.store.clone(), workspace.path.clone(), self.state_dir.clone());
         let moved = blocking(move || {
-            if !still_removable() {
-                return Ok(disk::Moved::Gone);
-            }
-            disk::move_to_trash(&state_dir, &target)
+            targets
+                .into_iter()
+                .map(|(scope, session)| {
+                    let used =
+                        retain::context_use(&store, &path, &session.caller, &session.context_id);
+                    let allowed = match may_go {
+                        MayGo::Unused => used == retain::ContextUse::Unused,
+                        MayGo::Settled => used != retain::ContextUse::Unsettled,
+                    };
+                    let moved = if allowed {
+                        disk::move_to_trash(&state_dir, &scope)
+                    } else {
+                        Ok(disk::Moved::Gone)
+                    };
+                    (scope, session, moved)
+                })
+                .collect::<Vec<_>>()
         })
-        .await;
-        self.pool.release_hold(hold).await;
-        let path = match moved {
-            Some(Ok(disk::Moved::To(path))) => path,
-            Some(Ok(disk::Moved::InUse)) => return SessionRemoval::Busy,
-            Some(Ok(disk::Moved::Gone)) | None => return SessionRemoval::Kept,
-            Some(Err(err)) => {
-                tracing::warn!(scope = %scope, error = %err, "retention cannot move a session folder");
-                return SessionRemoval::Kept;
+        .await
+        .unwrap_or_default();
+        for (hold, _, _) in held {
+            self.pool.release_hold(hold).await;
+        }
+        let mut trashed = Vec::new();
+        for (scope, session, moved) in moved {
+            match moved {
+                Ok(disk::Moved::To(path)) => trashed.push((path, session.caller)),
+                Ok(disk::Moved::InUse) => busy.push(session),
+                Ok(disk::Moved::Gone) => {}
+                Err(err) => {
+                    tracing::warn!(scope = %scope, error = %err, "retention cannot move a session folder");
+                }
             }
-        };
-        let (workspace_path, caller) = (workspace.path.clone(), caller.to_string());
-        let finished = blocking(move || {
-            disk::finish_trashed(&path, Some((&workspace_path, &caller))).map_err(|err| (path, err))
-        })
-        .await;
-        SessionRemoval::Removed(match finished {
-            Some(Ok(finished)) => Removed {
-                tasks: 0,
-                sessions: 1,
-                inbox_files: finished.inbox_files,
-                bytes: finished.bytes,
-            },
-            Some(Err((path, err))) => {
-                // Out of `sessions/` already: the next round's sweep of the trash finishes it.
-                tracing::warn!(folder = %path.display(), error = %err, "retention cannot remove a session folder");
-                Removed { sessions: 1, ..Removed::default() }
+        }
+        let workspace_path = workspace.path.clone();
+        let removed = blocking(move || {
+            let mut removed = Removed::default();
+            for (path, caller) in trashed {
+                removed.sessions += 1;
+                match disk::finish_trashed(&path, Some((&workspace_path, &caller))) {
+                    Ok(finished) => {
+                        removed.inbox_files += finished.inbox_files;
+                        removed.bytes = removed.bytes.saturating_add(finished.bytes);
+                    }
+                    // Out of `sessions/` already: the next round's sweep of the trash finishes it.
+                    Err(err) => tracing::warn!(folder = %path.display(), error = %err, "retention cannot remove a session folder"),
+                }
             }
-            None => Removed { sessions: 1, ..Removed::default() },
+            removed
         })
+        .await
+        .unwrap_or_default();
+        (removed, busy)
     }
 
     /// Forgets everything outside the store that pointed at removed tasks: the safe-retry

@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{BATCH, Removed, Retention, SessionRemoval, blocking, disk, pause};
+use super::{BATCH, MayGo, Removed, Retention, SessionRef, blocking, disk, pause};
 use crate::auth::A2aWorkspace;
 use crate::pool::callers_scope_prefix;
 use crate::task::retain::{self, ContextUse};
@@ -61,48 +61,58 @@ pub(super) async fn by_size(
         return removed;
     }
     let over = inventory.total;
-    let mut done = 0usize;
-    for (_, bytes, item) in std::mem::take(&mut inventory.items) {
-        if inventory.total <= max || shutdown.is_cancelled() {
+    let items = std::mem::take(&mut inventory.items);
+    let mut items = items.into_iter().peekable();
+    let mut first = true;
+    while inventory.total > max && items.peek().is_some() {
+        if !first && !pause(shutdown).await {
             break;
         }
-        if done > 0 && done % BATCH == 0 && !pause(shutdown).await {
-            break;
-        }
-        done += 1;
-        match item {
-            Item::Session(folder) => {
-                let (store, path) = (retention.store.clone(), workspace.path.clone());
-                let (caller, context_id) = (folder.caller.clone(), folder.context_id.clone());
-                let idle = move || {
-                    retain::context_use(&store, &path, &caller, &context_id)
-                        != ContextUse::Unsettled
-                };
-                let removal =
-                    retention.remove_session(workspace, &folder.scope, &folder.caller, idle).await;
-                if let SessionRemoval::Removed(gone) = removal {
-                    inventory.total = inventory.total.saturating_sub(bytes);
-                    removed += gone;
-                }
+        first = false;
+        // The next least recently used, as many as should bring the total under the cap.
+        let mut sessions = Vec::new();
+        let mut files = Vec::new();
+        let mut planned = 0u64;
+        while sessions.len() + files.len() < BATCH
+            && inventory.total.saturating_sub(planned) > max
+            && let Some((_, bytes, item)) = items.next()
+        {
+            planned = planned.saturating_add(bytes);
+            match item {
+                Item::Session(folder) => sessions
+                    .push(SessionRef { caller: folder.caller, context_id: folder.context_id }),
+                Item::Inbox(file) => files.push(file),
             }
-            Item::Inbox(file) => {
-                let (path, caller, name) =
-                    (workspace.path.clone(), file.caller.clone(), file.name.clone());
-                let result = blocking(move || disk::remove_inbox_file(&path, &caller, &name)).await;
-                match result {
-                    Some(Ok(Some(_))) => {
-                        let held = inventory.inbox_by_caller.entry(file.caller).or_default();
-                        let before = (*held).min(share);
-                        *held = held.saturating_sub(bytes);
-                        let counted_less = before - (*held).min(share);
-                        inventory.total = inventory.total.saturating_sub(counted_less);
-                        removed.inbox_files += 1;
-                        removed.bytes = removed.bytes.saturating_add(bytes);
-                    }
-                    Some(Ok(None)) | None => {}
-                    Some(Err(err)) => {
-                        tracing::warn!(caller = %file.caller, file = %file.name, error = %err, "retention cannot remove an inbox file");
-                    }
+        }
+        let (gone, _) = retention.remove_sessions(workspace, sessions, MayGo::Settled).await;
+        inventory.total = inventory.total.saturating_sub(gone.bytes);
+        removed += gone;
+        let path = workspace.path.clone();
+        let results = blocking(move || {
+            files
+                .into_iter()
+                .map(|file| {
+                    let result = disk::remove_inbox_file(&path, &file.caller, &file.name);
+                    (file, result)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        for (file, result) in results {
+            match result {
+                Ok(Some(_)) => {
+                    let held = inventory.inbox_by_caller.entry(file.caller).or_default();
+                    let before = (*held).min(share);
+                    *held = held.saturating_sub(file.bytes);
+                    let counted_less = before - (*held).min(share);
+                    inventory.total = inventory.total.saturating_sub(counted_less);
+                    removed.inbox_files += 1;
+                    removed.bytes = removed.bytes.saturating_add(file.bytes);
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::warn!(caller = %file.caller, file = %file.name, error = %err, "retention cannot remove an inbox file");
                 }
             }
         }

@@ -1,11 +1,11 @@
 //! A month of A2A traffic with retention on, on a fast clock (docs/performance.md, "Retention"):
-//! a simulated day lasts `VOLCANIC_RETENTION_DAY_MS` (default 250 ms), and the retention limits
+//! a simulated day lasts `VOLCANIC_RETENTION_DAY_MS` (default 1 s), and the retention limits
 //! are set in those days (tasks kept 7 days, a round every eighth of a day), so the month runs
 //! in seconds with the server's real code and files. Callers send through the real server over
 //! 127.0.0.1: a new conversation each time, every tenth with a file, every twentieth continuing
 //! the caller's last conversation.
 //!
-//! Afterwards: every task settled more than the limit (plus two rounds) ago is gone and every
+//! Afterwards: every task settled more than the limit (plus half a day: four rounds) ago is gone and every
 //! task well inside it answers GetTask; the task folder holds no more than the window's tasks;
 //! callers' sessions and inbox files are under `A2A__Retention__MaxBytes`; ListTasks agrees with
 //! the files; and the process's RSS in the last ten days stays within a margin of day ten's.
@@ -85,7 +85,7 @@ async fn rpc(
 async fn retention_month_keeps_the_window_and_the_bounds_and_rss_stays_flat() {
     let tasks = env_number("VOLCANIC_RETENTION_TASKS", 2000) as usize;
     let callers = env_number("VOLCANIC_RETENTION_CALLERS", 10) as usize;
-    let day = Duration::from_millis(env_number("VOLCANIC_RETENTION_DAY_MS", 250));
+    let day = Duration::from_millis(env_number("VOLCANIC_RETENTION_DAY_MS", 1000));
     let task_age = day * 7;
     let interval = day / 8;
     let max_bytes = (tasks as u64) * 500;
@@ -121,7 +121,7 @@ async fn retention_month_keeps_the_window_and_the_bounds_and_rss_stays_flat() {
         for _ in 0..today {
             let caller = n % callers;
             let mut message = json!({"messageId": format!("m-{n}"), "role": "ROLE_USER", "parts": [{"text": format!("day {d} message {n}")}]});
-            if n % 10 == 0 {
+            if n.is_multiple_of(10) {
                 message["parts"]
                     .as_array_mut()
                     .unwrap()
@@ -134,14 +134,18 @@ async fn retention_month_keeps_the_window_and_the_bounds_and_rss_stays_flat() {
             }
             let (client, base, keys) = (client.clone(), base.clone(), keys.clone());
             in_flight.spawn(async move {
-                let body = rpc(
-                    &client,
-                    &base,
-                    &keys[caller].1,
-                    "SendMessage",
-                    json!({"message": message}),
-                )
-                .await;
+                let params = json!({"message": message});
+                let key = &keys[caller].1;
+                // A continued context may still run the caller's previous task: retry, as a
+                // caller does on "context busy" (a bounded number of times).
+                let mut body = rpc(&client, &base, key, "SendMessage", params.clone()).await;
+                for _ in 0..200 {
+                    if body["error"]["code"] != -32004 {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    body = rpc(&client, &base, key, "SendMessage", params.clone()).await;
+                }
                 let task = body["result"]["task"].clone();
                 assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{body}");
                 (caller, task)
@@ -176,8 +180,9 @@ async fn retention_month_keeps_the_window_and_the_bounds_and_rss_stays_flat() {
     let callers_bytes = bytes_below(&sessions) + bytes_below(&server.ws().join("inbox/a2a"));
     let tasks_dir = server.ws().join(".volcanic/a2a/tasks");
     let on_file = std::fs::read_dir(&tasks_dir).unwrap().count();
-    let window =
-        sent.iter().filter(|s| now.duration_since(s.at) <= task_age + interval * 3).count();
+    // Half a day of slack: four rounds, and the time the rounds themselves take.
+    let slack = day / 2;
+    let window = sent.iter().filter(|s| now.duration_since(s.at) <= task_age + slack).count();
     let elapsed = started.elapsed();
     println!(
         "retention month: {} tasks from {callers} callers in {:.1} s ({:.0}/s); on file {on_file} (window {window}); callers' sessions and inbox {callers_bytes} bytes (cap {max_bytes}); task folder {} bytes; RSS by day (KiB) {rss:?}",
@@ -194,7 +199,7 @@ async fn retention_month_keeps_the_window_and_the_bounds_and_rss_stays_flat() {
     for s in sent.iter().step_by((tasks / 400).max(1)) {
         let age = now.duration_since(s.at);
         let body = rpc(&client, &base, &keys[s.caller].1, "GetTask", json!({"id": s.id})).await;
-        if age > task_age + interval * 3 {
+        if age > task_age + slack {
             assert_eq!(body["error"]["code"], -32001, "{} is {age:?} old: {body}", s.id);
             checked.0 += 1;
         } else if age < task_age - day / 2 {

@@ -136,7 +136,8 @@ fn make_old_tasks(workspace: &Path, state: &Path) -> Made {
             std::fs::write(&path, journal.replace(&saved, &name)).unwrap();
             // Last written when its task settled.
             let file = std::fs::File::options().write(true).open(&path).unwrap();
-            file.set_modified(std::time::SystemTime::now() - Duration::from_secs(200 * 86_400)).unwrap();
+            file.set_modified(std::time::SystemTime::now() - Duration::from_secs(200 * 86_400))
+                .unwrap();
         }
         let mut file = template.clone();
         file["id"] = json!(task_id);
