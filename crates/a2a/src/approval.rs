@@ -1,4 +1,4 @@
-//! The owner's approvals of what callers ask (issue 22; docs/a2a.md, "Owner approval"): the
+//! The owner's approvals of what callers ask (docs/a2a.md, "Owner approval"): the
 //! requests waiting for a decision, and the callers the owner approved once (`first-contact`).
 //!
 //! Both live in the state folder (`<state dir>/a2a/approvals/<id>.json`,
@@ -59,10 +59,96 @@ pub const REQUEST_CHARS: usize = 500;
 pub trait ApprovalNotifier: Send + Sync {
     async fn requested(&self, caller: &crate::auth::Caller, request: &PendingApproval);
 
-    /// Request `id` is no longer pending (`outcome`: "approved", "denied", "timed out",
-    /// "canceled"), however it was decided, so that what asked the owner can say so. The
-    /// default does nothing.
-    async fn settled(&self, _id: &str, _outcome: &'static str) {}
+    /// Request `id` is no longer pending, however it was decided, so that what asked the owner
+    /// can say so. The default does nothing.
+    async fn settled(&self, _id: &str, _outcome: Settled) {}
+}
+
+/// How a request stopped waiting, as the host's [`ApprovalNotifier`] hears it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The owner approved it (at the shell, or in another channel).
+    Approved,
+    /// The owner denied it.
+    Denied,
+    /// Nobody decided within `A2A__ApprovalTimeout`.
+    TimedOut,
+    /// The caller canceled its task first.
+    Canceled,
+}
+
+impl Settled {
+    /// How the owner reads it ("timed out").
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Settled::Approved => "approved",
+            Settled::Denied => "denied",
+            Settled::TimedOut => "timed out",
+            Settled::Canceled => "canceled",
+        }
+    }
+}
+
+impl std::fmt::Display for Settled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a decision did: the task, its caller and the state the task is in now. It crosses the
+/// control socket as `{"taskId","caller","state"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decided {
+    pub task_id: String,
+    pub caller: String,
+    pub state: DecidedState,
+}
+
+/// The state a decision left its task in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DecidedState {
+    /// Approved: its run starts (a task), or goes on with the call (a tool call).
+    #[serde(rename = "working")]
+    Working,
+    /// A tool call was denied: the run goes on without it.
+    #[serde(rename = "working (the call was refused)")]
+    WorkingCallRefused,
+    /// Denied: the task is rejected.
+    #[serde(rename = "rejected")]
+    Rejected,
+}
+
+impl DecidedState {
+    /// How the owner reads it (`Task … is rejected now.`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecidedState::Working => "working",
+            DecidedState::WorkingCallRefused => "working (the call was refused)",
+            DecidedState::Rejected => "rejected",
+        }
+    }
+}
+
+impl std::fmt::Display for DecidedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a decision was not applied.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecideError {
+    #[error(
+        "no approval request with this id is waiting (decided already, canceled, or never made)"
+    )]
+    NotPending,
+    #[error("the caller of this request is no longer in callers.json; its task was rejected")]
+    CallerGone,
+    #[error("the task's context is busy; try again in a moment")]
+    Busy,
+    #[error("the task could not be changed: {0}")]
+    Failed(String),
 }
 
 /// Why a request was not recorded.

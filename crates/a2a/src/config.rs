@@ -37,7 +37,7 @@ pub struct A2aOptions {
     /// Description on the public card and the last fallback. Default a generic sentence.
     pub card_description: String,
     /// Sign the 1.0 cards (the strict public card and the extended card) with an Ed25519 key and
-    /// serve its public key at `/.well-known/jwks.json` (A2A 1.0 §8.4; docs/a2a.md, "Signed
+    /// serve its public key at `/.well-known/jwks.json` (A2A 1.0.1 §8.4; docs/a2a.md, "Signed
     /// card"). Default true.
     pub card_signing: bool,
     /// The signing key, an Ed25519 private key in PKCS#8 PEM that must exist; unset, the key is

@@ -1,5 +1,5 @@
 //! The owner's control socket, `<state dir>/a2a/control.sock`: how `volcanic approvals`,
-//! `volcanic approve` and `volcanic deny` reach a running server (issue 22; docs/a2a.md, "Owner
+//! `volcanic approve` and `volcanic deny` reach a running server (docs/a2a.md, "Owner
 //! approval").
 //!
 //! Why only a human can use it: the socket lives in the state folder, which no session can see
@@ -10,11 +10,13 @@
 //! from one. So the owner, at their own shell, can decide; no tool of any session (a caller's or
 //! the owner's own, either of which a prompt can steer) can.
 //!
-//! The protocol is one JSON request line and one JSON answer line per connection:
-//! `{"op":"list"}` → `{"ok":true,"approvals":[…]}`; `{"op":"approve","id":"…"}` and
-//! `{"op":"deny","id":"…","reason":"…"?}` → `{"ok":true,"decided":{"taskId","caller","state"}}`;
-//! any failure → `{"ok":false,"error":"…"}`. It knows nothing of tasks: it calls
-//! [`A2aServer::pending_approvals`] and [`A2aServer::decide_approval`].
+//! The protocol is one JSON request line ([`ControlRequest`]) and one JSON answer line
+//! ([`ControlAnswer`]) per connection: `{"op":"list"}` → `{"ok":true,"approvals":[…]}`;
+//! `{"op":"approve","id":"…"}` and `{"op":"deny","id":"…","reason":"…"?}` →
+//! `{"ok":true,"decided":{"taskId","caller","state"}}`; any failure →
+//! `{"ok":false,"error":"…"}`. Both ends use these types, so the CLI reads an answer as a value,
+//! never by key. It knows nothing of tasks: it calls [`A2aServer::pending_approvals`] and
+//! [`A2aServer::decide_approval`].
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -22,13 +24,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{Decision, PendingApproval, is_valid_id};
-use crate::service::approve::{DecideError, Decided};
+use crate::approval::{DecideError, Decided, Decision, PendingApproval, is_valid_id};
 
 /// What the socket serves: the server's waiting requests and its decisions
 /// ([`crate::A2aServer`] is one; the socket knows nothing else of it).
@@ -71,6 +71,62 @@ pub enum ControlRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+}
+
+/// The server's answer to one [`ControlRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "AnswerLine", try_from = "AnswerLine")]
+pub enum ControlAnswer {
+    /// To [`ControlRequest::List`]: the requests waiting, oldest first.
+    Approvals(Vec<PendingApproval>),
+    /// To a decision: what it did.
+    Decided(Decided),
+    /// Refused or failed: why, for the owner.
+    Refused(String),
+}
+
+/// [`ControlAnswer`] as it crosses the socket: `ok`, and the one field that goes with it.
+#[derive(Serialize, Deserialize)]
+struct AnswerLine {
+    ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    approvals: Option<Vec<PendingApproval>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    decided: Option<Decided>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl From<ControlAnswer> for AnswerLine {
+    fn from(answer: ControlAnswer) -> Self {
+        let line = AnswerLine { ok: true, approvals: None, decided: None, error: None };
+        match answer {
+            ControlAnswer::Approvals(approvals) => {
+                AnswerLine { approvals: Some(approvals), ..line }
+            }
+            ControlAnswer::Decided(decided) => AnswerLine { decided: Some(decided), ..line },
+            ControlAnswer::Refused(error) => AnswerLine { ok: false, error: Some(error), ..line },
+        }
+    }
+}
+
+impl TryFrom<AnswerLine> for ControlAnswer {
+    type Error = &'static str;
+
+    fn try_from(line: AnswerLine) -> Result<Self, Self::Error> {
+        match line {
+            AnswerLine { ok: false, error, .. } => {
+                Ok(ControlAnswer::Refused(error.unwrap_or_else(|| "the server refused".into())))
+            }
+            AnswerLine { approvals: Some(approvals), decided: None, .. } => {
+                Ok(ControlAnswer::Approvals(approvals))
+            }
+            AnswerLine { approvals: None, decided: Some(decided), .. } => {
+                Ok(ControlAnswer::Decided(decided))
+            }
+            AnswerLine { .. } => Err("an answer has either approvals or a decision"),
+        }
+    }
 }
 
 /// Serves `listener` (bound by [`bind`] at `path`) until `shutdown`, one request per connection;
@@ -162,18 +218,18 @@ async fn answer(server: &dyn Decider, stream: UnixStream, path: &Path) -> io::Re
             peer_uid = peer.uid(),
             "control socket: a connection from another user was refused"
         );
-        json!({"ok": false, "error": "refused: only the user the server runs as may decide"})
+        refused("refused: only the user the server runs as may decide")
     } else if let Err(why) = outside_every_sandbox(peer.pid()) {
         tracing::warn!(peer_pid = ?peer.pid(), %why, "control socket: a connection from a sandbox was refused");
-        json!({"ok": false, "error": "refused: a sandboxed process cannot decide approvals"})
+        refused("refused: a sandboxed process cannot decide approvals")
     } else {
         match received {
             Ok(Ok(_)) => match serde_json::from_str::<ControlRequest>(line.trim()) {
                 Ok(request) => handle(server, request).await,
-                Err(err) => json!({"ok": false, "error": format!("bad request: {err}")}),
+                Err(err) => ControlAnswer::Refused(format!("bad request: {err}")),
             },
             Ok(Err(err)) => return Err(err),
-            Err(_) => json!({"ok": false, "error": "no request within 10 s"}),
+            Err(_) => refused("no request within 10 s"),
         }
     };
     let mut bytes = serde_json::to_vec(&reply).map_err(io::Error::other)?;
@@ -208,30 +264,30 @@ fn outside_every_sandbox(pid: Option<i32>) -> Result<(), String> {
     Ok(())
 }
 
-async fn handle(server: &dyn Decider, request: ControlRequest) -> Value {
+fn refused(why: &str) -> ControlAnswer {
+    ControlAnswer::Refused(why.to_string())
+}
+
+async fn handle(server: &dyn Decider, request: ControlRequest) -> ControlAnswer {
     let (id, decision) = match request {
-        ControlRequest::List => {
-            let approvals: Vec<PendingApproval> = server.pending();
-            return json!({"ok": true, "approvals": approvals});
-        }
+        ControlRequest::List => return ControlAnswer::Approvals(server.pending()),
         ControlRequest::Approve { id } => (id, Decision::Approve),
         ControlRequest::Deny { id, reason } => (id, Decision::Deny { reason }),
     };
     if !is_valid_id(&id) {
-        return json!({"ok": false, "error": "an approval id is 8 hex digits (see volcanic approvals)"});
+        return refused("an approval id is 8 hex digits (see volcanic approvals)");
     }
     match server.decide(&id, decision).await {
-        Ok(decided) => json!({"ok": true, "decided": {
-            "taskId": decided.task_id, "caller": decided.caller, "state": decided.state}}),
-        Err(err) => json!({"ok": false, "error": err.to_string()}),
+        Ok(decided) => ControlAnswer::Decided(decided),
+        Err(err) => ControlAnswer::Refused(err.to_string()),
     }
 }
 
-/// One request to the socket at `path`, as `volcanic approve` sends it: the answer's JSON.
+/// One request to the socket at `path`, as `volcanic approve` sends it: the server's answer.
 ///
 /// # Errors
-/// When no server listens there, or the answer is not JSON.
-pub async fn request(path: &Path, request: &ControlRequest) -> io::Result<Value> {
+/// When no server listens there, or the answer is not one.
+pub async fn request(path: &Path, request: &ControlRequest) -> io::Result<ControlAnswer> {
     let mut stream = UnixStream::connect(path).await?;
     let mut bytes = serde_json::to_vec(request).map_err(io::Error::other)?;
     bytes.push(b'\n');
@@ -242,4 +298,35 @@ pub async fn request(path: &Path, request: &ControlRequest) -> io::Result<Value>
         |_| io::Error::new(io::ErrorKind::TimedOut, "the server did not answer within 30 s"),
     )??;
     serde_json::from_str(line.trim()).map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::DecidedState;
+    use serde_json::json;
+
+    #[test]
+    fn answers_cross_the_socket_in_the_protocols_shape_and_read_back_whole() {
+        let decided = Decided {
+            task_id: "t1".into(),
+            caller: "alice".into(),
+            state: DecidedState::WorkingCallRefused,
+        };
+        let table = [
+            (ControlAnswer::Approvals(Vec::new()), json!({"ok": true, "approvals": []})),
+            (
+                ControlAnswer::Decided(decided),
+                json!({"ok": true, "decided": {"taskId": "t1", "caller": "alice",
+                    "state": "working (the call was refused)"}}),
+            ),
+            (ControlAnswer::Refused("no".into()), json!({"ok": false, "error": "no"})),
+        ];
+        for (answer, wire) in table {
+            assert_eq!(serde_json::to_value(&answer).unwrap(), wire);
+            assert_eq!(serde_json::from_value::<ControlAnswer>(wire).unwrap(), answer);
+        }
+        let neither = serde_json::from_value::<ControlAnswer>(json!({"ok": true}));
+        assert!(neither.is_err(), "{neither:?}");
+    }
 }

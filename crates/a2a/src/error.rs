@@ -1,22 +1,23 @@
 //! The one place where failures become wire errors: every [`A2aError`] knows its JSON-RPC code,
-//! its HTTP status, its `google.rpc` status name and its ErrorInfo reason (PROTOCOL.md §7, the
-//! spec-1.0.1 column). Bindings call these methods; they never pick codes themselves.
+//! its HTTP status, its `google.rpc` status name and its ErrorInfo reason (A2A 1.0.1 §5.4, §9.5,
+//! §11.6). Bindings call these methods; they never pick codes themselves.
 //!
 //! The operations fail with [`Error`], which says what happened rather than how the wire says it;
 //! `A2aError::from` is its one translation.
 //!
-//! Fair-share refusals (issue 17) are not A2A errors: they are HTTP 429 with `Retry-After` on
+//! Fair-share refusals (docs/a2a.md, "Fair share") are not A2A errors: they are HTTP 429 with `Retry-After` on
 //! both bindings (JSON-RPC too, unlike every other JSON-RPC error), and on JSON-RPC they carry
 //! [`FAIR_SHARE_CODE`].
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
+
+use crate::auth::AuthFailure;
+use crate::task::{InvalidQuery, StoreError};
 
 /// The JSON-RPC code of a fair-share refusal (too many streams, requests or connections).
 ///
 /// JSON-RPC leaves -32000..-32099 to the implementation. A2A numbers its errors upward from
-/// -32001 (-32009 in 1.0.1, PROTOCOL.md §7); -32029 echoes HTTP 429 and sits far enough past
+/// -32001 (-32009 in 1.0.1, A2A 1.0.1 §5.4); -32029 echoes HTTP 429 and sits far enough past
 /// them that a later A2A error is unlikely to take it.
 pub const FAIR_SHARE_CODE: i64 = -32029;
 
@@ -81,9 +82,13 @@ pub enum Error {
     /// A subscription to a task that has ended.
     #[error("task {task_id} is already {state}")]
     Ended { task_id: String, state: &'static str },
-    /// A task file could not be read or written. Logged where it happened, never sent.
-    #[error("task file {}: {source}", path.display())]
-    Store { path: PathBuf, source: std::io::Error },
+    /// The task store could not answer: an unknown task, a file it could not read or write
+    /// (logged where it happened, never sent), a bad query.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A task query's parameter is out of its range (`historyLength`).
+    #[error(transparent)]
+    Query(#[from] InvalidQuery),
     /// The core failed (a session could not be opened or prompted). Logged where it happened,
     /// never sent.
     #[error(transparent)]
@@ -108,9 +113,22 @@ impl From<Error> for A2aError {
             | Error::ApprovalQueueFull { .. }
             | Error::StillAccepting { .. } => A2aError::UnsupportedOperation(err.to_string()),
             Error::MessageIdReused { .. } => A2aError::InvalidParams(err.to_string()),
-            // The detail names files of the owner's machine: it went to the log only.
-            Error::Store { .. } | Error::Core(_) => A2aError::Internal,
+            Error::Store(err) => A2aError::from(err),
+            Error::Query(InvalidQuery(text)) => A2aError::InvalidParams(text),
+            // Logged where it happened.
+            Error::Core(_) => A2aError::Internal,
             Error::Wire(err) => err,
+        }
+    }
+}
+
+impl From<StoreError> for A2aError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound { task_id } => A2aError::TaskNotFound { task_id },
+            // The detail names files of the owner's machine: it went to the log only.
+            StoreError::Io { .. } | StoreError::Broken => A2aError::Internal,
+            StoreError::Query(InvalidQuery(text)) => A2aError::InvalidParams(text),
         }
     }
 }
@@ -127,7 +145,10 @@ pub enum A2aError {
     /// -32004, with a reason for the caller.
     #[error("{0}")]
     UnsupportedOperation(String),
-    /// -32005.
+    /// -32005, HTTP 400: a part's media type the agent does not take (ContentTypeNotSupportedError,
+    /// A2A 1.0.1 §3.3.2, §5.4). Nothing builds it yet, as every part type is accepted (a refused
+    /// request body is [`A2aError::UnsupportedMediaType`]); kept because the spec's error table
+    /// defines it with this mapping, for the first input mode the server refuses.
     #[error("{0}")]
     ContentTypeNotSupported(String),
     /// -32009.
@@ -193,6 +214,12 @@ pub enum A2aError {
     /// wait until the day ends (HTTP 429, [`FAIR_SHARE_CODE`]).
     #[error("{reason}")]
     DailyLimitReached { reason: String, retry_after_secs: u64 },
+}
+
+/// The body of the 401 a request without exactly one caller gets: the REST `google.rpc.Status`
+/// shape on every binding, since the binding's own envelope cannot be trusted to be read yet.
+pub fn unauthenticated_body(failure: &AuthFailure) -> Value {
+    json!({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": failure.to_string()}})
 }
 
 fn rate_limited_text(per_minute: u32, workspace: bool, wait: u64) -> String {
@@ -409,7 +436,7 @@ impl A2aError {
         }})
     }
 
-    /// The 0.3 REST error body. 0.3 defined none (PROTOCOL.md §10.7), and the SDKs' 0.3 REST
+    /// The 0.3 REST error body. 0.3 defined none (A2A 0.3.0 §3.2.3), and the SDKs' 0.3 REST
     /// clients each read their own: the JS client a JSON-RPC-style `code` and `message` at the
     /// top, the Python client `type` (its error class name) and `message`. So the body is the
     /// 1.0 `google.rpc.Status` plus those three members; each client finds its error typed.
@@ -473,12 +500,22 @@ mod tests {
                 A2aError::Internal,
             ),
             (
-                Error::Store {
+                Error::Store(StoreError::Io {
                     path: "/ws/.volcanic/a2a/tasks/t.json".into(),
                     source: std::io::Error::other("disk full"),
-                },
+                }),
                 A2aError::Internal,
             ),
+            (Error::Store(StoreError::Broken), A2aError::Internal),
+            (
+                Error::Store(StoreError::NotFound { task_id: "t".into() }),
+                A2aError::TaskNotFound { task_id: "t".into() },
+            ),
+            (
+                Error::Store(StoreError::Query(InvalidQuery("pageSize x".into()))),
+                A2aError::InvalidParams("pageSize x".into()),
+            ),
+            (Error::Query(InvalidQuery("h".into())), A2aError::InvalidParams("h".into())),
             (Error::Wire(A2aError::InvalidParams("x".into())), A2aError::InvalidParams("x".into())),
         ];
         for (error, wire) in cases {

@@ -9,9 +9,9 @@
 use a2a::Part;
 
 use crate::auth::Caller;
-use crate::files;
+use crate::run::files;
 
-pub use crate::files::PromptError;
+pub use crate::run::files::PromptError;
 
 /// Builds the prompt of a message exactly like SendMessage does, except that file parts given by
 /// URL are not downloaded (they become a note). Byte parts are saved into the caller's

@@ -21,6 +21,35 @@ impl Version {
     }
 }
 
+/// A protocol binding: how calls and answers travel over HTTP. The server answers on both (each
+/// through its `Wire` at the edge); the client speaks the one its interface names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// JSON-RPC 2.0 over HTTP (`JSONRPC` in cards).
+    JsonRpc,
+    /// HTTP+JSON, also called REST (`HTTP+JSON` in cards).
+    Rest,
+}
+
+impl Binding {
+    /// The short name: the CLI's `--binding` value and the request span's `binding` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Binding::JsonRpc => "jsonrpc",
+            Binding::Rest => "rest",
+        }
+    }
+
+    /// A card's `protocolBinding` / 0.3 `transport`, in any case.
+    pub fn parse(raw: &str) -> Option<Binding> {
+        match raw.trim().to_ascii_uppercase().as_str() {
+            "JSONRPC" | "JSON-RPC" => Some(Binding::JsonRpc),
+            "HTTP+JSON" | "REST" | "HTTP_JSON" => Some(Binding::Rest),
+            _ => None,
+        }
+    }
+}
+
 /// A push config registered through a version gets that version's webhook payloads.
 impl From<Version> for PushFormat {
     fn from(version: Version) -> Self {

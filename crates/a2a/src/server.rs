@@ -1,9 +1,9 @@
 //! The HTTP edge: the axum router (public card, JSON-RPC at `/a2a`, REST under `/a2a/v1`),
 //! authentication before anything else, body caps, SSE, and the server's lifetime.
 //!
-//! Requests are decoded by `binding::{jsonrpc, rest}` into the one internal model, handled by
-//! [`Service::handle`], and encoded back for the caller's binding and version here. The HTTP
-//! layer depends on the service, never the other way round.
+//! Requests are decoded by each binding's `Wire` into the one internal model, handled by
+//! [`Service::handle`], and encoded back for the caller's binding and version by `endpoint`. The
+//! HTTP layer depends on the service, never the other way round.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,20 +20,21 @@ use tokio_util::task::TaskTracker;
 use volcanic_core::SessionFactory;
 
 use crate::auth::CallerDirectory;
+use crate::card::public::PublicCards;
+use crate::card::signing::{self, CardSigner};
 use crate::config::A2aOptions;
-use crate::containment::Containment;
-pub use crate::endpoint::PushHandler;
-use crate::endpoint::{ServerInner, base_url, jsonrpc_endpoint, rest_endpoint};
+pub use crate::edge::endpoint::PushHandler;
+use crate::edge::endpoint::{ServerInner, base_url, endpoint};
+use crate::edge::fair::{CallerCaps, CallerShares};
+use crate::edge::http::{body_error, connection_refusal, header_text, read_body};
+use crate::edge::wire::{JsonRpc, Rest};
 use crate::error::A2aError;
-use crate::extension::OwnerNotifier;
-use crate::fair::{CallerCaps, CallerShares};
-use crate::http::{body_error, connection_refusal, header_text, read_body};
-use crate::pool::SessionPool;
-use crate::public_card::PublicCards;
 use crate::push::guard::GuardError;
 use crate::push::{self, PushSender};
+use crate::run::containment::Containment;
+use crate::run::extension::OwnerNotifier;
+use crate::run::pool::SessionPool;
 use crate::service::Service;
-use crate::signing::{self, CardSigner};
 use crate::task::AcceptedMessages;
 use crate::task::store::TaskStore;
 use crate::tasks::Tasks;
@@ -73,24 +74,6 @@ pub enum BuildError {
     Approvals { path: PathBuf, source: std::io::Error },
 }
 
-/// For hosts that carry build failures as I/O errors; the kind of a failed read is kept.
-impl From<BuildError> for std::io::Error {
-    fn from(err: BuildError) -> Self {
-        let kind = match &err {
-            BuildError::ExtraCaRead { source, .. }
-            | BuildError::Outbox { source, .. }
-            | BuildError::Approvals { source, .. } => source.kind(),
-            BuildError::CardKey(signing::KeyError::Io { source, .. }) => source.kind(),
-            BuildError::Client(_)
-            | BuildError::ExtraCa { .. }
-            | BuildError::CardKey(
-                signing::KeyError::Invalid { .. } | signing::KeyError::Random { .. },
-            ) => std::io::ErrorKind::Other,
-        };
-        std::io::Error::new(kind, err.to_string())
-    }
-}
-
 /// Builds an [`A2aServer`].
 pub struct A2aServerBuilder {
     factory: Arc<SessionFactory>,
@@ -112,8 +95,9 @@ impl A2aServerBuilder {
         self
     }
 
-    /// The clock the daily caps follow. Default: the system clock; tests set one to cross
-    /// midnight.
+    /// The server's clock (`crate::clock`): what dates task statuses, ages safe-retry records
+    /// and old tasks for retention, and turns the daily caps' days. Default: the system clock;
+    /// tests set one to cross midnight or to simulate a month.
     pub fn clock(mut self, clock: crate::usage::Clock) -> Self {
         self.clock = clock;
         self
@@ -221,12 +205,14 @@ impl A2aServerBuilder {
         ));
         self.containment.log();
         let tracker = TaskTracker::new();
+        // Linked to the token `serve` is given once it runs (see `A2aServer::serve`).
+        let stopping = CancellationToken::new();
         let pool = Arc::new(
             SessionPool::new(
                 self.factory,
                 self.options.session_idle_timeout,
                 self.options.max_file_bytes,
-                crate::pool::PoolLimits {
+                crate::run::pool::PoolLimits {
                     max_open: self.options.max_open_sessions,
                     max_per_caller: self.options.max_sessions_per_caller,
                 },
@@ -244,23 +230,29 @@ impl A2aServerBuilder {
                 })
             })
             .with_cache_bytes(cache_bytes)
-            .with_file_cap(file_cap),
+            .with_file_cap(file_cap)
+            .with_clock(self.clock.clone()),
         );
         let shares = CallerShares::new(CallerCaps {
             requests: self.options.max_requests_per_caller,
             streams: self.options.max_streams_per_caller,
             connections: self.options.max_connections_per_caller,
         });
-        let accepted = Arc::new(AcceptedMessages::new(
-            self.options.retry_window,
-            self.options.retry_records_per_caller,
-            file_cap,
-        ));
+        let accepted = Arc::new(
+            AcceptedMessages::new(
+                self.options.retry_window,
+                self.options.retry_records_per_caller,
+                file_cap,
+            )
+            .with_clock(self.clock.clone()),
+        );
         let meter = Arc::new(crate::usage::Meter::new(
             self.options.usage.clone(),
             self.clock,
             &approvals_dir,
             self.usage_notifier,
+            tracker.clone(),
+            stopping.clone(),
         ));
         Ok(A2aServer {
             inner: Arc::new(ServerInner {
@@ -276,6 +268,7 @@ impl A2aServerBuilder {
                     approval_notifier: self.approval_notifier,
                     guard,
                     tracker,
+                    shutdown: stopping,
                     push_url_check,
                     push,
                 }),
@@ -284,6 +277,7 @@ impl A2aServerBuilder {
                 public_cards: PublicCards::signed_by(signer.map(Arc::new)),
                 control: std::sync::Mutex::new(bind_control(&approvals_dir)),
                 state_dir: approvals_dir.clone(),
+                retention_rounds: crate::retention::RoundRequests::default(),
             }),
         })
     }
@@ -333,8 +327,9 @@ impl A2aServer {
         &self,
         id: &str,
         decision: crate::approval::Decision,
-    ) -> Result<crate::service::approve::Decided, crate::DecideError> {
-        crate::service::approve::decide(&self.inner.service, id, decision, false).await
+    ) -> Result<crate::Decided, crate::DecideError> {
+        use crate::service::approve::{DecidedBy, decide};
+        decide(&self.inner.service, id, decision, DecidedBy::Owner).await
     }
 
     /// Today's usage of `workspace`'s callers against their caps (`volcanic usage` reads the
@@ -359,9 +354,9 @@ impl A2aServer {
         let routes = Router::new()
             .route("/.well-known/agent-card.json", get(public_card))
             .route(signing::JWKS_PATH, get(jwks))
-            .route("/a2a", post(jsonrpc_endpoint))
-            .route("/a2a/", post(jsonrpc_endpoint))
-            .route("/a2a/v1/{*path}", any(rest_endpoint))
+            .route("/a2a", post(endpoint::<JsonRpc>))
+            .route("/a2a/", post(endpoint::<JsonRpc>))
+            .route("/a2a/v1/{*path}", any(endpoint::<Rest>))
             .route("/a2a/push/{watch_id}", post(push_receiver));
         edge_layers(routes, limit).with_state(self.inner.clone())
     }
@@ -377,6 +372,14 @@ impl A2aServer {
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
         let service = &self.inner.service;
+        // The service's timers stop with this server: its token follows the host's.
+        let (host, own) = (shutdown.clone(), service.shutdown.clone());
+        service.tracker.spawn(async move {
+            tokio::select! {
+                () = host.cancelled() => own.cancel(),
+                () = own.cancelled() => {}
+            }
+        });
         // What the outbox held at start-up goes before any notification of this run.
         service.push.start();
         // Task requests that waited across a restart get their time limit again (past it: at
@@ -405,10 +408,12 @@ impl A2aServer {
             });
         }
         let eviction = service.tracker.spawn(service.pool.clone().run_eviction(shutdown.clone()));
-        // Off the request path: a round now, then one per interval, until shutdown.
-        service.tracker.spawn(self.retention().run(shutdown.clone()));
+        // Off the request path: a round now, then one per interval (or when asked), until the
+        // service stops.
+        let rounds = self.inner.retention_rounds.take_receiver();
+        service.tracker.spawn(self.retention().run(service.shutdown.clone(), rounds));
         let options = &service.options;
-        let limits = crate::connection::Limits {
+        let limits = crate::edge::connection::Limits {
             header_read_timeout: options.header_read_timeout,
             idle_timeout: options.idle_connection_timeout,
             write_stall_timeout: options.write_stall_timeout,
@@ -421,7 +426,7 @@ impl A2aServer {
         });
         // Graceful, but bounded: a client that never finishes its request (or keeps a stream of a
         // stuck task open) must not hold the server up; its connection is dropped after the grace.
-        crate::connection::serve(
+        crate::edge::connection::serve(
             listener,
             self.router(),
             limits,
@@ -430,6 +435,8 @@ impl A2aServer {
             SHUTDOWN_GRACE,
         )
         .await;
+        // Also when the accept loop ended on its own.
+        service.shutdown.cancel();
         service.tracker.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, service.tracker.wait()).await.is_err() {
             tracing::warn!(runs = service.tasks.running(), "runs still settling at shutdown");
@@ -448,6 +455,14 @@ impl A2aServer {
 }
 
 impl A2aServer {
+    /// Runs a retention round now, between the timer's rounds, and waits for it: what it
+    /// removed, or `None` when retention is off or the server is not serving. Tests that move
+    /// the server's clock by hand (a simulated month) use it to have each day's round done
+    /// before they look.
+    pub async fn retention_round(&self) -> Option<crate::retention::Removed> {
+        self.inner.retention_rounds.request().await
+    }
+
     /// Retention over this server's parts (`crate::retention`).
     fn retention(&self) -> crate::retention::Retention {
         let service = &self.inner.service;
@@ -466,6 +481,7 @@ impl A2aServer {
             is_running: Arc::new(move |task_id: &str| running.tasks.is_running(task_id)),
             on_removed: Arc::new(move || removed.tasks.removed()),
             deferred: std::sync::Mutex::default(),
+            orphans_swept: std::sync::Mutex::default(),
         }
     }
 }
@@ -614,7 +630,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
-        let limits = crate::connection::Limits {
+        let limits = crate::edge::connection::Limits {
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(5),
             write_stall_timeout: Duration::from_secs(5),
@@ -622,7 +638,7 @@ mod tests {
             max_header_bytes: 8192,
             max_unauthenticated_per_peer: 4,
         };
-        let serving = tokio::spawn(crate::connection::serve(
+        let serving = tokio::spawn(crate::edge::connection::serve(
             listener,
             edge_layers(routes, 1024),
             limits,

@@ -17,12 +17,12 @@ use tokio::time::Instant;
 
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::Error;
-use crate::live::{LiveTask, LiveTasks};
-use crate::pool::SessionPool;
+use crate::run::live::{LiveTask, LiveTasks};
+use crate::run::pool::SessionPool;
 use crate::task::TaskFile;
 use crate::task::events::EventRecord;
 use crate::task::read::Loaded;
-use crate::task::store::TaskStore;
+use crate::task::store::{Count, TaskStore};
 use crate::task::view::TaskPage;
 
 /// The tasks of every workspace the server serves: their files and their runs in progress.
@@ -89,7 +89,7 @@ impl Tasks {
     /// # Errors
     /// As [`TaskStore::load`]: TaskNotFound for an unknown task or another caller's.
     pub(crate) async fn load(&self, caller: &Caller, task_id: &str) -> Result<TaskFile, Error> {
-        self.store.load(caller, task_id, &self.liveness()).await
+        self.store.load(caller, task_id, &self.liveness()).await.map_err(Error::from)
     }
 
     /// GetTask's read of the caller's task: the live snapshot while its run lasts, else the file
@@ -109,7 +109,7 @@ impl Tasks {
             };
             return Ok(Loaded::File(Box::new(file)));
         }
-        self.store.load_view(caller, task_id, &self.liveness()).await
+        self.store.load_view(caller, task_id, &self.liveness()).await.map_err(Error::from)
     }
 
     /// GetTask's read with `currentGeneration` (the task-generation extension): the caller's
@@ -165,7 +165,7 @@ impl Tasks {
         caller: &Caller,
         request: &a2a::ListTasksRequest,
     ) -> Result<TaskPage, Error> {
-        self.store.list_page(caller, request, &self.liveness()).await
+        self.store.list_page(caller, request, &self.liveness()).await.map_err(Error::from)
     }
 
     /// Writes a task file that no run holds (see [`TaskStore::save`]).
@@ -179,7 +179,7 @@ impl Tasks {
     ) -> Result<(), Error> {
         let saved = self.store.save(workspace, file).await;
         self.saved.notify_waiters();
-        saved
+        saved.map_err(Error::from)
     }
 
     /// Wakes long polls of tasks at rest after retention removed some, so a wait on a removed
@@ -198,7 +198,7 @@ impl Tasks {
         workspace: &A2aWorkspace,
         task_id: &str,
     ) -> Result<(), Error> {
-        self.store.make_durable(workspace, task_id).await
+        self.store.make_durable(workspace, task_id).await.map_err(Error::from)
     }
 
     /// How many task files `workspace` holds (see [`TaskStore::count`]).
@@ -208,9 +208,9 @@ impl Tasks {
     pub(crate) async fn count(
         &self,
         workspace: &A2aWorkspace,
-        rescan: bool,
+        count: Count,
     ) -> Result<usize, Error> {
-        self.store.count(&workspace.path, rescan).await
+        self.store.count(&workspace.path, count).await.map_err(Error::from)
     }
 
     /// Changes the caller's task `task_id`, which the caller does not run: the one way cancel

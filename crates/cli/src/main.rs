@@ -1,6 +1,6 @@
 //! The `volcanic` binary: parses arguments, sets up logging, wires the libraries, and turns errors
-//! into exit codes in one place (0 ok, 1 the run failed, 2 bad usage or configuration,
-//! 130 interrupted). It decides nothing itself.
+//! into exit codes in one place ([`Exit`]: 0 ok, 1 the run failed, 2 bad usage or configuration,
+//! 130 interrupted, 143 terminated). It decides nothing itself.
 
 mod cmd;
 mod config;
@@ -72,17 +72,45 @@ const MAX_BLOCKING_THREADS: usize = 32;
 /// How long the exit waits for blocking work left over once the command has finished.
 const STRAGGLER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How a command ended: every exit code the binary uses, each with one meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: done (for `volcanic a2a`, the task did not fail).
+    Success,
+    /// 1: the run, the request or the task failed.
+    Failed,
+    /// 2: bad usage or configuration; the message names the option or key.
+    Usage,
+    /// 130: interrupted (Ctrl-C, SIGINT), as a shell reports it.
+    Interrupted,
+    /// 143: told to stop (SIGTERM, SIGHUP) while `volcanic chat` waited.
+    Terminated,
+}
+
+impl Exit {
+    /// The process's exit status.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Success => 0,
+            Exit::Failed => 1,
+            Exit::Usage => 2,
+            Exit::Interrupted => 130,
+            Exit::Terminated => 143,
+        }
+    }
+}
+
 /// A failure with the exit code it should produce.
 #[derive(Debug)]
 pub struct Failure {
-    pub code: u8,
+    pub code: Exit,
     pub message: String,
 }
 
 impl Failure {
     /// Bad usage or configuration (exit 2).
     pub fn usage(message: impl Into<String>) -> Self {
-        Failure { code: 2, message: message.into() }
+        Failure { code: Exit::Usage, message: message.into() }
     }
 }
 
@@ -178,7 +206,7 @@ fn main() -> ExitCode {
             Command::A2a(args) => cmd::a2a::run(args).await,
             Command::Deny(args) => cmd::approvals::deny(args).await,
             Command::Usage(args) => cmd::usage::run(args),
-            Command::SandboxToolHost { .. } | Command::SandboxLaunch { .. } => Ok(0),
+            Command::SandboxToolHost { .. } | Command::SandboxLaunch { .. } => Ok(Exit::Success),
         }
     });
     // The command has finished (serve has persisted its final states); blocking work still
@@ -186,10 +214,10 @@ fn main() -> ExitCode {
     // dropping the runtime would (it waits for the blocking pool without end).
     runtime.shutdown_timeout(STRAGGLER_GRACE);
     match result {
-        Ok(code) => ExitCode::from(code),
+        Ok(exit) => ExitCode::from(exit.code()),
         Err(failure) => {
             report(&failure.message);
-            ExitCode::from(failure.code)
+            ExitCode::from(failure.code.code())
         }
     }
 }

@@ -51,7 +51,7 @@ pub fn build(
     };
     match kind {
         ProviderKind::Faux => {
-            let provider = match faux_script {
+            let mut provider = match faux_script {
                 Some(path) => {
                     let text = std::fs::read_to_string(path).map_err(|e| {
                         Failure::usage(format!("--faux-script {}: {e}", path.display()))
@@ -63,6 +63,9 @@ pub fn build(
                 }
                 None => FauxProvider::new(),
             };
+            if let Some(window) = settings.context_window {
+                provider = provider.with_context_window(window);
+            }
             Ok(Built { provider: Arc::new(provider), secrets: Vec::new() })
         }
         ProviderKind::Anthropic => {

@@ -27,8 +27,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     replace(path, bytes, Durability::Durable(&[]), Links::Follow)
 }
 
-/// How the `write` and `edit` tools save a workspace file: an existing regular file (a link to
-/// one is followed) is rewritten in place, keeping the file itself (its inode, so its
+/// How the `write` and `edit` tools save a file outside the session's workspace (inside it, they
+/// resolve the path without following any link and save through the opened file instead: see
+/// `tool::save`, which keeps everything below): an existing regular file (a link to one is
+/// followed) is rewritten in place, keeping the file itself (its inode, so its
 /// permissions, owner and hard links too), and made durable; a missing one is created with
 /// [`write_atomic`], parent folders included.
 ///
@@ -37,28 +39,59 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// detaches a mount from every sandbox when the file under it is removed or replaced on the host.
 /// A file rewritten in place stays the file under the cover, so the owner's assistant saving
 /// MEMORY.md never uncovers it for a caller's call that is running at that moment (see
-/// docs/security.md). The price: a reader during the write, or a crash in the middle of it, can
-/// see a torn file, as with most editors. A file that cannot be opened for writing (read-only
-/// permissions in a writable folder) is replaced whole, as before.
+/// docs/security.md). A read-only file of this user's (a `.env` kept at 0400) is made writable
+/// for the moment of the save and gets its mode back. The room for the new content is reserved
+/// before the first byte is written, so a full disk fails the save with the old content whole;
+/// a crash or a concurrent reader in the middle of the write can still see a torn file, as with
+/// most editors. Only a file this user cannot write and does not own is replaced whole, as
+/// before.
 ///
 /// # Errors
 /// Any I/O error of the steps above.
 pub fn save_in_place(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let existing = std::fs::metadata(path).is_ok_and(|meta| meta.is_file());
-    if !existing {
+    let Some(mut file) = open_in_place(path)? else {
         return write_atomic(path, bytes);
+    };
+    let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if len > 0 {
+        match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
+            // File systems without it (some network and FUSE ones) save without the reservation.
+            Ok(()) | Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    file.write_all(bytes)?;
+    file.set_len(len)?;
+    crate::durable::sync_files(&[&file])
+}
+
+/// The existing regular file at `path` opened for writing in place; `None` when it is missing
+/// (or not a regular file), or belongs to another user and is not writable: it is replaced.
+fn open_in_place(path: &Path) -> io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let Ok(meta) = std::fs::metadata(path) else { return Ok(None) };
+    if !meta.is_file() {
+        return Ok(None);
     }
     // Non-blocking: a FIFO put in the file's place since the check above opens at once (and is
     // refused below) instead of hanging the tool.
     let nonblock = i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0);
-    let opened = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::File::options().write(true).custom_flags(nonblock).open(path)
-    };
-    let mut file = match opened {
+    let open = || std::fs::File::options().write(true).custom_flags(nonblock).open(path);
+    let file = match open() {
         Ok(file) => file,
         Err(err) if err.kind() == io::ErrorKind::PermissionDenied => {
-            return write_atomic(path, bytes);
+            let mode = meta.permissions().mode();
+            let ours = meta.uid() == rustix::process::geteuid().as_raw();
+            if !ours || mode & 0o200 != 0 {
+                return Ok(None);
+            }
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode | 0o200))?;
+            let opened = open();
+            // The mode goes back whether or not the open worked.
+            let restored = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
+            let file = opened?;
+            restored?;
+            file
         }
         Err(err) => return Err(err),
     };
@@ -67,9 +100,7 @@ pub fn save_in_place(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if !file.metadata()?.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
-    file.write_all(bytes)?;
-    file.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX))?;
-    crate::durable::sync_files(&[&file])
+    Ok(Some(file))
 }
 
 /// Like [`write_atomic`] for a file the server owns: a symbolic link at `path` is replaced by

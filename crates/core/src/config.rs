@@ -18,6 +18,8 @@ pub struct AgentConfig {
     pub tools: ToolLimits,
     /// Caps of the workspace files put into the system prompt.
     pub context: ContextLimits,
+    /// When and how a long conversation is compacted to fit the model's context window.
+    pub compaction: CompactionConfig,
 }
 
 impl Default for AgentConfig {
@@ -29,6 +31,39 @@ impl Default for AgentConfig {
             retry: RetryConfig::default(),
             tools: ToolLimits::default(),
             context: ContextLimits::default(),
+            compaction: CompactionConfig::default(),
+        }
+    }
+}
+
+/// Compaction of a conversation that outgrows the model's context window (see
+/// `session::compact`): old tool results trimmed in the model's view first, then older turns
+/// summarised by the model. The journal always keeps everything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactionConfig {
+    /// Whether sessions compact at all. Default true.
+    pub enabled: bool,
+    /// The model's context window in tokens; `None` = the built-in table for the model
+    /// ([`crate::provider::window`]), else its default for unknown models.
+    pub context_window: Option<u64>,
+    /// How full the window may get, in percent, before a model call compacts first. Default 80.
+    pub threshold_percent: u8,
+    /// How much of the window the most recent conversation may take and stay verbatim, in
+    /// percent. Default 25.
+    pub keep_recent_percent: u8,
+    /// Tool results longer than this, in bytes, are trimmed in the model's view once they are
+    /// older than the recent part. Default 2,048.
+    pub trim_above_bytes: usize,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            enabled: true,
+            context_window: None,
+            threshold_percent: 80,
+            keep_recent_percent: 25,
+            trim_above_bytes: 2048,
         }
     }
 }

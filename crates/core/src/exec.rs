@@ -35,30 +35,25 @@ const CREDENTIAL_NAME_PARTS: &[&str] = &["WEBHOOK", "PASSPHRASE"];
 
 /// More whole `_`-separated words (upper case) of credential names, redacted only: as parts
 /// they would catch `PATH` (`PAT`), `PASSENGER_ENV` (`PASS`) or `PWD` itself.
-const CREDENTIAL_NAME_WORDS: &[&str] = &["PWD", "PASS", "PAT", "SESSION"];
+const CREDENTIAL_NAME_WORDS: &[&str] =
+    &["PWD", "PW", "PASS", "PAT", "SESSION", "CRED", "CREDS", "OTP", "TOTP", "NETRC"];
 
 /// Names that hold a credential word without being credentials: the shell's working folders and
 /// the desktop session's plumbing.
 const NOT_CREDENTIAL_NAMES: &[&str] =
     &["PWD", "OLDPWD", "DBUS_SESSION_BUS_ADDRESS", "SESSION_MANAGER", "DESKTOP_SESSION"];
 
+/// Words that end like a run-together credential word (`SSHPASS`) without being one.
+const LOOKALIKE_WORDS: &[&str] = &["OLDPWD", "COMPASS", "BYPASS", "ENCOMPASS", "SURPASS"];
+
 /// Prefixes (upper case) of names that are never credentials (the desktop session's facts).
 const NOT_CREDENTIAL_PREFIXES: &[&str] = &["XDG_SESSION_"];
 
-/// Name prefixes (upper case) of provider variables and host configuration: kept from children
-/// (the agent has no business with the host's setup) but not redacted unless they look secret.
-const HOST_PREFIXES: &[&str] = &[
-    "ANTHROPIC_",
-    "OPENAI_",
-    "GEMINI_",
-    "OPENROUTER_",
-    "AZURE_OPENAI_",
-    "TELEGRAM__",
-    "A2A__",
-    "PROVIDER__",
-    "AGENT__",
-    "GOOGLE__",
-];
+/// Name prefixes (upper case) of the model providers' variables: kept from children (the agent
+/// has no business with the host's setup) but not redacted unless they look secret. The host's
+/// own configuration variables are the host's to name ([`ExecEnv::from_host`]).
+const PROVIDER_PREFIXES: &[&str] =
+    &["ANTHROPIC_", "OPENAI_", "GEMINI_", "OPENROUTER_", "AZURE_OPENAI_", "GOOGLE__"];
 
 /// The variables every caller's session gets from the host when they are set: what programs
 /// need to be found and to speak the owner's language and time. `HOME` is the sandbox's own
@@ -91,14 +86,27 @@ pub fn is_credential_name(name: &str) -> bool {
     {
         return false;
     }
+    let words = || upper.split('_').filter(|word| !word.is_empty());
     CREDENTIAL_NAME_PARTS.iter().any(|part| upper.contains(part))
-        || upper.split('_').any(|word| CREDENTIAL_NAME_WORDS.contains(&word))
+        || words().any(|word| CREDENTIAL_NAME_WORDS.contains(&word))
+        // Run together: `SSHPASS`, `PGPASS`, `MYSQLPWD`.
+        || words().any(|word| {
+            (word.ends_with("PASS") || word.ends_with("PWD")) && !LOOKALIKE_WORDS.contains(&word)
+        })
+        // A database's address, which holds its password more often than not: `DB_URI`,
+        // `MONGODB_URI`, `POSTGRES_DB_URL`.
+        || (words().any(|word| word.ends_with("DB") || word == "DATABASE")
+            && words().any(|word| word == "URI" || word == "URL"))
+        // A connection string (`CONN_STR`, `CONNECTION_STRING`), which carries its password.
+        || (words().any(|word| word == "CONN" || word == "CONNECTION")
+            && words().any(|word| word == "STR" || word == "STRING"))
 }
 
-/// Whether a variable belongs to the host's configuration (kept from children).
-pub fn is_host_name(name: &str) -> bool {
+/// Whether a variable belongs to a model provider's or the host's configuration (`host_config`:
+/// the host's name prefixes, upper case): kept from children.
+fn is_host_name(name: &str, host_config: &[&str]) -> bool {
     let upper = name.to_ascii_uppercase();
-    HOST_PREFIXES.iter().any(|prefix| upper.starts_with(prefix))
+    PROVIDER_PREFIXES.iter().chain(host_config).any(|prefix| upper.starts_with(prefix))
 }
 
 /// The credentials in the host variable `name=value`, as the texts to redact: the whole value
@@ -242,16 +250,21 @@ impl fmt::Debug for ExecEnv {
 
 impl ExecEnv {
     /// The owner's sessions' environment: the host's variables minus those whose names look
-    /// secret ([`is_secret_name`]) and the host's configuration ([`is_host_name`]). `allow`
-    /// re-admits names on purpose (for example a `GH_TOKEN` the owner wants the agent to use);
-    /// their values are redacted all the same.
-    pub fn from_host(host: impl IntoIterator<Item = (String, String)>, allow: &[String]) -> Self {
+    /// secret ([`is_secret_name`]), the model providers' variables, and the host's own
+    /// configuration, named by its prefixes in `host_config` (upper case, such as `"AGENT__"`).
+    /// `allow` re-admits names on purpose (for example a `GH_TOKEN` the owner wants the agent to
+    /// use); their values are redacted all the same.
+    pub fn from_host(
+        host: impl IntoIterator<Item = (String, String)>,
+        allow: &[String],
+        host_config: &[&str],
+    ) -> Self {
         let mut vars = BTreeMap::new();
         let mut secrets = Vec::new();
         for (name, value) in host {
             collect_credentials(&name, &value, &mut secrets);
             let allowed = allow.iter().any(|a| a.eq_ignore_ascii_case(&name));
-            if allowed || (!is_secret_name(&name) && !is_host_name(&name)) {
+            if allowed || (!is_secret_name(&name) && !is_host_name(&name, host_config)) {
                 vars.insert(name, value);
             }
         }
@@ -328,7 +341,7 @@ mod tests {
             ("HTTP_AUTH", "h"),
             ("ConnectionStrings__Main", "Server=x;Password=y"),
         ]);
-        let env = ExecEnv::from_host(host, &["gh_token".to_string()]);
+        let env = ExecEnv::from_host(host, &["gh_token".to_string()], &["TELEGRAM__", "A2A__"]);
         let kept: Vec<&str> = env.vars().map(|(k, _)| k).collect();
         assert_eq!(kept, vec!["AWS_REGION", "GH_TOKEN", "GIT_AUTHOR_NAME", "HOME", "PATH"]);
         // Allowed through, and redacted all the same.
@@ -362,7 +375,7 @@ mod tests {
     fn the_owners_sessions_keep_their_variables_but_every_credential_is_redacted() {
         let mut pairs = LEAKED.to_vec();
         pairs.push(("LANG", "C.UTF-8"));
-        let env = ExecEnv::from_host(host(&pairs), &[]);
+        let env = ExecEnv::from_host(host(&pairs), &[], &[]);
         let kept: Vec<&str> = env.vars().map(|(k, _)| k).collect();
         assert_eq!(
             kept,
@@ -431,6 +444,20 @@ mod tests {
             "TERM_SESSION_ID",
             "api_key",
             "DATABASE_URL",
+            "SSHPASS",
+            "PGPASS",
+            "MYSQLPWD",
+            "DB_URI",
+            "MONGODB_URI",
+            "POSTGRES_DB_URL",
+            "ADMIN_PW",
+            "LDAP_BIND_PW",
+            "PW",
+            "CREDS",
+            "OTP_SEED",
+            "CONN_STR",
+            "CONNECTION_STRING",
+            "NETRC",
         ] {
             assert!(is_credential_name(name), "{name}");
         }
@@ -442,6 +469,7 @@ mod tests {
             "PYTHONPATH",
             "PASSENGER_APP_ENV",
             "COMPASS_HOME",
+            "PROXY_BYPASS",
             "DBUS_SESSION_BUS_ADDRESS",
             "XDG_SESSION_TYPE",
             "SESSION_MANAGER",

@@ -173,3 +173,105 @@ impl Usage {
         self.total() == 0
     }
 }
+
+/// The conversation as the model sees it: failed and aborted answers left out, every tool call
+/// answered exactly once, and no result without its call.
+pub(crate) fn model_view(messages: &[Message]) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut open: Vec<(String, String)> = Vec::new();
+    let close_open = |out: &mut Vec<Message>, open: &mut Vec<(String, String)>| {
+        for (call_id, tool) in open.drain(..) {
+            out.push(Message::ToolResult(ToolResult {
+                call_id,
+                tool,
+                content: "no result was recorded for this call".into(),
+                is_error: true,
+                details: Value::Null,
+            }));
+        }
+    };
+    for message in messages {
+        match message {
+            Message::Assistant(answer) if !answer.is_replayable() => {}
+            Message::Assistant(answer) => {
+                close_open(&mut out, &mut open);
+                open = answer.tool_calls().map(|c| (c.id.clone(), c.name.clone())).collect();
+                out.push(message.clone());
+            }
+            Message::ToolResult(result) => {
+                if let Some(pos) = open.iter().position(|(id, _)| *id == result.call_id) {
+                    open.remove(pos);
+                    out.push(message.clone());
+                }
+            }
+            Message::User { .. } | Message::Note { .. } => {
+                close_open(&mut out, &mut open);
+                out.push(message.clone());
+            }
+        }
+    }
+    close_open(&mut out, &mut open);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assistant(stop_reason: StopReason, calls: &[&str]) -> Message {
+        Message::Assistant(AssistantMessage {
+            content: calls
+                .iter()
+                .map(|id| {
+                    AssistantBlock::ToolCall(ToolCall {
+                        id: (*id).into(),
+                        name: "bash".into(),
+                        args: Value::Null,
+                    })
+                })
+                .collect(),
+            stop_reason,
+            ..AssistantMessage::default()
+        })
+    }
+
+    fn result(id: &str) -> Message {
+        Message::ToolResult(ToolResult {
+            call_id: id.into(),
+            tool: "bash".into(),
+            content: "ok".into(),
+            is_error: false,
+            details: Value::Null,
+        })
+    }
+
+    #[test]
+    fn model_view_drops_failed_answers_and_pairs_calls() {
+        let messages = vec![
+            Message::user("hi"),
+            assistant(StopReason::Error, &[]),
+            assistant(StopReason::ToolUse, &["a", "b"]),
+            result("a"),
+            result("zzz"),
+            Message::user("next"),
+        ];
+        let view = model_view(&messages);
+        let missing = Message::ToolResult(ToolResult {
+            call_id: "b".into(),
+            tool: "bash".into(),
+            content: "no result was recorded for this call".into(),
+            is_error: true,
+            details: Value::Null,
+        });
+        assert_eq!(
+            view,
+            vec![
+                Message::user("hi"),
+                assistant(StopReason::ToolUse, &["a", "b"]),
+                result("a"),
+                missing,
+                Message::user("next")
+            ]
+        );
+    }
+}

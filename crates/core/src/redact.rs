@@ -236,18 +236,6 @@ impl Redactor {
             && other.iter().zip(&self.secrets).all(|(a, b)| a.name == b.name && a.value == b.value)
     }
 
-    /// A redactor with this one's values plus `more`.
-    pub fn with_more(&self, more: Vec<Secret>) -> Self {
-        let mut all = self.secrets.clone();
-        all.extend(more);
-        Redactor::new(all)
-    }
-
-    /// Whether `text` contains one of the known values.
-    pub fn contains_value(&self, text: &str) -> bool {
-        self.values.as_ref().is_some_and(|ac| ac.find(text).is_some())
-    }
-
     /// Replaces known values by `[REDACTED:NAME]`, leaving other text alone.
     pub fn redact_values<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let Some(ac) = &self.values else { return Cow::Borrowed(text) };

@@ -1,4 +1,4 @@
-//! The owner's approvals in Telegram (issue 22; docs/telegram-bot.md, "Approving callers"): a
+//! The owner's approvals in Telegram (docs/telegram-bot.md, "Approving callers"): a
 //! caller's request that waits for the owner becomes a message in the owner's private chat with
 //! Approve and Deny buttons, and a press of one decides it through the A2A server.
 //!
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
-use volcanic_a2a::approval::{ApprovalNotifier, Decision, PendingApproval};
+use volcanic_a2a::approval::{ApprovalNotifier, Decision, PendingApproval, Settled};
 use volcanic_a2a::auth::Caller;
 use volcanic_a2a::{A2aServer, DecideError};
 
@@ -123,7 +123,7 @@ impl ApprovalNotifier for ApprovalButtons {
         }
     }
 
-    async fn settled(&self, id: &str, outcome: &'static str) {
+    async fn settled(&self, id: &str, outcome: Settled) {
         // Gone when a press here decided (the press edits its own message).
         let Some(Asked { chat, message, text, entities }) = self.lock().remove(id) else {
             return;

@@ -1,16 +1,15 @@
 //! The chat channel of a chat's main session: the `send` tool's texts become messages (split at
 //! Telegram's limit) and its files become documents.
 //!
-//! Files leave like texts do, without the session's secrets (the bot token, provider keys): a
-//! text file is sent redacted, a binary file holding a secret (or its base64 or percent-encoded
-//! form) is refused whole, since redacting it in place would break it. A sandboxed session's
-//! files arrive as bytes read inside its sandbox ([`ChatChannel::send_file_bytes`]).
+//! Files leave like texts do, without the session's secrets (the bot token, provider keys),
+//! under core's [`FileRule`] with Telegram's upload limit. A sandboxed session's files arrive as
+//! bytes read inside its sandbox ([`ChatChannel::send_file_bytes`]).
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use tokio_util::sync::CancellationToken;
-use volcanic_core::channel::ChatChannel;
+use volcanic_core::channel::{ChatChannel, FileRule};
 use volcanic_core::redact::Redactor;
 
 use crate::api::{BotApi, UPLOAD_LIMIT};
@@ -19,6 +18,10 @@ use crate::render::{self, utf16_len};
 /// Telegram's limit on a document caption, in UTF-16 code units.
 const CAPTION_LIMIT: usize = 1024;
 
+/// What a file must pass to become a document.
+const FILE_RULE: FileRule =
+    FileRule { max_bytes: UPLOAD_LIMIT, limit_name: "Telegram's upload limit" };
+
 /// A chat, as the `send` tool's destination.
 pub struct TelegramChannel {
     pub api: BotApi,
@@ -26,23 +29,6 @@ pub struct TelegramChannel {
     pub cancel: CancellationToken,
     /// The session's redactor, set once the session is open (files are refused before).
     pub redactor: OnceLock<Arc<Redactor>>,
-}
-
-impl TelegramChannel {
-    /// The bytes to upload: redacted text, or the binary as it is when it holds no secret.
-    fn clean(&self, bytes: Vec<u8>) -> Result<Vec<u8>, String> {
-        let Some(redactor) = self.redactor.get() else {
-            return Err("the chat is not ready to take files yet".into());
-        };
-        match String::from_utf8(bytes) {
-            Ok(text) => Ok(redactor.redact(&text).into_owned().into_bytes()),
-            Err(err) if redactor.bytes_contain_value(err.as_bytes()) => {
-                Err("the file contains a secret (or an encoded form of one) and cannot be sent"
-                    .into())
-            }
-            Err(err) => Ok(err.into_bytes()),
-        }
-    }
 }
 
 #[async_trait::async_trait]
@@ -54,19 +40,7 @@ impl ChatChannel for TelegramChannel {
     }
 
     async fn send_file(&self, path: &Path, caption: Option<&str>) -> Result<(), String> {
-        let size = tokio::fs::metadata(path)
-            .await
-            .map_err(|e| format!("cannot read the file: {e}"))?
-            .len();
-        if size > UPLOAD_LIMIT {
-            return Err(format!(
-                "the file is {size} bytes, larger than the {UPLOAD_LIMIT}-byte limit"
-            ));
-        }
-        let bytes =
-            tokio::fs::read(path).await.map_err(|e| format!("cannot read the file: {e}"))?;
-        let name =
-            path.file_name().map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+        let (name, bytes) = FILE_RULE.read(path).await?;
         self.send_file_bytes(&name, bytes, caption).await
     }
 
@@ -76,7 +50,10 @@ impl ChatChannel for TelegramChannel {
         bytes: Vec<u8>,
         caption: Option<&str>,
     ) -> Result<(), String> {
-        let bytes = self.clean(bytes)?;
+        let Some(redactor) = self.redactor.get() else {
+            return Err("the chat is not ready to take files yet".into());
+        };
+        let bytes = FILE_RULE.clean(redactor, bytes)?;
         // A caption over Telegram's limit would be refused: send it as a message after the file.
         let (caption, follow_up) = match caption {
             Some(text) if utf16_len(text) > CAPTION_LIMIT => (None, Some(text)),

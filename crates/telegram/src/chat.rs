@@ -17,12 +17,11 @@
 //! as an error and reported after a restart.
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -48,15 +47,6 @@ pub const OWED_ROUNDS: u32 = 5;
 
 /// Owed texts a chat keeps; beyond that the oldest is dropped with an error log.
 pub const OWED_LIMIT: usize = 20;
-
-/// Longest detail shown after a tool's name.
-const TOOL_DETAIL_CHARS: usize = 60;
-
-/// The PERSONA.md a new workspace starts with.
-pub const STARTER_PERSONA: &str = "# Assistant\n\nYou are the personal assistant of the owner \
-of this Telegram chat. Answer concisely: your answers are read on a phone. Files the owner sends \
-arrive in inbox/.\n\nThe owner can edit this file (PERSONA.md) to give you a name, a tone and \
-standing instructions; MEMORY.md holds what you should remember between conversations.\n";
 
 /// What every chat worker shares.
 pub struct Ctx {
@@ -89,6 +79,8 @@ impl Ctx {
 pub enum JobKind {
     Prompt(Box<Message>),
     NewSession,
+    /// `/compact`, with what to keep.
+    Compact(Option<String>),
     /// A notice that must reach the chat (owed like an answer when it cannot be sent).
     Report(String),
 }
@@ -236,6 +228,7 @@ impl Worker {
                     self.new_session().await;
                     Ended::Done
                 }
+                JobKind::Compact(instruction) => self.compact(instruction, job.update_id).await,
                 JobKind::Report(text) => {
                     if let Err(err) = self.ctx.try_say(self.chat_id, &text).await {
                         self.owe(job.update_id, text, &err);
@@ -352,7 +345,9 @@ Send again what still matters."
         generation: u64,
         update_id: Option<i64>,
     ) -> Ended {
-        let workspace = match ensure_workspace(&self.ctx.config, self.chat_id).await {
+        let workspace = match crate::workspace::ensure_workspace(&self.ctx.config, self.chat_id)
+            .await
+        {
             Ok(workspace) => workspace,
             Err(err) => {
                 tracing::error!(chat_id = self.chat_id, error = %err, "cannot prepare the chat's workspace");
@@ -506,7 +501,11 @@ Send again what still matters."
                     }
                 }
                 EventKind::ToolStart { name, args, .. } => {
-                    ctx.say(self.chat_id, &tool_line(name, args)).await;
+                    ctx.say(self.chat_id, &render::tool_line(name, args)).await;
+                    said_anything = true;
+                }
+                EventKind::Compacted(compacted) => {
+                    ctx.say(self.chat_id, &format!("🗜 {compacted}")).await;
                     said_anything = true;
                 }
                 EventKind::Settled(settled) => {
@@ -593,6 +592,32 @@ Send again what still matters."
         stop
     }
 
+    /// `/compact`: compacts the chat's conversation now (a run of its own, followed like one).
+    async fn compact(&mut self, instruction: Option<String>, update_id: Option<i64>) -> Ended {
+        let workspace = match crate::workspace::ensure_workspace(&self.ctx.config, self.chat_id)
+            .await
+        {
+            Ok(workspace) => workspace,
+            Err(err) => {
+                tracing::error!(chat_id = self.chat_id, error = %err, "cannot prepare the chat's workspace");
+                self.ctx.say(self.chat_id, "⚠️ I can't prepare your workspace; see the log.").await;
+                return Ended::Done;
+            }
+        };
+        let Some(session) = self.open_session(&workspace).await else { return Ended::Done };
+        let mut handle = match session.compact(instruction) {
+            Ok(handle) => handle,
+            Err(err) => {
+                self.ctx.say(self.chat_id, &format!("⚠️ I can't compact now: {err}")).await;
+                return Ended::Done;
+            }
+        };
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(session.clone());
+        let ended = self.render(&mut handle, update_id).await;
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        ended
+    }
+
     /// `/new`: closes the session and archives its journal; the next message starts fresh.
     async fn new_session(&mut self) {
         self.close_session().await;
@@ -621,66 +646,5 @@ Send again what still matters."
         if let Err(err) = session.close() {
             tracing::warn!(chat_id = self.chat_id, error = %err, "cannot close the chat's session");
         }
-    }
-}
-
-/// A short line for a tool call: `🔧 bash: ls -la`, `🔧 read notes.md`.
-fn tool_line(name: &str, args: &Value) -> String {
-    let key = match name {
-        "bash" => "command",
-        "read" | "write" | "edit" | "ls" | "send" => "path",
-        "grep" | "find" => "pattern",
-        _ => "",
-    };
-    let detail = args
-        .get(key)
-        .and_then(Value::as_str)
-        .and_then(|d| d.lines().next())
-        .map(str::trim)
-        .filter(|d| !d.is_empty());
-    match detail {
-        Some(detail) => {
-            let mut short: String = detail.chars().take(TOOL_DETAIL_CHARS).collect();
-            if detail.chars().count() > TOOL_DETAIL_CHARS {
-                short.push('…');
-            }
-            format!("🔧 {name} {short}")
-        }
-        None => format!("🔧 {name}"),
-    }
-}
-
-/// The chat's workspace, created on first use with a starter PERSONA.md (an existing one is
-/// never touched).
-pub async fn ensure_workspace(config: &TelegramConfig, chat_id: i64) -> std::io::Result<PathBuf> {
-    let dir = config.workspace(chat_id);
-    let path = dir.clone();
-    tokio::task::spawn_blocking(move || {
-        std::fs::create_dir_all(&path)?;
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(path.join("PERSONA.md"))
-        {
-            Ok(mut file) => std::io::Write::write_all(&mut file, STARTER_PERSONA.as_bytes()),
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(err) => Err(err),
-        }
-    })
-    .await
-    .map_err(std::io::Error::other)??;
-    Ok(dir)
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn tool_lines_are_short() {
-        assert_eq!(tool_line("bash", &json!({"command": "ls -la\nrm x"})), "🔧 bash ls -la");
-        assert_eq!(tool_line("read", &json!({"path": "notes.md"})), "🔧 read notes.md");
-        assert_eq!(tool_line("notify_owner", &json!({"text": "hi"})), "🔧 notify_owner");
-        let long = tool_line("bash", &json!({"command": "x".repeat(100)}));
-        assert_eq!(long.chars().count(), "🔧 bash ".chars().count() + TOOL_DETAIL_CHARS + 1);
     }
 }

@@ -1,4 +1,5 @@
-//! The bot's commands: `/start`, `/help`, `/new`, `/stop`, `/a2a`, and the `/a2a` listing.
+//! The bot's commands: `/start`, `/help`, `/new`, `/compact`, `/stop`, `/a2a`, and the `/a2a`
+//! listing.
 //!
 //! Anything else starting with a slash is an ordinary message for the assistant.
 
@@ -12,6 +13,8 @@ pub enum Command {
     Start,
     Help,
     New,
+    /// `/compact [what to keep]`.
+    Compact,
     Stop,
     A2a,
 }
@@ -19,6 +22,7 @@ pub enum Command {
 /// The command menu (`setMyCommands`).
 pub const MENU: &[(&str, &str)] = &[
     ("new", "Start a fresh conversation"),
+    ("compact", "Summarise the older conversation to make room"),
     ("stop", "Stop the current answer and drop queued messages"),
     ("a2a", "List A2A callers and recent tasks"),
     ("help", "What this bot does"),
@@ -36,10 +40,18 @@ pub fn parse(text: &str) -> Option<Command> {
         "start" => Some(Command::Start),
         "help" => Some(Command::Help),
         "new" => Some(Command::New),
+        "compact" => Some(Command::Compact),
         "stop" => Some(Command::Stop),
         "a2a" => Some(Command::A2a),
         _ => None,
     }
+}
+
+/// What follows a command's name (`/compact keep the dates` → `keep the dates`), `None` when
+/// nothing does.
+pub fn argument(text: &str) -> Option<String> {
+    let rest = text.trim_start().split_once(char::is_whitespace)?.1.trim();
+    (!rest.is_empty()).then(|| rest.to_string())
 }
 
 /// Whether `text` is a command addressed to another bot (`/new@some_other_bot`): in a group
@@ -59,7 +71,8 @@ pub fn help(queue_capacity: usize) -> String {
     format!(
         "Hi! I'm your assistant. Write to me, or send a document or photo (saved to inbox/ in \
 your workspace).\n\nOne answer at a time: messages sent while I'm answering wait in a queue (up \
-to {queue_capacity}) and are answered in order.\n\n/new — start a fresh conversation\n/stop — \
+to {queue_capacity}) and are answered in order.\n\n/new — start a fresh conversation\n/compact — summarise our older \
+conversation to make room (add what to keep: /compact the trip plans)\n/stop — \
 stop the current answer and drop queued messages\n/a2a — A2A callers and recent tasks\n/help — \
 this text"
     )
@@ -132,9 +145,21 @@ mod tests {
         assert_eq!(parse("/STOP@my_bot now"), Some(Command::Stop));
         assert_eq!(parse("  /a2a"), Some(Command::A2a));
         assert_eq!(parse("/start"), Some(Command::Start));
+        assert_eq!(parse("/compact keep the trip plans"), Some(Command::Compact));
         assert_eq!(parse("/unknown"), None);
         assert_eq!(parse("new"), None);
         assert_eq!(parse(""), None);
+    }
+
+    #[test]
+    fn a_command_argument_is_what_follows_its_name() {
+        assert_eq!(
+            argument("/compact keep the trip plans").as_deref(),
+            Some("keep the trip plans")
+        );
+        assert_eq!(argument("/compact@my_bot\n dates "), Some("dates".to_string()));
+        assert_eq!(argument("/compact"), None);
+        assert_eq!(argument("/compact   "), None);
     }
 
     #[test]

@@ -11,9 +11,13 @@ pub enum Error {
     /// The HTTP client could not be built (no TLS backend).
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
-    /// The A2A server could not be built or failed.
+    /// The A2A server could not be built (its error names the setting, such as a bad card
+    /// key).
+    #[error("cannot build the A2A server: {0}")]
+    A2aBuild(#[from] volcanic_a2a::BuildError),
+    /// The A2A server's listener failed.
     #[error("A2A server: {0}")]
-    A2a(std::io::Error),
+    A2aServe(std::io::Error),
 }
 
 /// The crate's result type.

@@ -98,7 +98,8 @@ impl TelegramHostBuilder {
     }
 
     /// # Errors
-    /// [`Error::Client`] or [`Error::A2a`] when an HTTP client cannot be built.
+    /// [`Error::Client`] when the Bot API's HTTP client cannot be built; [`Error::A2aBuild`]
+    /// when the A2A server cannot be.
     pub fn build(self) -> Result<TelegramHost> {
         let config = Arc::new(self.config);
         let api = BotApi::new(&config).map_err(|e| Error::Client(e.to_string()))?;
@@ -140,7 +141,7 @@ impl TelegramHostBuilder {
                     .containment(self.containment.clone())
                     .caller_env(self.caller_env.clone())
                     .build()
-                    .map_err(|err| Error::A2a(err.into()))?;
+                    .map_err(Error::A2aBuild)?;
                 buttons.attach(server.clone());
                 if callbacks.is_none() {
                     callbacks = Some(buttons);
@@ -219,8 +220,8 @@ impl TelegramHost {
     /// (through the factory's token) and settle, sessions close, the A2A server stops.
     ///
     /// # Errors
-    /// [`Error::TokenRejected`] when the Bot API refuses the token; [`Error::A2a`] when the A2A
-    /// listener failed.
+    /// [`Error::TokenRejected`] when the Bot API refuses the token; [`Error::A2aServe`] when the
+    /// A2A listener failed.
     pub async fn run(mut self) -> Result<()> {
         let shutdown = self.shutdown.clone();
         let tracker = self.tracker.clone();
@@ -273,7 +274,7 @@ impl TelegramHost {
         if let Some(server) = server
             && let Some(Ok(Err(err))) = server.now_or_never()
         {
-            return Err(Error::A2a(err));
+            return Err(Error::A2aServe(err));
         }
         Ok(())
     }
@@ -458,6 +459,11 @@ impl Router {
             Some(Command::New) => {
                 self.accept(&update_id_entry(update.update_id, chat_id, Request::NewSession));
                 self.enqueue(chat_id, JobKind::NewSession, update.update_id);
+            }
+            Some(Command::Compact) => {
+                // Not kept for a restart to replay: a compaction cut short loses nothing.
+                let instruction = message.text.as_deref().and_then(command::argument);
+                self.enqueue(chat_id, JobKind::Compact(instruction), update.update_id);
             }
             Some(Command::A2a) => self.a2a(chat_id),
             None => {

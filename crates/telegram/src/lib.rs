@@ -37,6 +37,7 @@ mod pending;
 mod poll;
 mod render;
 mod usage;
+mod workspace;
 
 pub use callback::{CallbackHandler, CallbackReply, MessageEdit};
 pub use config::{BotToken, TelegramConfig};

@@ -1,5 +1,6 @@
-//! Texts into Telegram messages: splitting at Telegram's limit, and an answer streamed into a
-//! message that is edited as text arrives and continued in a new one when it is full.
+//! Texts into Telegram messages: splitting at Telegram's limit, an answer streamed into a
+//! message that is edited as text arrives and continued in a new one when it is full, and the
+//! short line that shows a tool call.
 //!
 //! Telegram counts a message's length in UTF-16 code units (4096 at most). Splits prefer a
 //! paragraph break, then a line break, then a space, in the second half of the part; otherwise
@@ -9,6 +10,7 @@
 
 use std::time::Instant;
 
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{ApiError, BotApi};
@@ -300,9 +302,49 @@ impl Stream {
     }
 }
 
+/// Longest detail shown after a tool's name.
+const TOOL_DETAIL_CHARS: usize = 60;
+
+/// A short line for a tool call: `🔧 bash: ls -la`, `🔧 read notes.md`.
+pub(crate) fn tool_line(name: &str, args: &Value) -> String {
+    let key = match name {
+        "bash" => "command",
+        "read" | "write" | "edit" | "ls" | "send" => "path",
+        "grep" | "find" => "pattern",
+        _ => "",
+    };
+    let detail = args
+        .get(key)
+        .and_then(Value::as_str)
+        .and_then(|d| d.lines().next())
+        .map(str::trim)
+        .filter(|d| !d.is_empty());
+    match detail {
+        Some(detail) => {
+            let mut short: String = detail.chars().take(TOOL_DETAIL_CHARS).collect();
+            if detail.chars().count() > TOOL_DETAIL_CHARS {
+                short.push('…');
+            }
+            format!("🔧 {name} {short}")
+        }
+        None => format!("🔧 {name}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    #[test]
+    fn tool_lines_are_short() {
+        assert_eq!(tool_line("bash", &json!({"command": "ls -la\nrm x"})), "🔧 bash ls -la");
+        assert_eq!(tool_line("read", &json!({"path": "notes.md"})), "🔧 read notes.md");
+        assert_eq!(tool_line("notify_owner", &json!({"text": "hi"})), "🔧 notify_owner");
+        let long = tool_line("bash", &json!({"command": "x".repeat(100)}));
+        assert_eq!(long.chars().count(), "🔧 bash ".chars().count() + TOOL_DETAIL_CHARS + 1);
+    }
 
     fn check(text: &str, limit: usize) -> Vec<&str> {
         let parts = split(text, limit);

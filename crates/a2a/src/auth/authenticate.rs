@@ -1,4 +1,4 @@
-//! Turning a request's credentials into exactly one [`Caller`] (PROTOCOL.md §9): the key comes
+//! Turning a request's credentials into exactly one [`Caller`] (A2A 1.0.1 §7.4; docs/a2a.md, "Authentication"): the key comes
 //! from `X-API-Key` or `Authorization: Bearer <key>`, and must match exactly one caller.
 //!
 //! This module knows no HTTP framework: the glue passes the two header values in. Every failure

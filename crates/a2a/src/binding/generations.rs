@@ -13,7 +13,7 @@
 use serde_json::Value;
 
 use crate::error::A2aError;
-use crate::request::{Generations, Request, Version};
+use crate::request::{Binding, Generations, Request, Version};
 
 /// The extension's URI, as the card declares it and callers name it in `A2A-Extensions`: the
 /// draft section it implements, at the commit followed.
@@ -29,8 +29,7 @@ pub fn activates_generations<'a>(version: Version, values: impl Iterator<Item = 
 
 /// The extension's fields of a call that activated it: GetTask's `currentGeneration` (in the
 /// JSON-RPC params, or the REST query), a send's `configuration.ifGenerationMatch` (in the
-/// JSON-RPC params, or the REST body). `body` is the request body; `jsonrpc` says whether it is
-/// a JSON-RPC envelope.
+/// JSON-RPC params, or the REST body). `body` is the request body, in `binding`'s shape.
 ///
 /// # Errors
 /// [`A2aError::InvalidParams`] when a field is present but not a whole number of at least 0.
@@ -38,11 +37,14 @@ pub fn generation_params(
     request: &Request,
     body: &[u8],
     query: Option<&str>,
-    jsonrpc: bool,
+    binding: Binding,
 ) -> Result<Generations, A2aError> {
     let params = || -> Value {
         let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-        if jsonrpc { value.get("params").cloned().unwrap_or(Value::Null) } else { value }
+        match binding {
+            Binding::JsonRpc => value.get("params").cloned().unwrap_or(Value::Null),
+            Binding::Rest => value,
+        }
     };
     match request {
         Request::GetTask(_) => {
@@ -86,11 +88,11 @@ fn whole(name: &str, value: Option<Value>) -> Result<Option<u64>, A2aError> {
 }
 
 /// Writes `generation` into the task a 1.0 reply shows: the reply itself (GetTask, CancelTask)
-/// or its `task` member (SendMessage), inside the JSON-RPC `result` when `jsonrpc`. A reply
+/// or its `task` member (SendMessage), inside the JSON-RPC `result` on that binding. A reply
 /// that shows no task is returned as it was.
-pub fn reply_with_generation(body: Vec<u8>, generation: u64, jsonrpc: bool) -> Vec<u8> {
+pub fn reply_with_generation(body: Vec<u8>, generation: u64, binding: Binding) -> Vec<u8> {
     let Ok(mut value) = serde_json::from_slice::<Value>(&body) else { return body };
-    let reply = if jsonrpc { value.get_mut("result") } else { Some(&mut value) };
+    let reply = result_of(&mut value, binding);
     let Some(reply) = reply else { return body };
     let task = if reply.get("task").is_some_and(Value::is_object) {
         reply.get_mut("task")
@@ -107,9 +109,9 @@ pub fn reply_with_generation(body: Vec<u8>, generation: u64, jsonrpc: bool) -> V
 }
 
 /// Writes `generation` into a 1.0 stream event (`task`, `statusUpdate` or `artifactUpdate`),
-/// inside the JSON-RPC `result` when `jsonrpc`.
-pub fn event_with_generation(value: &mut Value, generation: u64, jsonrpc: bool) {
-    let event = if jsonrpc { value.get_mut("result") } else { Some(value) };
+/// inside the JSON-RPC `result` on that binding.
+pub fn event_with_generation(value: &mut Value, generation: u64, binding: Binding) {
+    let event = result_of(value, binding);
     let Some(Value::Object(event)) = event else { return };
     for kind in ["task", "statusUpdate", "artifactUpdate"] {
         if let Some(Value::Object(inner)) = event.get_mut(kind) {
@@ -118,17 +120,28 @@ pub fn event_with_generation(value: &mut Value, generation: u64, jsonrpc: bool) 
     }
 }
 
+/// The answer's result in `binding`'s envelope: JSON-RPC's `result`, the whole REST body.
+fn result_of(value: &mut Value, binding: Binding) -> Option<&mut Value> {
+    match binding {
+        Binding::JsonRpc => value.get_mut("result"),
+        Binding::Rest => Some(value),
+    }
+}
+
 /// A stream's events as a caller with generations sees them: each mutation's event exactly
 /// once. A status update right after the task snapshot that already shows it (a closing
 /// stream's repeat, same generation) is left out, so no two events carry one generation.
 #[derive(Debug, Default)]
 pub struct GenerationFilter {
+    /// The generation of the last event that went out, and whether it was a task snapshot.
     last: Option<(u64, bool)>,
 }
 
 impl GenerationFilter {
-    /// Whether the event at `generation` goes out; `is_task` says it is a task snapshot.
-    pub fn keep(&mut self, generation: u64, is_task: bool, is_status: bool) -> bool {
+    /// Whether `event`, at `generation`, goes out.
+    pub fn keep(&mut self, generation: u64, event: &a2a::StreamResponse) -> bool {
+        let is_task = matches!(event, a2a::StreamResponse::Task(_));
+        let is_status = matches!(event, a2a::StreamResponse::StatusUpdate(_));
         let repeat = is_status && self.last == Some((generation, true));
         if !repeat {
             self.last = Some((generation, is_task));
@@ -175,8 +188,13 @@ mod tests {
             tenant: None,
         });
         let rpc = br#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","currentGeneration":"4"}}"#;
-        assert_eq!(generation_params(&get, rpc, None, true).unwrap().current, Some(4));
-        let rest = generation_params(&get, b"", Some("historyLength=2&currentGeneration=9"), false);
+        assert_eq!(generation_params(&get, rpc, None, Binding::JsonRpc).unwrap().current, Some(4));
+        let rest = generation_params(
+            &get,
+            b"",
+            Some("historyLength=2&currentGeneration=9"),
+            Binding::Rest,
+        );
         assert_eq!(rest.unwrap().current, Some(9));
 
         let send = Request::SendMessage(crate::request::SendParams::v1(a2a::SendMessageRequest {
@@ -186,9 +204,9 @@ mod tests {
             tenant: None,
         }));
         let body = br#"{"message":{},"configuration":{"ifGenerationMatch":3}}"#;
-        assert_eq!(generation_params(&send, body, None, false).unwrap().if_match, Some(3));
+        assert_eq!(generation_params(&send, body, None, Binding::Rest).unwrap().if_match, Some(3));
         let rpc = br#"{"params":{"configuration":{"ifGenerationMatch":"x"}}}"#;
-        assert!(generation_params(&send, rpc, None, true).is_err());
+        assert!(generation_params(&send, rpc, None, Binding::JsonRpc).is_err());
     }
 
     #[test]
@@ -198,33 +216,55 @@ mod tests {
         let body =
             serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "result": {"task": task}}));
         let out: Value =
-            serde_json::from_slice(&reply_with_generation(body.unwrap(), 5, true)).unwrap();
+            serde_json::from_slice(&reply_with_generation(body.unwrap(), 5, Binding::JsonRpc))
+                .unwrap();
         assert_eq!(out["result"]["task"]["generation"], "5");
         let out: Value = serde_json::from_slice(&reply_with_generation(
             serde_json::to_vec(&task).unwrap(),
             2,
-            false,
+            Binding::Rest,
         ))
         .unwrap();
         assert_eq!(out["generation"], "2");
         // A reply that shows no task is left alone.
         let configs = serde_json::to_vec(&json!({"configs": []})).unwrap();
-        assert_eq!(reply_with_generation(configs.clone(), 2, false), configs);
+        assert_eq!(reply_with_generation(configs.clone(), 2, Binding::Rest), configs);
 
         let mut event = json!({"statusUpdate": {"taskId": "t", "status": {}}});
-        event_with_generation(&mut event, 3, false);
+        event_with_generation(&mut event, 3, Binding::Rest);
         assert_eq!(event["statusUpdate"]["generation"], "3");
     }
 
     #[test]
     fn the_filter_drops_only_a_status_repeating_the_task_before_it() {
+        let task: a2a::Task = serde_json::from_value(
+            json!({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}),
+        )
+        .unwrap();
+        let status = crate::task::events::status_event(&task);
+        let artifact = a2a::StreamResponse::ArtifactUpdate(a2a::TaskArtifactUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            artifact: a2a::Artifact {
+                artifact_id: "a".into(),
+                name: None,
+                description: None,
+                parts: vec![a2a::Part::text("x")],
+                metadata: None,
+                extensions: None,
+            },
+            append: None,
+            last_chunk: None,
+            metadata: None,
+        });
+        let task = a2a::StreamResponse::Task(task);
         let mut filter = GenerationFilter::default();
-        assert!(filter.keep(4, true, false));
-        assert!(!filter.keep(4, false, true), "the closing stream's repeat");
+        assert!(filter.keep(4, &task));
+        assert!(!filter.keep(4, &status), "the closing stream's repeat");
         let mut filter = GenerationFilter::default();
-        assert!(filter.keep(4, true, false));
-        assert!(filter.keep(5, false, true));
-        assert!(filter.keep(6, false, false));
-        assert!(filter.keep(7, false, true));
+        assert!(filter.keep(4, &task));
+        assert!(filter.keep(5, &status));
+        assert!(filter.keep(6, &artifact));
+        assert!(filter.keep(7, &status));
     }
 }

@@ -1,4 +1,4 @@
-//! The JSON-RPC 2.0 binding (PROTOCOL.md §5, §8.2, §10.2): the envelope, the 1.0 and 0.3 method
+//! The JSON-RPC 2.0 binding (A2A 1.0.1 §9; 0.3 method names: A2A 0.3.0 §7): the envelope, the 1.0 and 0.3 method
 //! names, and the JSON-RPC response objects of replies, stream events and errors.
 //!
 //! The method name decides the version (1.0 and 0.3 names do not overlap); the `A2A-Version`
@@ -25,7 +25,7 @@ pub struct Decoded {
 /// Decodes a JSON-RPC request body. `requested` is the caller's `A2A-Version`, from
 /// [`requested_version`](super::requested_version).
 ///
-/// Version rules (§8.2): a 1.0 method without a header is processed as 1.0 (deliberate
+/// Version rules (A2A 1.0.1 §3.6.2): a 1.0 method without a header is processed as 1.0 (deliberate
 /// leniency); a 0.3 method without a header or with `0.3` is 0.3; a method contradicting the
 /// header is refused.
 ///
@@ -155,7 +155,7 @@ enum Operation {
     GetExtendedAgentCard,
 }
 
-/// Every method name we answer (§5.2, §10.2), with its operation and version.
+/// Every method name we answer (A2A 1.0.1 §9.4, A2A 0.3.0 §3.5.6), with its operation and version.
 const METHODS: &[(&str, Operation, Version)] = &[
     ("SendMessage", Operation::SendMessage, Version::V1_0),
     ("SendStreamingMessage", Operation::SendStreamingMessage, Version::V1_0),
@@ -166,7 +166,7 @@ const METHODS: &[(&str, Operation, Version)] = &[
     ("CreateTaskPushNotificationConfig", Operation::CreatePushConfig, Version::V1_0),
     ("GetTaskPushNotificationConfig", Operation::GetPushConfig, Version::V1_0),
     ("ListTaskPushNotificationConfigs", Operation::ListPushConfigs, Version::V1_0),
-    // The singular name is what the .NET SDK sends (§12.1).
+    // The singular name is what the .NET SDK sends.
     ("ListTaskPushNotificationConfig", Operation::ListPushConfigs, Version::V1_0),
     ("DeleteTaskPushNotificationConfig", Operation::DeletePushConfig, Version::V1_0),
     ("GetExtendedAgentCard", Operation::GetExtendedAgentCard, Version::V1_0),
@@ -220,7 +220,7 @@ fn lookup(method: &str) -> Option<(Operation, Version)> {
     METHODS.iter().find(|(name, _, _)| *name == method).map(|(_, op, version)| (*op, *version))
 }
 
-/// §8.2: the method's version must not contradict the header; a 1.0 method without a header is
+/// A2A 1.0.1 §3.6.2: the method's version must not contradict the header; a 1.0 method without a header is
 /// let through as 1.0.
 fn check_version(
     method: &str,
@@ -270,7 +270,7 @@ fn decode_params(
     })
 }
 
-/// Converts 0.3 params to 1.0 JSON (§10.2).
+/// Converts 0.3 params to 1.0 JSON.
 fn params_to_v1(operation: Operation, params: Value) -> Result<Value, A2aError> {
     match operation {
         Operation::SendMessage | Operation::SendStreamingMessage => v03::send_params_to_v1(params),

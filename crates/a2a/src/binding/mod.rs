@@ -1,6 +1,6 @@
 //! The wire edge: JSON-RPC and HTTP+JSON (REST) decoding and encoding, SSE framing, A2A-Version
-//! negotiation, the blended agent card and the 0.3 ⇄ 1.0 conversions (PROTOCOL.md §5, §6, §8,
-//! §10).
+//! negotiation, the blended agent card and the 0.3 ⇄ 1.0 conversions (A2A 1.0.1 §3.6, §9,
+//! §11).
 //!
 //! Every binding and version decodes into [`Request`](crate::request::Request) and encodes from
 //! [`Reply`](crate::request::Reply) or `a2a::StreamResponse`. Everything here is a pure function
@@ -31,11 +31,11 @@ use crate::push::PushFormat;
 use crate::request::{Request, Version};
 use crate::task::events::EventId;
 
-/// Reads the `A2A-Version` a caller asked for (PROTOCOL.md §8.1).
+/// Reads the `A2A-Version` a caller asked for (A2A 1.0.1 §3.2.6, §3.6.1).
 ///
 /// `header` is the `A2A-Version` header value; `query` is the raw query string (without `?`), in
 /// which an `A2A-Version` parameter is looked up when the header is absent or empty. Patch
-/// numbers are ignored and every `1.x` is read as 1.0 (§8.2: unknown 1.x minors are accepted).
+/// numbers are ignored and every `1.x` is read as 1.0 (A2A 1.0.1 §3.6.2: a server accepts the minor versions of its major one).
 /// An absent or empty value gives `None`; what that means is the binding's call.
 ///
 /// # Errors
@@ -88,7 +88,7 @@ pub fn strict_card(card: &a2a::AgentCard) -> Value {
 
 /// The public agent card served at `/.well-known/agent-card.json`: the 1.0 card plus the 0.3
 /// top-level fields and 0.3 security scheme keys, so that 1.0 and 0.3 clients can both read it
-/// (PROTOCOL.md §8.4; both SDKs' card parsers ignore unknown keys).
+/// (docs/a2a.md, "The public card"; both SDKs' card parsers ignore unknown keys).
 pub fn blended_card(card: &a2a::AgentCard) -> Value {
     let mut value = wire_json(card);
     if let Value::Object(map) = &mut value {
@@ -98,7 +98,7 @@ pub fn blended_card(card: &a2a::AgentCard) -> Value {
     value
 }
 
-/// The body a webhook gets for `task` (PROTOCOL.md §11, §10.4): the 1.0 StreamResponse
+/// The body a webhook gets for `task` (A2A 1.0.1 §4.3.3): the 1.0 StreamResponse
 /// `{"task": …}` in the HTTP+JSON shape, or, for a config registered through 0.3, the bare 0.3
 /// task with `"kind": "task"`.
 pub(crate) fn webhook_body(task: &a2a::Task, format: PushFormat) -> Value {
@@ -144,7 +144,7 @@ pub(crate) fn wire_json<T: Serialize>(value: &T) -> Value {
 }
 
 /// `TaskState` vocabulary: the 1.0 name, the proto number and the 0.3 JSON-RPC name
-/// (PROTOCOL.md §2.3).
+/// (A2A 1.0.1 §4.1.3, A2A 0.3.0 §6.3).
 const TASK_STATES: [(&str, i64, &str); 9] = [
     ("TASK_STATE_UNSPECIFIED", 0, "unknown"),
     ("TASK_STATE_SUBMITTED", 1, "submitted"),
@@ -157,7 +157,7 @@ const TASK_STATES: [(&str, i64, &str); 9] = [
     ("TASK_STATE_AUTH_REQUIRED", 8, "auth-required"),
 ];
 
-/// `Role` vocabulary: the 1.0 name and the proto number (PROTOCOL.md §2.2).
+/// `Role` vocabulary: the 1.0 name and the proto number (A2A 1.0.1 §4.1.5).
 const ROLES: [(&str, i64); 3] = [("ROLE_UNSPECIFIED", 0), ("ROLE_USER", 1), ("ROLE_AGENT", 2)];
 
 /// The 1.0 name of a task state given by name, proto number, 0.3 name or short name in any case

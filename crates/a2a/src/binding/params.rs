@@ -1,4 +1,4 @@
-//! Lenient reading of 1.0 params into the `a2a` request types (PROTOCOL.md §1, §2.7, §12.3).
+//! Lenient reading of 1.0 params into the `a2a` request types (what the SDKs send besides the spec's shapes; docs/a2a.md, "Interoperability").
 //!
 //! The `a2a` crate's serde impls are strict: enums take names only, `null` fails on required
 //! fields, bytes must be padded standard base64 and push configs have one flat shape. Real callers
@@ -40,7 +40,7 @@ pub(crate) fn normalize(value: &mut Value) {
 /// [`A2aError::InvalidParams`] naming the first bad field it can locate.
 pub(crate) fn send_message_request(mut params: Value) -> Result<a2a::SendMessageRequest, A2aError> {
     if let Some(config) = params.get_mut("configuration").and_then(Value::as_object_mut) {
-        // The .NET SDK and the 1.0.0 spec example use the older key (§2.6).
+        // The .NET SDK and the 1.0.0 spec example use the older key.
         match config.remove("pushNotificationConfig") {
             Some(_) if config.contains_key("taskPushNotificationConfig") => {}
             Some(push) => {
@@ -141,7 +141,7 @@ fn number_from_string(value: &mut Value) {
     }
 }
 
-/// Brings the push config shapes of §2.7 and §10.1 to the 1.0 flat shape, in place.
+/// Brings the push config shapes of 1.0 (A2A 1.0.1 §4.3.1) and 0.3 (A2A 0.3.0 §6.10) to the 1.0 flat shape, in place.
 fn flatten_push_config(value: &mut Value) {
     let Some(map) = value.as_object_mut() else { return };
     // .NET create params: {taskId, configId, config: {id, url, token, authentication}}.
@@ -180,7 +180,7 @@ fn is_empty_string(value: &Value) -> bool {
 }
 
 /// Re-encodes a part's `raw` bytes as padded standard base64 when they came URL-safe or unpadded
-/// (§1: accept both on input). Anything undecodable is left for serde to report.
+/// (A2A 1.0.1 §5.5: both spellings are accepted on input). Anything undecodable is left for serde to report.
 fn canonical_raw(part: &mut Value) {
     let Some(raw) = part.get_mut("raw") else { return };
     let Some(text) = raw.as_str() else { return };

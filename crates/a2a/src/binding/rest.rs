@@ -1,8 +1,8 @@
-//! The HTTP+JSON (REST) binding (PROTOCOL.md §6, §8.2, §10.6): routes relative to the interface
+//! The HTTP+JSON (REST) binding (A2A 1.0.1 §11; 0.3: A2A 0.3.0 §3.2.3): routes relative to the interface
 //! URL (`/a2a/v1`), query parameters, bodies, and the error shapes, in 1.0 and in 0.3.
 //!
 //! Both versions share the paths: a 0.3 client given the interface URL `/a2a` calls
-//! `/a2a/v1/message:send` like a 1.0 client given `/a2a/v1` (§0). [`version`] decides which one a
+//! `/a2a/v1/message:send` like a 1.0 client given `/a2a/v1` (docs/a2a.md, "0.3 over HTTP+JSON"). [`version`] decides which one a
 //! call speaks; 0.3 bodies are taken to 1.0 JSON and answers back to 0.3 proto JSON by
 //! `v03::rest`, around the same routing.
 
@@ -20,7 +20,7 @@ use crate::request::{Reply, Request, SendParams, Version};
 /// Without a version, a route only one version has is that version's (`/card` is 0.3, `/tasks`
 /// and `/extendedAgentCard` are 1.0), a body in a 0.3-only shape is 0.3 (`v03::rest::is_v03_body`: `request`, `message.content`, a
 /// push config named as a resource), and everything else is 1.0, body-less requests included.
-/// The spec reads a missing version as 0.3 (§8.1), but a body-less request carries nothing to
+/// The spec reads a missing version as 0.3 (A2A 1.0.1 §3.6.1), but a body-less request carries nothing to
 /// tell the versions apart, the SDKs' 0.3 REST clients send `A2A-Version: 0.3` through their
 /// client classes, and plain `curl` calls of the 1.0 routes send no header: so they get 1.0.
 pub fn version(requested: Option<Version>, path: &str, body: &[u8]) -> Version {
@@ -30,7 +30,7 @@ pub fn version(requested: Option<Version>, path: &str, body: &[u8]) -> Version {
     if let Some(only) = route(path).and_then(|route| route.only_in()) {
         return only;
     }
-    match body_json(body, false) {
+    match body_json(body) {
         Ok(body) if v03::rest::is_v03_body(&body) => Version::V0_3,
         Ok(_) | Err(_) => Version::V1_0,
     }
@@ -42,7 +42,7 @@ pub fn version(requested: Option<Version>, path: &str, body: &[u8]) -> Version {
 /// 0.3 has no task list and names the extended card `/card`; 1.0 has `/tasks` and
 /// `/extendedAgentCard`. A route of the other version is not found.
 ///
-/// The last path segment is split at its last `:` to find an action (§6.1), before
+/// The last path segment is split at its last `:` to find an action (A2A 1.0.1 §11.3), before
 /// percent-decoding, so ids may contain `:` and `%2F`.
 ///
 /// # Errors
@@ -64,7 +64,7 @@ pub fn decode(
     }
     let v03 = version == Version::V0_3;
     let send_params = |body: &[u8]| -> Result<SendParams, A2aError> {
-        let body = body_json(body, false)?;
+        let body = body_json(body)?;
         if v03 {
             let params = v03::send_params_to_v1(v03::rest::send_request_to_params(body))?;
             Ok(SendParams {
@@ -108,13 +108,13 @@ pub fn decode(
         Route::Task(id) => {
             allow(&["GET"])?;
             let history_length = query.int("historyLength")?;
-            // 0.3 read `historyLength: 0` as "no limit" (§4.9).
+            // 0.3 read `historyLength: 0` as "no limit" (A2A 0.3.0 §7.1.1).
             let history_length = history_length.filter(|length| !(v03 && *length == 0));
             Request::GetTask(a2a::GetTaskRequest { id, history_length, tenant: None })
         }
         Route::Cancel(id) => {
             allow(&["POST"])?;
-            let mut body = body_json(body, true)?;
+            let mut body = body_json_or_empty(body)?;
             if let Some(map) = body.as_object_mut() {
                 // The 0.3 CancelTaskRequest names the task (`tasks/{id}`); the path has it.
                 if v03 {
@@ -141,7 +141,7 @@ pub fn decode(
                 })
             } else {
                 allow(&["POST"])?;
-                let body = body_json(body, false)?;
+                let body = body_json(body)?;
                 let body = if v03 { v03::rest::push_config_to_v1(body) } else { body };
                 let mut config = params::push_config(body)?;
                 if !config.task_id.is_empty() && config.task_id != task_id {
@@ -178,7 +178,7 @@ pub fn decode(
 }
 
 /// The status and body of a reply in the shape of `version`: always 200, and `{}` for a deletion
-/// (§12.4: not 204; 0.3's `google.protobuf.Empty` alike). A 1.0 reply is printed without
+/// (not 204: the SDKs' clients parse the body; 0.3's `google.protobuf.Empty` alike). A 1.0 reply is printed without
 /// building a JSON value, cached task JSON as it is.
 pub fn encode_reply_bytes(version: Version, reply: &Reply) -> (u16, Vec<u8>) {
     let out = match version {
@@ -196,7 +196,7 @@ pub fn encode_reply_bytes(version: Version, reply: &Reply) -> (u16, Vec<u8>) {
     (200, out)
 }
 
-/// The HTTP status and body of an error: `google.rpc.Status` (§6.2), and for 0.3 also the
+/// The HTTP status and body of an error: `google.rpc.Status` (A2A 1.0.1 §11.6), and for 0.3 also the
 /// members the SDKs' 0.3 REST clients read ([`A2aError::rest_v03_body`]).
 pub fn encode_error(version: Version, error: &A2aError) -> (u16, Value) {
     let body = match version {
@@ -206,7 +206,7 @@ pub fn encode_error(version: Version, error: &A2aError) -> (u16, Value) {
     (error.http_status(), body)
 }
 
-/// The data of one SSE event of a REST stream: the bare StreamResponse (§6.3), 1.0 or 0.3 proto.
+/// The data of one SSE event of a REST stream: the bare StreamResponse (A2A 1.0.1 §11.7), 1.0 or 0.3 proto.
 pub fn encode_stream_item(version: Version, item: &a2a::StreamResponse) -> Value {
     match version {
         Version::V1_0 => wire_json(item),
@@ -290,18 +290,13 @@ fn route(path: &str) -> Option<Route> {
 
 /// A percent-decoded, non-empty path segment.
 fn segment(raw: &str) -> Option<String> {
-    url::percent_decode(raw, false).filter(|decoded| !decoded.is_empty())
+    url::percent_decode(raw).filter(|decoded| !decoded.is_empty())
 }
 
-/// The body as normalised JSON. An empty body is `{}` where `empty_is_object` (`:cancel`,
-/// §12.3), else a parse error.
-fn body_json(body: &[u8], empty_is_object: bool) -> Result<Value, A2aError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return if empty_is_object {
-            Ok(json!({}))
-        } else {
-            Err(A2aError::Parse("the request body is empty".into()))
-        };
+/// The body as normalised JSON; an empty body is a parse error.
+fn body_json(body: &[u8]) -> Result<Value, A2aError> {
+    if is_blank(body) {
+        return Err(A2aError::Parse("the request body is empty".into()));
     }
     let mut value: Value =
         serde_json::from_slice(body).map_err(|error| A2aError::Parse(error.to_string()))?;
@@ -310,6 +305,15 @@ fn body_json(body: &[u8], empty_is_object: bool) -> Result<Value, A2aError> {
     }
     params::normalize(&mut value);
     Ok(value)
+}
+
+/// [`body_json`], with an empty body read as `{}` (`:cancel`, whose body may be left out).
+fn body_json_or_empty(body: &[u8]) -> Result<Value, A2aError> {
+    if is_blank(body) { Ok(json!({})) } else { body_json(body) }
+}
+
+fn is_blank(body: &[u8]) -> bool {
+    body.iter().all(u8::is_ascii_whitespace)
 }
 
 /// Decoded query parameters. Empty values count as absent; a repeated parameter takes its last

@@ -2,10 +2,21 @@
 //! Malformed escapes (`%zz`, a lone `%`) are kept literally rather than refused: only text that
 //! is not UTF-8 once decoded is an error.
 
-/// Decodes `%XX` escapes, and `+` as a space when `plus_is_space` (query strings only).
+/// Decodes the `%XX` escapes of a path segment (a `+` stays a `+`).
 ///
 /// Returns `None` when the decoded bytes are not UTF-8.
-pub(crate) fn percent_decode(raw: &str, plus_is_space: bool) -> Option<String> {
+pub(crate) fn percent_decode(raw: &str) -> Option<String> {
+    decode(raw, Plus::Literal)
+}
+
+/// What a `+` stands for: itself in a path, a space in a query string (form encoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plus {
+    Literal,
+    Space,
+}
+
+fn decode(raw: &str, plus: Plus) -> Option<String> {
     let bytes = raw.as_bytes();
     let mut decoded = Vec::with_capacity(bytes.len());
     let mut index = 0;
@@ -19,7 +30,7 @@ pub(crate) fn percent_decode(raw: &str, plus_is_space: bool) -> Option<String> {
                 decoded.push(high << 4 | low);
                 index += 3;
             }
-            (None, b'+') if plus_is_space => {
+            (None, b'+') if plus == Plus::Space => {
                 decoded.push(b' ');
                 index += 1;
             }
@@ -40,7 +51,7 @@ pub(crate) fn query_pairs(query: &str) -> Vec<(String, String)> {
         .filter(|pair| !pair.is_empty())
         .filter_map(|pair| {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            Some((percent_decode(name, true)?, percent_decode(value, true)?))
+            Some((decode(name, Plus::Space)?, decode(value, Plus::Space)?))
         })
         .collect()
 }
@@ -61,19 +72,19 @@ mod tests {
     #[test]
     fn percent_decode_table_decodes_escapes_and_keeps_malformed_ones() {
         let cases = [
-            ("abc", false, Some("abc")),
-            ("a%2Fb", false, Some("a/b")),
-            ("a%2fb", false, Some("a/b")),
-            ("a+b", false, Some("a+b")),
-            ("a+b", true, Some("a b")),
-            ("%E2%9C%93", false, Some("✓")),
-            ("100%", false, Some("100%")),
-            ("%zz", false, Some("%zz")),
-            ("%4", false, Some("%4")),
-            ("%FF", false, None),
+            ("abc", Plus::Literal, Some("abc")),
+            ("a%2Fb", Plus::Literal, Some("a/b")),
+            ("a%2fb", Plus::Literal, Some("a/b")),
+            ("a+b", Plus::Literal, Some("a+b")),
+            ("a+b", Plus::Space, Some("a b")),
+            ("%E2%9C%93", Plus::Literal, Some("✓")),
+            ("100%", Plus::Literal, Some("100%")),
+            ("%zz", Plus::Literal, Some("%zz")),
+            ("%4", Plus::Literal, Some("%4")),
+            ("%FF", Plus::Literal, None),
         ];
         for (raw, plus, expected) in cases {
-            assert_eq!(percent_decode(raw, plus).as_deref(), expected, "{raw}");
+            assert_eq!(decode(raw, plus).as_deref(), expected, "{raw}");
         }
     }
 

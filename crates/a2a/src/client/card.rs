@@ -1,8 +1,8 @@
 //! Reading another agent's card: where it lives, which interfaces it offers (1.0
 //! `supportedInterfaces`, and the 0.3 `url` / `preferredTransport` / `additionalInterfaces`,
-//! PROTOCOL.md §2.9, §8.3, §8.4), and which one to talk to.
+//! A2A 1.0.1 §8.3; A2A 0.3.0 §5.6), and which one to talk to.
 //!
-//! The card is kept as JSON: cards in the wild mix versions (ours is blended, §8.4), and a strict
+//! The card is kept as JSON: cards in the wild mix versions (ours is blended: docs/a2a.md, "The public card"), and a strict
 //! parse of one shape would refuse the others; only the fields the client needs are read.
 
 use serde_json::Value;
@@ -11,7 +11,7 @@ use super::error::ClientError;
 use super::{Binding, Interface};
 use crate::request::Version;
 
-/// The well-known path of the public card (PROTOCOL.md §8.3).
+/// The well-known path of the public card (A2A 1.0.1 §8.2).
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
 /// An agent's card as published, with the interfaces this client can speak, in the card's order

@@ -40,7 +40,7 @@ use self::error::{chain, unreachable_at};
 pub use self::events::EventLimits;
 pub use self::redirect::Redirects;
 use self::wire::{Call, Op, Shape, Verb};
-pub use crate::request::Version;
+pub use crate::request::{Binding, Version};
 
 /// How long to wait for a connection to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -73,34 +73,6 @@ impl Default for ClientOptions {
         ClientOptions {
             redirects: Redirects::SameOrigin,
             events: EventLimits { max_bytes: MAX_EVENT_BYTES, stall: DEFAULT_STALL },
-        }
-    }
-}
-
-/// A protocol binding this client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Binding {
-    /// JSON-RPC 2.0 over HTTP (`JSONRPC` in cards).
-    JsonRpc,
-    /// HTTP+JSON, also called REST (`HTTP+JSON` in cards).
-    Rest,
-}
-
-impl Binding {
-    /// The name the CLI uses: `jsonrpc` or `rest`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Binding::JsonRpc => "jsonrpc",
-            Binding::Rest => "rest",
-        }
-    }
-
-    /// A card's `protocolBinding` / 0.3 `transport`, in any case.
-    pub fn parse(raw: &str) -> Option<Binding> {
-        match raw.trim().to_ascii_uppercase().as_str() {
-            "JSONRPC" | "JSON-RPC" => Some(Binding::JsonRpc),
-            "HTTP+JSON" | "REST" | "HTTP_JSON" => Some(Binding::Rest),
-            _ => None,
         }
     }
 }
@@ -185,7 +157,7 @@ fn http_client(url: &str) -> Result<reqwest::Client, ClientError> {
 /// redirects `redirects` allows (the card records the URL that served it).
 ///
 /// The card is asked for without `A2A-Version`, so a server that serves both versions answers
-/// with the blended card (PROTOCOL.md §8.4), which lists the interfaces of both.
+/// with the blended card (docs/a2a.md, "The public card"), which lists the interfaces of both.
 ///
 /// # Errors
 ///
@@ -392,7 +364,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !is_sse || !status.is_success() {
-            // An early error as plain JSON (PROTOCOL.md §5.3, §6.3), or an agent that answered
+            // An early error as plain JSON (A2A 1.0.1 §9.5, §11.6), or an agent that answered
             // the whole result at once.
             let body = read_body(&url, response).await?;
             let value = self.answer(&url, status, &body)?;
@@ -462,7 +434,7 @@ impl Client {
             Verb::Delete => self.http.delete(&url),
         };
         builder = builder.header(ACCEPT, accept);
-        // 0.3 JSON-RPC clients send no version (PROTOCOL.md §8.1); 0.3 REST sends it, since
+        // 0.3 JSON-RPC clients send no version (A2A 1.0.1 §3.6.1); 0.3 REST sends it, since
         // the same paths serve both versions.
         if !(*version == Version::V0_3 && *binding == Binding::JsonRpc) {
             builder = builder.header(a2a::SVC_PARAM_VERSION, version.as_str());
@@ -531,7 +503,7 @@ impl Client {
 }
 
 /// One SSE event's data: a JSON-RPC response holding a StreamResponse, or a REST StreamResponse
-/// or `{"error": …}` Status (PROTOCOL.md §5.3, §6.3).
+/// or `{"error": …}` Status (A2A 1.0.1 §9.4.2, §11.7).
 fn stream_item(
     url: &str,
     data: &str,

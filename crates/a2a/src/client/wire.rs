@@ -1,6 +1,6 @@
 //! The client's wire edge, pure functions over `serde_json::Value`s: an operation becomes the HTTP
 //! call of a binding and version (JSON-RPC method and params, or REST verb, path and body;
-//! PROTOCOL.md §5, §6, §10.2, §10.6), and what comes back becomes the 1.0 `a2a` types, whatever
+//! A2A 1.0.1 §9, §11; A2A 0.3.0 §3.2), and what comes back becomes the 1.0 `a2a` types, whatever
 //! version the agent spoke. The 1.0 → 0.3 request shapes are the server's own
 //! (`binding::v03`); the 0.3 → 1.0 answer shapes are the reverse of what the server writes.
 
@@ -137,7 +137,7 @@ fn jsonrpc_v03(op: Op<'_>) -> (&'static str, Option<Value>) {
 }
 
 /// 0.3 MessageSendParams (JSON-RPC) or SendMessageRequest (REST proto JSON): the message in the
-/// version's shape, and `blocking`, which 0.3 REST reads as false when absent (§10.6).
+/// version's shape, and `blocking`, which 0.3 REST reads as false when absent (the 0.3 gRPC proto's default).
 fn send_params_v03(
     request: &a2a::SendMessageRequest,
     message: fn(&a2a::Message) -> Value,
@@ -197,7 +197,7 @@ fn rest(op: Op<'_>, version: Version) -> Call {
         Op::CreatePush(config) => {
             let body = match version {
                 Version::V1_0 => wire_json(config),
-                // Both bodies servers read (PROTOCOL.md §10.6): the proto annotation's
+                // Both bodies servers read (docs/a2a.md, "0.3 over HTTP+JSON"): the proto annotation's
                 // `{name, pushNotificationConfig}` (the JS SDK) and the whole request
                 // `{parent, configId, config}` (the Python SDK, which ignores unknown fields;
                 // ours reads either).
@@ -226,7 +226,7 @@ fn rest(op: Op<'_>, version: Version) -> Call {
     }
 }
 
-/// ListTasks as REST query parameters (PROTOCOL.md §6.1), from the request's 1.0 JSON.
+/// ListTasks as REST query parameters (A2A 1.0.1 §11.5), from the request's 1.0 JSON.
 fn list_query(request: &a2a::ListTasksRequest) -> Vec<(&'static str, String)> {
     let json = wire_json(request);
     let names = [
@@ -395,7 +395,7 @@ fn rewrite_v03(value: &mut Value, rest: bool) {
 
 fn part_v03_to_v1(part: &mut Value, rest: bool) {
     v03::part_to_v1(part);
-    // 0.3 REST wraps data parts once more: `{"data": {"data": {…}}}` (PROTOCOL.md §10.6).
+    // 0.3 REST wraps data parts once more: `{"data": {"data": {…}}}` (the 0.3 gRPC proto's DataPart).
     if rest
         && let Some(data) = part.get_mut("data")
         && let Some(inner) = data.get_mut("data").map(Value::take)
@@ -414,7 +414,7 @@ fn name_to_task_id(config: &mut Value) {
 }
 
 /// The A2A error in an error answer: a JSON-RPC `error`, a REST `google.rpc.Status` whose
-/// ErrorInfo `reason` names it (PROTOCOL.md §6.2), or the top-level `code` 0.3 REST servers add.
+/// ErrorInfo `reason` names it (A2A 1.0.1 §11.6), or the top-level `code` 0.3 REST servers add.
 pub(super) fn agent_error(body: &Value) -> Option<(i32, String)> {
     let message =
         |v: &Value| v.get("message").and_then(Value::as_str).unwrap_or_default().to_owned();

@@ -1,4 +1,4 @@
-//! Push configs (PROTOCOL.md §2.7, §4.7) as the task file stores them: the config, its payload
+//! Push configs (A2A 1.0.1 §4.3.1) as the task file stores them: the config, its payload
 //! format, the rules of the list (upsert, a cap) and of secrets. The CRUD operations over them are
 //! the service's (`service::push_config`).
 
@@ -13,11 +13,11 @@ pub const MIN_PUSH_SECRET_CHARS: usize = 8;
 /// The payload shape a webhook gets: the version the config was registered through.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PushFormat {
-    /// The 1.0 StreamResponse `{"task": …}` (PROTOCOL.md §11).
+    /// The 1.0 StreamResponse `{"task": …}` (A2A 1.0.1 §4.3.3).
     #[default]
     #[serde(rename = "1.0")]
     V1_0,
-    /// The bare 0.3 Task with `"kind": "task"` (PROTOCOL.md §10.4).
+    /// The bare 0.3 Task with `"kind": "task"` (what 0.3 webhooks got).
     #[serde(rename = "0.3")]
     V0_3,
 }

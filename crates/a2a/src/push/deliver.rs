@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 
-/// The header that carries the config's token (PROTOCOL.md §11; de facto, not normative).
+/// The header that carries the config's token (what the SDKs send and check; de facto, not normative).
 pub const TOKEN_HEADER: &str = "X-A2A-Notification-Token";
 
 /// One POST to a webhook. No `Debug`: it holds the token and credentials.

@@ -1,4 +1,4 @@
-//! Push notifications (PROTOCOL.md §4.7, §11) and all outbound HTTP: the configs callers register
+//! Push notifications (A2A 1.0.1 §3.5.3, §4.3) and all outbound HTTP: the configs callers register
 //! on their tasks (`config`: storage in the task file and the CRUD operations), the
 //! [`PushSender`] that POSTs task updates to those webhooks (`deliver`: one POST and its answer;
 //! `outbox`: pending deliveries as files in the state folder, so they survive a restart), and

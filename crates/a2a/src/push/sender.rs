@@ -1,4 +1,4 @@
-//! The push sender (PROTOCOL.md §11, design "Push sending"): POSTs a task to each of its
+//! The push sender (A2A 1.0.1 §3.5.3, §4.3.3; docs/a2a.md, "Push notifications"): POSTs a task to each of its
 //! webhooks without ever blocking or slowing the run that changed it, and without losing what
 //! is pending to a restart.
 //!
@@ -46,7 +46,7 @@ pub const DEFAULT_WAITS: [Duration; 7] = [
     Duration::from_secs(60 * 60),
 ];
 
-/// How long one attempt may take (PROTOCOL.md §11: 10–30 s).
+/// How long one attempt may take: long enough for a slow receiver, short enough that a dead one does not hold a delivery slot.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The longest wait a webhook's `Retry-After` can ask for; a longer one is cut to this.

@@ -7,6 +7,11 @@
 //! caller's, settled and old: a task continued or changed since is kept), and before anything
 //! that depends on it; a session only once no task on file uses its context, under a hold that
 //! also proves it is not open.
+//!
+//! What it reads is the task index (settled tasks by status time, oldest first) and the contexts
+//! of the tasks it removed: a round's cost is what it removes. The session folders are listed
+//! (for sessions no task uses) only in the first round after start, which finishes what a
+//! process killed mid-round left, and then once per `ORPHAN_SWEEP` of the server's clock.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
@@ -15,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{BATCH, MayGo, Removed, Retention, SessionRef, blocking, disk, pause};
 use crate::auth::A2aWorkspace;
-use crate::pool::{HoldIf, callers_scope_prefix};
+use crate::run::pool::{HoldIf, callers_scope_prefix};
 use crate::task::retain::{self, ContextUse, OldTask};
 
 /// Removes what is older than `age` in `workspace`; stops between batches when `shutdown` fires.
@@ -60,6 +65,14 @@ pub(super) async fn by_age(
         if batch.is_empty() {
             break;
         }
+        // Behind: the batch is full and reaches back past the previous round's cutoff.
+        let behind = batch.len() == BATCH
+            && batch.last().and_then(|task| task.at).is_some_and(|at| {
+                chrono::Duration::from_std(retention.options.interval)
+                    .ok()
+                    .and_then(|interval| cutoff.checked_sub_signed(interval))
+                    .is_some_and(|previous| at < previous)
+            });
         let pending = retention.push.pending_tasks();
         let mut holds = HashMap::new();
         let mut chosen: Vec<OldTask> = Vec::with_capacity(batch.len());
@@ -118,11 +131,22 @@ pub(super) async fn by_age(
         }
         retention.forget_tasks(workspace, &by_caller);
         removed += unused_sessions(retention, workspace, contexts.into_iter().collect()).await;
-        if !pause(shutdown).await {
+        if !pause(shutdown, behind).await {
             return removed;
         }
     }
-    removed += orphans(retention, workspace, cutoff.into(), shutdown).await;
+    let sweep = {
+        let mut swept =
+            retention.orphans_swept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let due = swept.is_none_or(|last| now < last || now - last >= super::ORPHAN_SWEEP);
+        if due {
+            *swept = Some(now);
+        }
+        due
+    };
+    if sweep {
+        removed += orphans(retention, workspace, cutoff.into(), shutdown).await;
+    }
     removed
 }
 
@@ -179,7 +203,7 @@ async fn orphans(
     .unwrap_or_default();
     let mut removed = Removed::default();
     for (i, chunk) in found.chunks(BATCH).enumerate() {
-        if i > 0 && !pause(shutdown).await {
+        if i > 0 && !pause(shutdown, true).await {
             break;
         }
         let sessions = chunk

@@ -25,7 +25,7 @@ const TRASH: [&str; 2] = ["a2a", "retention-trash"];
 /// Most names tried for one scope in the trash (`<scope>`, `<scope>.1`, …).
 const TRASH_NAMES: u32 = 1000;
 
-/// The `Files:` line of an A2A prompt (`crate::files`) names the files a message brought.
+/// The `Files:` line of an A2A prompt (`crate::run::files`) names the files a message brought.
 const FILES_LINE: &str = "Files: ";
 
 /// A caller's session folder.
@@ -46,7 +46,7 @@ fn trash_dir(state_dir: &Path) -> PathBuf {
 }
 
 /// The caller and context of session scope `scope` of a workspace whose callers' scopes start
-/// with `callers_prefix` (`crate::pool::callers_scope_prefix`); `None` for any other scope.
+/// with `callers_prefix` (`crate::run::pool::callers_scope_prefix`); `None` for any other scope.
 pub(crate) fn parse_scope(callers_prefix: &str, scope: &str) -> Option<(String, String)> {
     let (caller, context_id) = scope.strip_prefix(callers_prefix)?.split_once('_')?;
     (is_valid_caller_name(caller) && is_valid_id(context_id))
@@ -287,7 +287,7 @@ fn collect_named(value: &Value, own: &str, names: &mut Vec<String>) {
 
 /// The folder of `caller`'s inbox files, relative to the workspace.
 fn caller_folder(caller: &str) -> PathBuf {
-    crate::containment::caller_inbox(Path::new(""), caller)
+    crate::run::containment::caller_inbox(Path::new(""), caller)
 }
 
 /// Removes the regular file `name` of `caller`'s inbox folder, reached without following a link

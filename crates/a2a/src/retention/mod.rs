@@ -7,9 +7,14 @@
 //! - By size (`size`): each workspace's callers' session folders and inbox files over
 //!   `A2A__Retention__MaxBytes`, least recently used first.
 //!
-//! It runs in the background, a round at start and one per `A2A__Retention__Interval`, in
-//! batches of at most [`BATCH`] removals with a pause between them; what a request may wait for
-//! (a context's hold, the index lock) is held for one batch's file work at most. Working,
+//! It runs in the background on the service's tracker, a round at start, one per
+//! `A2A__Retention__Interval` and one whenever asked ([`RoundRequests`]), until the service's
+//! shutdown token fires; in batches of at most [`BATCH`] removals, with a short pause between
+//! them unless the round is behind (it finds tasks a round before it should have taken); what a
+//! request may wait for (a context's hold, the index lock) is held for one batch's file work at
+//! most. The age pass works from the task index (settled tasks by status time, oldest first)
+//! and the contexts of the tasks it removed; it lists the session folders only in the first
+//! round and then once a week of the server's clock, for sessions no task uses any more. Working,
 //! input-required and auth-required tasks, the sessions they need, sessions open in the pool and
 //! the owner's own sessions are never removed.
 //!
@@ -33,8 +38,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{A2aWorkspace, CallerDirectory};
-use crate::pool::SessionPool;
 use crate::push::PushSender;
+use crate::run::pool::SessionPool;
 use crate::task::AcceptedMessages;
 use crate::task::retain;
 use crate::task::store::TaskStore;
@@ -45,8 +50,45 @@ pub use options::RetentionOptions;
 /// Most tasks, sessions or files removed in one batch.
 pub(crate) const BATCH: usize = 64;
 
-/// The pause between batches, so a long round leaves the blocking pool and the disk to requests.
+/// The pause between batches of a round that is not behind, so that it leaves the blocking pool
+/// and the disk to requests.
 const BATCH_PAUSE: Duration = Duration::from_millis(5);
+
+/// How often (by the server's clock) the age pass lists the session folders for sessions no
+/// task uses, besides the first round after start.
+const ORPHAN_SWEEP: chrono::TimeDelta = chrono::TimeDelta::days(7);
+
+/// A request for a round now: answered with what it removed.
+type RoundRequest = tokio::sync::oneshot::Sender<Removed>;
+
+/// The way to ask retention's background loop for a round now: the server keeps the sender,
+/// the loop takes the receiver when it starts.
+pub(crate) struct RoundRequests {
+    sender: tokio::sync::mpsc::Sender<RoundRequest>,
+    receiver: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<RoundRequest>>>,
+}
+
+impl Default for RoundRequests {
+    fn default() -> Self {
+        let (sender, receiver) = tokio::sync::mpsc::channel(1);
+        RoundRequests { sender, receiver: std::sync::Mutex::new(Some(receiver)) }
+    }
+}
+
+impl RoundRequests {
+    /// The receiver, for the loop (`None` once taken).
+    pub(crate) fn take_receiver(&self) -> Option<tokio::sync::mpsc::Receiver<RoundRequest>> {
+        self.receiver.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+
+    /// Asks for a round and waits for it; `None` when no loop runs (retention off, the server
+    /// not serving or stopped).
+    pub(crate) async fn request(&self) -> Option<Removed> {
+        let (done, answer) = tokio::sync::oneshot::channel();
+        self.sender.send(done).await.ok()?;
+        answer.await.ok()
+    }
+}
 
 /// What retention works on: the server's parts, handed over when it is built.
 pub(crate) struct Retention {
@@ -71,6 +113,9 @@ pub(crate) struct Retention {
     /// again each round until they are closed. After a restart the age of their journal brings
     /// them back (`age`'s sweep of sessions no task uses).
     pub deferred: std::sync::Mutex<HashSet<(PathBuf, String, String)>>,
+    /// When (by the server's clock) the age pass last listed the session folders; `None` before
+    /// the first round.
+    pub orphans_swept: std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>,
 }
 
 /// When [`Retention::remove_sessions`] may take a session, asked of the tasks on file under
@@ -92,7 +137,7 @@ pub(crate) struct SessionRef {
 
 /// What a round removed.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Removed {
+pub struct Removed {
     pub tasks: usize,
     pub sessions: usize,
     pub inbox_files: usize,
@@ -109,18 +154,38 @@ impl std::ops::AddAssign for Removed {
 }
 
 impl Retention {
-    /// Runs a round now and then one per interval until `shutdown` fires (a round in progress
-    /// stops between batches). Returns at once when retention is off.
-    pub(crate) async fn run(self, shutdown: CancellationToken) {
+    /// Runs a round now, then one per interval and one per request on `requests`, until
+    /// `shutdown` fires (a round in progress stops between batches). Rounds never overlap.
+    /// Returns at once when retention is off (requests then get no answer).
+    pub(crate) async fn run(
+        self,
+        shutdown: CancellationToken,
+        requests: Option<tokio::sync::mpsc::Receiver<RoundRequest>>,
+    ) {
         if !self.options.enabled {
             tracing::info!("retention is off: tasks, sessions and inbox files are kept");
             return;
         }
+        let mut requests = requests;
         let mut tick = tokio::time::interval(self.options.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let asked = async {
+                match requests.as_mut() {
+                    Some(receiver) => receiver.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = tick.tick() => { self.round(&shutdown).await; }
+                request = asked => match request {
+                    Some(done) => {
+                        let removed = self.round(&shutdown).await;
+                        // The asker may have given up waiting: nothing to tell then.
+                        let _ = done.send(removed);
+                    }
+                    None => requests = None,
+                },
                 () = shutdown.cancelled() => return,
             }
         }
@@ -165,7 +230,7 @@ impl Retention {
     async fn sweep_trash(&self, workspaces: &[A2aWorkspace]) -> Removed {
         let owners: Vec<(String, PathBuf)> = workspaces
             .iter()
-            .map(|w| (crate::pool::callers_scope_prefix(w), w.path.clone()))
+            .map(|w| (crate::run::pool::callers_scope_prefix(w), w.path.clone()))
             .collect();
         let state_dir = self.state_dir.clone();
         blocking(move || {
@@ -194,8 +259,8 @@ impl Retention {
         .unwrap_or_default()
     }
 
-    /// Removes the session folders of `sessions` in `workspace` that the pool has closed and
-    /// that `may_go` allows (asked under each context's hold): out of `sessions/` in one rename
+    /// Removes the session folders of `sessions` in `workspace` that are closed (the pool
+    /// closes those open and idle first) and that `may_go` allows (asked under each context's hold): out of `sessions/` in one rename
     /// each, then their inbox files and their contents. Returns what went, and the sessions that
     /// were open (in the pool or another process) and so were left.
     async fn remove_sessions(
@@ -204,12 +269,17 @@ impl Retention {
         sessions: Vec<SessionRef>,
         may_go: MayGo,
     ) -> (Removed, Vec<SessionRef>) {
-        let prefix = crate::pool::callers_scope_prefix(workspace);
+        let prefix = crate::run::pool::callers_scope_prefix(workspace);
+        let scopes: Vec<String> = sessions
+            .iter()
+            .map(|session| format!("{prefix}{}_{}", session.caller, session.context_id))
+            .collect();
+        // Those open and idle close now rather than at the pool's idle timeout.
+        self.pool.close_idle(&scopes).await;
         let mut busy = Vec::new();
         let mut held = Vec::new();
-        for session in sessions {
-            let scope = format!("{prefix}{}_{}", session.caller, session.context_id);
-            match self.pool.try_hold_scope(&scope, crate::pool::HoldIf::Closed).await {
+        for (session, scope) in sessions.into_iter().zip(scopes) {
+            match self.pool.try_hold_scope(&scope, crate::run::pool::HoldIf::Closed).await {
                 Some(hold) => held.push((hold, scope, session)),
                 None => busy.push(session),
             }
@@ -299,8 +369,13 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
     }
 }
 
-/// Waits [`BATCH_PAUSE`]; `false` when `shutdown` fired meanwhile.
-async fn pause(shutdown: &CancellationToken) -> bool {
+/// Waits [`BATCH_PAUSE`], or only lets other tasks run when the round is `behind`; `false` when
+/// `shutdown` fired meanwhile.
+async fn pause(shutdown: &CancellationToken, behind: bool) -> bool {
+    if behind {
+        tokio::task::yield_now().await;
+        return !shutdown.is_cancelled();
+    }
     tokio::select! {
         () = tokio::time::sleep(BATCH_PAUSE) => !shutdown.is_cancelled(),
         () = shutdown.cancelled() => false,

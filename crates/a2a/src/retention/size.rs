@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{BATCH, MayGo, Removed, Retention, SessionRef, blocking, disk, pause};
 use crate::auth::A2aWorkspace;
-use crate::pool::callers_scope_prefix;
+use crate::run::pool::callers_scope_prefix;
 use crate::task::retain::{self, ContextUse};
 
 /// One thing the cap may remove.
@@ -43,7 +43,10 @@ pub(super) async fn by_size(
     max: u64,
     shutdown: &CancellationToken,
 ) -> Removed {
-    let recent = SystemTime::now().checked_sub(retention.options.interval).unwrap_or(UNIX_EPOCH);
+    // By the server's clock, like every age retention judges (a file's own time is the
+    // system's, which the server's never runs behind).
+    let now = SystemTime::from((retention.clock)());
+    let recent = now.checked_sub(retention.options.interval).unwrap_or(UNIX_EPOCH);
     let share = retention.inbox_share;
     let (store, path, state_dir) =
         (retention.store.clone(), workspace.path.clone(), retention.state_dir.clone());
@@ -65,7 +68,7 @@ pub(super) async fn by_size(
     let mut items = items.into_iter().peekable();
     let mut first = true;
     while inventory.total > max && items.peek().is_some() {
-        if !first && !pause(shutdown).await {
+        if !first && !pause(shutdown, false).await {
             break;
         }
         first = false;

@@ -13,15 +13,18 @@ use std::time::Duration;
 
 use a2a::{TaskState, TaskStatus};
 
-use crate::approval::{AddError, Decision, PendingApproval, REQUEST_CHARS, new_id};
+use crate::approval::{
+    AddError, DecideError, Decided, DecidedState, Decision, PendingApproval, REQUEST_CHARS,
+    Settled, new_id,
+};
 use crate::auth::{Caller, CallerApproval};
 use crate::error::{A2aError, Error};
-use crate::parts::text_of;
-use crate::task::status::{agent_message, now};
+use crate::run::parts::text_of;
+use crate::task::status::agent_message;
 use crate::task::{AcceptedMessage, TaskFile};
 
 use super::Service;
-use super::launch::{Reserved, Started, launch, new_task_file, reserve};
+use super::launch::{AtRest, Reserved, Started, launch, new_task_file, reserve};
 use super::retry;
 
 /// The most tasks of one caller that may wait for the owner at once.
@@ -64,10 +67,10 @@ pub(super) async fn request(
 ) -> Result<Started, Error> {
     let Request { message, hops, accepted, window } = request;
     check_room(service, caller)?;
-    let mut file = new_task_file(caller, &message);
+    let mut file = new_task_file(caller, &message, service.tasks.store().now());
     // The stored history keeps no file bytes (as for any task); the run gets the message as it
     // came, from the request's own file.
-    crate::files::strip_bytes(&mut file.task);
+    crate::run::files::strip_bytes(&mut file.task);
     register(&mut file);
     retry::remember(&mut file, accepted, window);
     wait_for_owner(service, caller, file, message, hops, None).await
@@ -142,7 +145,7 @@ async fn wait_for_owner(
     file.task.status = TaskStatus {
         state: TaskState::AuthRequired,
         message: Some(agent_message(&task_id, &context_id, WAITING_TEXT)),
-        timestamp: Some(now()),
+        timestamp: Some(service.tasks.store().now()),
     };
     file.events.record_status_change();
 
@@ -202,9 +205,7 @@ async fn wait_for_owner(
         let (caller, record) = (caller.clone(), record.clone());
         service.tracker.spawn(async move { notifier.requested(&caller, &record).await });
     }
-    let position = file.events.status_position();
-    let generation = file.events.generation();
-    Ok(Started::Finished(Box::new(file.task), position, generation))
+    Ok(Started::AtRest(AtRest::of(file)))
 }
 
 /// Rejects the request when its time runs out (at once for one already past it: after a
@@ -214,42 +215,32 @@ pub(crate) fn schedule_timeout(service: &Arc<Service>, record: &PendingApproval)
         Duration::from_millis(record.expires_at.saturating_sub(crate::approval::millis_now()));
     let (service_ref, id) = (service.clone(), record.id.clone());
     let timeout = service.options.approval_timeout;
+    let stop = service.shutdown.clone();
     service.tracker.spawn(async move {
-        tokio::time::sleep(wait).await;
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            // The request stays on file: the next start gives it its time limit again.
+            () = stop.cancelled() => return,
+        }
         let reason = format!("no decision from the owner within {}", crate::approval::describe(timeout));
-        match decide(&service_ref, &id, Decision::Deny { reason: Some(reason) }, true).await {
+        let decision = Decision::Deny { reason: Some(reason) };
+        match decide(&service_ref, &id, decision, DecidedBy::TimeLimit).await {
             Ok(_) | Err(DecideError::NotPending) => {}
             Err(err) => tracing::warn!(approval = %id, error = %err, "an approval that timed out could not be rejected"),
         }
     });
 }
 
-/// What a decision did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decided {
-    pub task_id: String,
-    pub caller: String,
-    /// The task's state after the decision (`working` once approved, `rejected`).
-    pub state: &'static str,
+/// Who applies a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DecidedBy {
+    /// The owner, through the control socket or a host's channel.
+    Owner,
+    /// The request's timer, when `A2A__ApprovalTimeout` ran out (logged and told as such).
+    TimeLimit,
 }
 
-/// Why a decision was not applied.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum DecideError {
-    #[error(
-        "no approval request with this id is waiting (decided already, canceled, or never made)"
-    )]
-    NotPending,
-    #[error("the caller of this request is no longer in callers.json; its task was rejected")]
-    CallerGone,
-    #[error("the task's context is busy; try again in a moment")]
-    Busy,
-    #[error("the task could not be changed: {0}")]
-    Failed(String),
-}
-
-/// Applies the owner's decision on request `id`. `timed_out` marks the decision the timer
-/// makes (logged as such).
+/// Applies a decision on request `id`, the owner's or its timer's (`by`).
 ///
 /// # Errors
 /// See [`DecideError`].
@@ -257,14 +248,14 @@ pub(crate) async fn decide(
     service: &Arc<Service>,
     id: &str,
     decision: Decision,
-    timed_out: bool,
+    by: DecidedBy,
 ) -> Result<Decided, DecideError> {
-    let outcome = match (&decision, timed_out) {
-        (Decision::Approve, _) => "approved",
-        (Decision::Deny { .. }, false) => "denied",
-        (Decision::Deny { .. }, true) => "timed out",
+    let outcome = match (&decision, by) {
+        (Decision::Approve, _) => Settled::Approved,
+        (Decision::Deny { .. }, DecidedBy::Owner) => Settled::Denied,
+        (Decision::Deny { .. }, DecidedBy::TimeLimit) => Settled::TimedOut,
     };
-    let decided = decide_once(service, id, decision, timed_out).await;
+    let decided = decide_once(service, id, decision, by).await;
     if decided.is_ok() {
         service.approval_settled(id, outcome);
     }
@@ -275,7 +266,7 @@ async fn decide_once(
     service: &Arc<Service>,
     id: &str,
     decision: Decision,
-    timed_out: bool,
+    by: DecidedBy,
 ) -> Result<Decided, DecideError> {
     let record = service.approvals.get(id).ok_or(DecideError::NotPending)?;
     if record.tool.is_some() {
@@ -310,7 +301,7 @@ async fn decide_once(
         Decision::Approve => approve(service, &caller, record, file).await,
         Decision::Deny { reason } => {
             take(service, id).await.ok_or(DecideError::NotPending)?;
-            reject(service, &caller, &record, reason, timed_out).await
+            reject(service, &caller, &record, reason, by).await
         }
     }
 }
@@ -364,11 +355,15 @@ async fn approve(
     }
     // The waiting text goes into the history with the status change, as any old status does.
     file.task.status.message = None;
-    launch(service, caller, file, reserved, message, record.hops, false)
+    launch(service, caller, file, reserved, message)
         .await
         .map_err(|err| DecideError::Failed(A2aError::from(err).to_string()))?;
     tracing::info!(approval = %record.id, caller = %caller.name, task_id = %record.task_id, "the owner approved a task; its run starts");
-    Ok(Decided { task_id: record.task_id, caller: caller.name.clone(), state: "working" })
+    Ok(Decided {
+        task_id: record.task_id,
+        caller: caller.name.clone(),
+        state: DecidedState::Working,
+    })
 }
 
 async fn reject(
@@ -376,10 +371,12 @@ async fn reject(
     caller: &Caller,
     record: &PendingApproval,
     reason: Option<String>,
-    timed_out: bool,
+    by: DecidedBy,
 ) -> Result<Decided, DecideError> {
     let text = match reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
-        Some(reason) if timed_out => format!("The request was rejected: {reason}."),
+        Some(reason) if by == DecidedBy::TimeLimit => {
+            format!("The request was rejected: {reason}.")
+        }
         Some(reason) => format!("The owner declined this request: {reason}"),
         None => "The owner declined this request.".to_string(),
     };
@@ -388,9 +385,16 @@ async fn reject(
         Err(Error::Ended { .. }) => return Err(DecideError::NotPending),
         Err(err) => return Err(DecideError::Failed(A2aError::from(err).to_string())),
     }
-    let how = if timed_out { "timed out" } else { "denied" };
-    tracing::info!(approval = %record.id, caller = %caller.name, task_id = %record.task_id, how, "an approval request was rejected");
-    Ok(Decided { task_id: record.task_id.clone(), caller: caller.name.clone(), state: "rejected" })
+    let how = match by {
+        DecidedBy::Owner => Settled::Denied,
+        DecidedBy::TimeLimit => Settled::TimedOut,
+    };
+    tracing::info!(approval = %record.id, caller = %caller.name, task_id = %record.task_id, how = how.as_str(), "an approval request was rejected");
+    Ok(Decided {
+        task_id: record.task_id.clone(),
+        caller: caller.name.clone(),
+        state: DecidedState::Rejected,
+    })
 }
 
 /// Takes request `id` out (its files go on the blocking pool).
@@ -410,9 +414,11 @@ async fn decide_tool_call(
     let Some(record) = take(service, &record.id).await else {
         return Err(DecideError::NotPending);
     };
-    let approved = decision == Decision::Approve;
+    let state = match decision {
+        Decision::Approve => DecidedState::Working,
+        Decision::Deny { .. } => DecidedState::WorkingCallRefused,
+    };
     if service.approvals.wake(&record.id, decision) {
-        let state = if approved { "working" } else { "working (the call was refused)" };
         return Ok(Decided { task_id: record.task_id, caller: record.caller, state });
     }
     fail_interrupted_tool_call(service, &record).await;
@@ -476,7 +482,7 @@ async fn end_waiting_task(
                 file.task.status = TaskStatus {
                     state: state.clone(),
                     message: Some(agent_message(&record.task_id, &record.context_id, text)),
-                    timestamp: Some(now()),
+                    timestamp: Some(service.tasks.store().now()),
                 };
                 file.events.record_status_change();
                 true

@@ -11,10 +11,9 @@ use futures_util::future::BoxFuture;
 
 use crate::auth::Caller;
 use crate::error::{A2aError, Error};
-use crate::live::LiveTask;
+use crate::run::live::LiveTask;
 use crate::task::TaskFile;
 use crate::task::state::state_name;
-use crate::task::status::now;
 use crate::tasks::Changed;
 
 use super::Service;
@@ -66,8 +65,11 @@ pub(super) async fn cancel(
         if let Some(old) = file.task.status.message.take() {
             file.task.history.get_or_insert_with(Vec::new).push(old);
         }
-        file.task.status =
-            TaskStatus { state: TaskState::Canceled, message: None, timestamp: Some(now()) };
+        file.task.status = TaskStatus {
+            state: TaskState::Canceled,
+            message: None,
+            timestamp: Some(service.tasks.store().now()),
+        };
         file.events.record_status_change();
         true
     };
@@ -82,7 +84,7 @@ pub(super) async fn cancel(
             let taken =
                 tokio::task::spawn_blocking(move || approvals.take_task(&workspace, &id)).await;
             if let Ok(Some(request)) = taken {
-                service.approval_settled(&request.id, "canceled");
+                service.approval_settled(&request.id, crate::approval::Settled::Canceled);
             }
             service.push.notify(&file.task, &file.push_configs);
             let generation = file.events.generation();

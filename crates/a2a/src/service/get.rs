@@ -6,6 +6,7 @@
 use crate::auth::Caller;
 use crate::error::Error;
 use crate::request::Reply;
+use crate::task::json::Artifacts;
 use crate::task::query::{apply_history_length, history_length};
 use crate::task::read::Loaded;
 use crate::task::view::{TaskPage, TaskView};
@@ -36,7 +37,9 @@ pub(super) async fn get_task(
     };
     let generation = loaded.generation();
     let reply = match loaded {
-        Loaded::Settled(cached) => Reply::TaskView(TaskView::new(cached, history, true)),
+        Loaded::Settled(cached) => {
+            Reply::TaskView(TaskView::new(cached, history, Artifacts::Shown))
+        }
         Loaded::File(file) => {
             let mut task = file.task;
             apply_history_length(&mut task, req.history_length)?;

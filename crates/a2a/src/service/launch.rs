@@ -8,18 +8,15 @@ use std::sync::Arc;
 
 use a2a::{TaskState, TaskStatus};
 use futures_util::FutureExt;
-use tokio::sync::{broadcast, watch};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::auth::Caller;
 use crate::error::Error;
-use crate::event_log::{Event, Subscription};
-use crate::live::LiveTask;
-use crate::pool::Reservation;
+use crate::run::live::LiveTask;
+use crate::run::pool::Reservation;
 use crate::task::TaskFile;
 use crate::task::events::EventId;
-use crate::task::status::now;
 
 use super::Service;
 use super::run::{self, UNEXPECTED_FAILURE};
@@ -48,7 +45,7 @@ impl Reserved {
 /// Reserves the caller's context `context_id` for a run.
 ///
 /// # Errors
-/// A busy context, or the session limits (see [`crate::pool::SessionPool::reserve`]).
+/// A busy context, or the session limits (see [`crate::run::pool::SessionPool::reserve`]).
 pub(super) async fn reserve(
     service: &Arc<Service>,
     caller: &Caller,
@@ -68,7 +65,7 @@ pub(super) async fn reserve(
 
 /// Starts the run of `file`'s task (new, continued, or approved by the owner) for `message`,
 /// in the context `reserved` holds: the task goes live, its file is written in state working,
-/// and the run starts once the task has been acknowledged.
+/// and the run starts once the task has been acknowledged ([`Launched::acknowledged`]).
 ///
 /// # Errors
 /// The store's error when a new task's file cannot be created; the reservation is given back.
@@ -78,9 +75,7 @@ pub(super) async fn launch(
     file: TaskFile,
     reserved: Reserved,
     message: a2a::Message,
-    hops: u32,
-    streaming: bool,
-) -> Result<Started, Error> {
+) -> Result<Launched, Error> {
     let Reserved { reservation, guard } = reserved;
     // Live before the file exists, so a concurrent read never takes it for a leftover of a
     // restart.
@@ -97,30 +92,15 @@ pub(super) async fn launch(
     let is_new = file.task.status.state == TaskState::Submitted;
     if let Err(err) = live.start_working(is_new).await {
         service.tasks.remove_live(&live.task_id);
-        match reservation {
-            Reservation::Ready(claim) => service.pool.release(&claim.scope).await,
-            Reservation::Pending(opening) => opening.abandon().await,
-        }
-        if let Some(guard) = guard {
-            guard.disarm();
-        }
+        Reserved { reservation, guard }.give_back(service).await;
         return Err(err);
     }
     // The task exists: its first event may go. Opening the session (creating or resuming its
     // journal), fetching file parts and starting the run follow on the run's own task, so a
-    // failure there fails the task rather than the request.
-    // A stream subscribes to the task's events; a blocking answer only waits for its end.
-    let (snapshot, position, generation, events, finished) = if streaming {
-        let Subscription { snapshot, position, generation, events, finished } =
-            live.subscribe().await;
-        (snapshot, position, generation, Some(events), finished)
-    } else {
-        let (snapshot, generation) = live.view().await;
-        (snapshot, EventId::default(), generation, None, live.finished())
-    };
-    // The run waits until the task has been acknowledged (a stream's first event is on its
-    // way, a blocking answer is being awaited): on a busy core, opening the session first
-    // would delay the acknowledgement by the open's work.
+    // failure there fails the task rather than the request. The run waits until the task has
+    // been acknowledged (a stream's first event is on its way, a blocking answer is being
+    // awaited): on a busy core, opening the session first would delay the acknowledgement by
+    // the open's work.
     let (acknowledged, acknowledgement) = tokio::sync::oneshot::channel::<()>();
     let driver = service.clone();
     let driven = live.clone();
@@ -140,16 +120,15 @@ pub(super) async fn launch(
     let run_task = async move {
         let ended = driver.clone();
         let task = driven.clone();
-        let scope = crate::pool::scope(&owner, &task.context_id);
+        let scope = crate::run::pool::scope(&owner, &task.context_id);
         // Sent or dropped, either way the task is acknowledged (or nobody waits for it).
         let _ = acknowledgement.await;
-        let result = AssertUnwindSafe(run::run(driver, driven, reservation, owner, message, hops))
+        let result = AssertUnwindSafe(run::run(driver, driven, reservation, owner, message))
             .catch_unwind()
             .await;
         if result.is_err() {
             tracing::error!(task_id = %task.task_id, "the run driver panicked");
-            task.set_status(TaskState::Failed, Some(UNEXPECTED_FAILURE.into())).await;
-            task.finish().await;
+            task.fail(UNEXPECTED_FAILURE.into()).await;
             ended.tasks.remove_live(&task.task_id);
             // Only a task holding its session holds the claim; an unopened reservation gave
             // itself back when the panic dropped it.
@@ -159,57 +138,59 @@ pub(super) async fn launch(
         }
     };
     service.tracker.spawn(run_task.instrument(run_span));
-    Ok(Started::Running {
-        snapshot: Box::new(snapshot),
-        position,
-        generation,
-        events,
-        finished,
-        live,
-        acknowledged,
-    })
+    Ok(Launched { live, acknowledged })
 }
 
 /// What `start` produced.
 pub(super) enum Started {
-    /// The task ended before any run (hop limit) or waits for the owner's approval, its status
-    /// at this position and generation.
-    Finished(Box<a2a::Task>, EventId, u64),
+    /// The task is at rest: it ended before any run (hop limit) or waits for the owner's
+    /// approval.
+    AtRest(AtRest),
     /// A run is under way.
-    Running {
-        snapshot: Box<a2a::Task>,
-        /// The position `snapshot` shows (for a stream).
-        position: EventId,
-        /// The generation `snapshot` shows.
-        generation: u64,
-        /// The task's events after `snapshot`, for a stream; `None` for a blocking answer.
-        events: Option<broadcast::Receiver<Event>>,
-        finished: watch::Receiver<Option<a2a::Task>>,
-        live: Arc<LiveTask>,
-        /// Sent or dropped once the task is acknowledged; the run starts then.
-        acknowledged: tokio::sync::oneshot::Sender<()>,
-    },
+    Running(Launched),
 }
 
 impl Started {
     pub(super) fn task_id(&self) -> &str {
         match self {
-            Started::Finished(task, ..) => &task.id,
-            Started::Running { live, .. } => &live.task_id,
+            Started::AtRest(rest) => &rest.task.id,
+            Started::Running(launched) => &launched.live.task_id,
         }
     }
+}
+
+/// A task at rest, as its file has it: its status is the event at `position` and `generation`.
+pub(super) struct AtRest {
+    pub(super) task: Box<a2a::Task>,
+    pub(super) position: EventId,
+    pub(super) generation: u64,
+}
+
+impl AtRest {
+    pub(super) fn of(file: TaskFile) -> Self {
+        let position = file.events.status_position();
+        let generation = file.events.generation();
+        AtRest { task: Box::new(file.task), position, generation }
+    }
+}
+
+/// A task whose run has been launched.
+pub(super) struct Launched {
+    pub(super) live: Arc<LiveTask>,
+    /// Sent or dropped once the task is acknowledged; the run starts then.
+    pub(super) acknowledged: tokio::sync::oneshot::Sender<()>,
 }
 
 /// Gives a claimed context back if the code holding it stops early (a panic); disarmed once the
 /// claim is handed to the run driver or released.
 struct ClaimGuard {
-    pool: Arc<crate::pool::SessionPool>,
+    pool: Arc<crate::run::pool::SessionPool>,
     tracker: TaskTracker,
     scope: Option<String>,
 }
 
 impl ClaimGuard {
-    fn new(pool: Arc<crate::pool::SessionPool>, tracker: TaskTracker, scope: String) -> Self {
+    fn new(pool: Arc<crate::run::pool::SessionPool>, tracker: TaskTracker, scope: String) -> Self {
         ClaimGuard { pool, tracker, scope: Some(scope) }
     }
 
@@ -228,16 +209,16 @@ impl Drop for ClaimGuard {
 }
 
 /// A new task for a message, submitted.
-pub(super) fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
+pub(super) fn new_task_file(
+    caller: &Caller,
+    message: &a2a::Message,
+    now: chrono::DateTime<chrono::Utc>,
+) -> TaskFile {
     TaskFile {
         task: a2a::Task {
             id: message.task_id.clone().unwrap_or_default(),
             context_id: message.context_id.clone().unwrap_or_default(),
-            status: TaskStatus {
-                state: TaskState::Submitted,
-                message: None,
-                timestamp: Some(now()),
-            },
+            status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: Some(now) },
             artifacts: None,
             history: Some(vec![message.clone()]),
             metadata: None,

@@ -24,6 +24,7 @@ mod push_config;
 mod retry;
 mod run;
 mod send;
+mod session;
 mod stream;
 mod subscribe;
 mod tool_approval;
@@ -32,15 +33,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::Stream;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{Caller, CallerDirectory};
 use crate::config::A2aOptions;
 use crate::error::{A2aError, Error};
-use crate::extension::OwnerNotifier;
-use crate::pool::SessionPool;
 use crate::push::{PushSender, UrlCheck};
 use crate::request::{Generations, Reply, Request};
+use crate::run::extension::OwnerNotifier;
+use crate::run::pool::SessionPool;
 use crate::task::AcceptedMessages;
 use crate::task::events::StreamEvent;
 use crate::tasks::Tasks;
@@ -61,7 +63,11 @@ pub(crate) struct Service {
     pub(crate) notifier: Option<Arc<dyn OwnerNotifier>>,
     /// The one outbound client (file downloads, pushes), behind the SSRF guard.
     pub(crate) guard: crate::push::guard::GuardedClient,
+    /// Owns every task the service spawns; shutdown waits for it.
     pub(crate) tracker: TaskTracker,
+    /// Cancelled when the server stops: every timer of the service (an approval's time limit,
+    /// the usage flusher) selects on it, so none holds the shutdown up.
+    pub(crate) shutdown: CancellationToken,
     /// Decides which webhook URLs push configs may use (checked on registration and before
     /// every delivery).
     pub(crate) push_url_check: UrlCheck,
@@ -85,6 +91,17 @@ pub enum Outcome {
     Stream(EventStream),
 }
 
+/// How a send is answered, decided once from its operation and configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendAnswer {
+    /// SendStreamingMessage: the task, then its events as they happen.
+    Stream,
+    /// SendMessage: the task once its run has ended or is interrupted.
+    Settled,
+    /// SendMessage with `returnImmediately`: the task as soon as it exists, written durably.
+    Immediately,
+}
+
 impl Outcome {
     /// A reply that shows no task (or several).
     fn reply(reply: Reply) -> Self {
@@ -98,9 +115,9 @@ impl Outcome {
 }
 
 impl Service {
-    /// Tells the host's approval notifier that request `id` is no longer pending (`outcome`:
-    /// approved, denied, timed out, canceled), on a task of its own.
-    pub(crate) fn approval_settled(&self, id: &str, outcome: &'static str) {
+    /// Tells the host's approval notifier that request `id` is no longer pending, on a task of
+    /// its own.
+    pub(crate) fn approval_settled(&self, id: &str, outcome: crate::approval::Settled) {
         if let Some(notifier) = self.approval_notifier.clone() {
             let id = id.to_string();
             self.tracker.spawn(async move { notifier.settled(&id, outcome).await });
@@ -134,9 +151,17 @@ impl Service {
     ) -> Result<Outcome, Error> {
         let if_match = generations.if_match;
         match request {
-            Request::SendMessage(params) => send::send(self, caller, params, false, if_match).await,
+            Request::SendMessage(params) => {
+                let answer = match params.request.configuration.as_ref() {
+                    Some(config) if config.return_immediately == Some(true) => {
+                        SendAnswer::Immediately
+                    }
+                    Some(_) | None => SendAnswer::Settled,
+                };
+                send::send(self, caller, params, answer, if_match).await
+            }
             Request::SendStreamingMessage(params) => {
-                send::send(self, caller, params, true, if_match).await
+                send::send(self, caller, params, SendAnswer::Stream, if_match).await
             }
             Request::GetTask(req) => {
                 let (reply, generation) =

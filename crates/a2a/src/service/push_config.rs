@@ -1,8 +1,8 @@
-//! The push config operations (PROTOCOL.md §2.7, §4.7), scoped to the caller like every task
+//! The push config operations (A2A 1.0.1 §3.1.7 to §3.1.10), scoped to the caller like every task
 //! operation; how configs are kept in the task file is `push::config`'s.
 //!
 //! A task whose run is in progress is authoritative in memory, so its configs change through the
-//! [`LiveTask`](crate::live::LiveTask) (the run's next write then keeps them). Any other task's
+//! [`LiveTask`](crate::run::live::LiveTask) (the run's next write then keeps them). Any other task's
 //! file is changed under a hold on its context, so no run can start from the old file while we
 //! write the new one.
 
@@ -13,9 +13,9 @@ use futures_util::future::BoxFuture;
 
 use crate::auth::Caller;
 use crate::error::{A2aError, Error};
-use crate::live::LiveTask;
 use crate::push::config::{MIN_PUSH_SECRET_CHARS, upsert};
 use crate::push::{PushFormat, StoredPushConfig};
+use crate::run::live::LiveTask;
 
 use super::Service;
 
@@ -73,11 +73,11 @@ pub(super) async fn create_push_config(
 }
 
 /// GetTaskPushNotificationConfig: the config `id` of the caller's task; an empty `id` is the
-/// task's first config (0.3 `get` without a config id, PROTOCOL.md §10.2).
+/// task's first config (0.3 `get` without a config id, A2A 0.3.0 §7.6.1).
 ///
 /// # Errors
 /// [`A2aError::TaskNotFound`] for an unknown task, another caller's, or a missing config
-/// (PROTOCOL.md §4.7).
+/// (A2A 1.0.1 §3.1.8).
 pub(super) async fn get_push_config(
     service: &Service,
     caller: &Caller,

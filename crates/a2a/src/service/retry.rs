@@ -1,4 +1,4 @@
-//! Safe retries on the send path (issue 21): before a send creates or continues anything, its
+//! Safe retries on the send path (docs/a2a.md, "Safe retries"): before a send creates or continues anything, its
 //! (caller, messageId) is looked up among the caller's accepted messages (`task::accepted`). A
 //! repeat of an accepted message is answered with that message's task, as it is now, and starts
 //! nothing: a blocking send waits for the run in progress, a streaming one follows it, so a
@@ -16,7 +16,7 @@ use crate::task::query::apply_history_length;
 use crate::task::{AcceptedMessage, Claim, Lookup, TaskFile, digest};
 
 use super::stream::{closing_stream, task_stream, wait_settled};
-use super::{Outcome, Service};
+use super::{Outcome, SendAnswer, Service};
 
 /// How long a repeat waits for the first send of its message to create the task: that send only
 /// reserves the context and writes one file before it does.
@@ -53,7 +53,12 @@ pub(super) async fn admit(
     let records = service.accepted.workspace(&caller.workspace.path).await?;
     let still_accepting = || Error::StillAccepting { message_id: message.message_id.clone() };
     for _ in 0..MAX_LOOKUPS {
-        match records.lookup(&caller.name, &message.message_id, &digest, chrono::Utc::now()) {
+        match records.lookup(
+            &caller.name,
+            &message.message_id,
+            &digest,
+            service.tasks.store().now(),
+        ) {
             Lookup::New(claim) => return Ok(Admission::New(claim)),
             Lookup::Repeat { task_id } => return Ok(Admission::Repeat { task_id }),
             Lookup::Differs => {
@@ -75,15 +80,9 @@ pub(super) async fn admit(
     Err(still_accepting())
 }
 
-/// How a repeat wants its answer (the repeat's own send configuration).
-pub(super) struct Answer {
-    pub streaming: bool,
-    pub return_immediately: bool,
-    pub history_length: Option<i32>,
-}
-
 /// The answer to a repeat: the task as it is now, or once its run in progress ends (blocking),
-/// or its stream from now on (streaming). Nothing of the task changes.
+/// or its stream from now on (streaming), as the repeat's own send asks (`answer`, and
+/// `history_length` of its configuration). Nothing of the task changes.
 ///
 /// # Errors
 /// [`A2aError::TaskNotFound`] when the task's file is gone (its owner deleted it);
@@ -92,34 +91,35 @@ pub(super) async fn repeat(
     service: &Arc<Service>,
     caller: &Caller,
     task_id: &str,
-    answer: &Answer,
+    answer: SendAnswer,
+    history_length: Option<i32>,
 ) -> Result<Outcome, Error> {
     tracing::debug!(task_id, caller = %caller.name, "a repeated message answered with its task");
     let (mut task, generation) = match service.tasks.live(caller, task_id) {
-        Some(live) => {
-            if answer.streaming {
+        Some(live) => match answer {
+            SendAnswer::Stream => {
                 return Ok(Outcome::Stream(task_stream(live.subscribe().await, live)));
             }
-            if answer.return_immediately {
+            SendAnswer::Immediately => {
                 let view = live.view().await;
                 service.tasks.make_durable(&live.workspace, &live.task_id).await?;
                 view
-            } else {
-                wait_settled(&live).await
             }
-        }
+            SendAnswer::Settled => wait_settled(&live).await,
+        },
         None => {
             let file = service.tasks.load(caller, task_id).await?;
-            if answer.streaming {
-                let position = file.events.status_position();
-                let generation = file.events.generation();
-                return Ok(Outcome::Stream(closing_stream(file.task, position, generation)));
-            }
             let generation = file.events.generation();
-            (file.task, generation)
+            match answer {
+                SendAnswer::Stream => {
+                    let position = file.events.status_position();
+                    return Ok(Outcome::Stream(closing_stream(file.task, position, generation)));
+                }
+                SendAnswer::Settled | SendAnswer::Immediately => (file.task, generation),
+            }
         }
     };
-    apply_history_length(&mut task, answer.history_length)?;
+    apply_history_length(&mut task, history_length)?;
     Ok(Outcome::task(Reply::Send(a2a::SendMessageResponse::Task(task)), generation))
 }
 

@@ -6,25 +6,26 @@ use std::sync::Arc;
 
 use a2a::{TaskState, TaskStatus};
 use serde_json::Value;
+use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::auth::Caller;
 use crate::error::{A2aError, Error};
-use crate::event_log::Subscription;
-use crate::files;
 use crate::push::StoredPushConfig;
 use crate::request::Reply;
-use crate::task::events::EventId;
+use crate::run::files;
+use crate::run::live::LiveTask;
 use crate::task::id::is_valid_id;
 use crate::task::query::{apply_history_length, history_length};
 use crate::task::state::state_name;
-use crate::task::status::{agent_message, now};
+use crate::task::status::agent_message;
+use crate::task::store::Count;
 use crate::task::{AcceptedMessage, TaskFile};
 
-use super::launch::{Started, launch, new_task_file, reserve};
+use super::launch::{AtRest, Launched, Started, launch, new_task_file, reserve};
 use super::retry;
 use super::stream::{closing_stream, task_stream, wait_settled};
-use super::{EventStream, Outcome, Service, push_config};
+use super::{EventStream, Outcome, SendAnswer, Service, push_config};
 
 /// The metadata key of the recursion guard.
 const HOPS_KEY: &str = "volcanic.hops";
@@ -33,7 +34,7 @@ pub(super) async fn send(
     service: &Arc<Service>,
     caller: &Caller,
     params: crate::request::SendParams,
-    streaming: bool,
+    answer: SendAnswer,
     if_generation_match: Option<u64>,
 ) -> Result<Outcome, Error> {
     let crate::request::SendParams { request: req, push_format } = params;
@@ -82,12 +83,8 @@ pub(super) async fn send(
     let claim = match retry::admit(service, caller, &message).await? {
         retry::Admission::New(claim) => claim,
         retry::Admission::Repeat { task_id } => {
-            let answer = retry::Answer {
-                streaming,
-                return_immediately: configuration.return_immediately,
-                history_length: configuration.history_length,
-            };
-            return retry::repeat(service, caller, &task_id, &answer).await;
+            let history_length = configuration.history_length;
+            return retry::repeat(service, caller, &task_id, answer, history_length).await;
         }
     };
     // Over a daily cap nothing starts: no task, no session (the claim gives its id back).
@@ -108,8 +105,7 @@ pub(super) async fn send(
         .spawn(
             async move {
                 let accepted = claim.message().clone();
-                let intake =
-                    Intake { message, hops, push, streaming, accepted, if_generation_match };
+                let intake = Intake { message, hops, push, accepted, if_generation_match };
                 let started = start(&inner, &owner, intake).await;
                 // Repeats find the task from now on; a send that failed gives its id back.
                 if let Ok(started) = &started {
@@ -124,56 +120,59 @@ pub(super) async fn send(
             tracing::error!(error = %err, "starting a task failed unexpectedly");
             A2aError::Internal
         })??;
-    let (snapshot, position, generation, events, finished, live, acknowledged) = match started {
-        Started::Finished(task, position, generation) => {
-            let history_length = configuration.history_length;
-            return Ok(finished_outcome(*task, position, generation, streaming, history_length));
-        }
-        Started::Running {
-            snapshot,
-            position,
-            generation,
-            events,
-            finished,
-            live,
-            acknowledged,
-        } => (*snapshot, position, generation, events, finished, live, acknowledged),
+    let history_length = configuration.history_length;
+    let Launched { live, acknowledged } = match started {
+        Started::AtRest(rest) => return Ok(rest_outcome(rest, answer, history_length)),
+        Started::Running(launched) => launched,
     };
     // Durability of what the caller is told (docs/reliability.md): the task file exists, whole,
     // but it has not been flushed to disk. A stream acknowledges the task with its first
     // event, at once, and the flush runs beside the run (the final state is written durably
     // before the last event); a blocking answer waits for the flush, or for the final state.
-    if let Some(events) = events {
-        let (store, run) = (service.tasks.store().clone(), live.clone());
-        let mut ended = finished.clone();
-        service.tracker.spawn(async move {
-            // A run that ends within the grace, its final state written durably (with the
-            // journal) before the last event, needs no flush of its first version. Waiting
-            // first keeps a barrier's work off the path of a short run's first event.
-            let ended_in_grace = matches!(
-                tokio::time::timeout(STREAM_FLUSH_GRACE, ended.wait_for(Option::is_some)).await,
-                Ok(Ok(_))
-            );
-            if ended_in_grace && run.durably_written() {
-                return;
-            }
-            // Logged by the store; the final state's durable write reports it again.
-            let _ = store.make_durable(&run.workspace, &run.task_id).await;
-        });
-        let start = Subscription { snapshot, position, generation, events, finished };
-        let stream = task_stream(start, live);
-        return Ok(Outcome::Stream(acknowledging(stream, acknowledged)));
-    }
-    drop(acknowledged);
-    let (mut task, generation) = if configuration.return_immediately {
-        service.tasks.make_durable(&live.workspace, &live.task_id).await?;
-        (snapshot, generation)
-    } else {
-        drop(finished);
-        wait_settled(&live).await
+    // The run waits for the acknowledgement, so a stream's subscription here sees all of it.
+    let (mut task, generation) = match answer {
+        SendAnswer::Stream => {
+            let start = live.subscribe().await;
+            flush_beside(service, &live, start.finished.clone());
+            let stream = task_stream(start, live);
+            return Ok(Outcome::Stream(acknowledging(stream, acknowledged)));
+        }
+        SendAnswer::Immediately => {
+            let view = live.view().await;
+            drop(acknowledged);
+            service.tasks.make_durable(&live.workspace, &live.task_id).await?;
+            view
+        }
+        SendAnswer::Settled => {
+            drop(acknowledged);
+            wait_settled(&live).await
+        }
     };
-    apply_history_length(&mut task, configuration.history_length)?;
+    apply_history_length(&mut task, history_length)?;
     Ok(Outcome::task(Reply::Send(a2a::SendMessageResponse::Task(task)), generation))
+}
+
+/// Makes the first version of a streamed task's file durable beside its run, unless the run
+/// ends within [`STREAM_FLUSH_GRACE`] with its final state written durably (with the journal)
+/// before the last event: waiting first keeps a barrier's work off the path of a short run's
+/// first event.
+fn flush_beside(
+    service: &Service,
+    live: &Arc<LiveTask>,
+    mut ended: watch::Receiver<Option<a2a::Task>>,
+) {
+    let (store, run) = (service.tasks.store().clone(), live.clone());
+    service.tracker.spawn(async move {
+        let ended_in_grace = matches!(
+            tokio::time::timeout(STREAM_FLUSH_GRACE, ended.wait_for(Option::is_some)).await,
+            Ok(Ok(_))
+        );
+        if ended_in_grace && run.durably_written() {
+            return;
+        }
+        // Logged by the store; the final state's durable write reports it again.
+        let _ = store.make_durable(&run.workspace, &run.task_id).await;
+    });
 }
 
 /// A checked send, as `start` takes it.
@@ -182,7 +181,6 @@ struct Intake {
     hops: u32,
     /// The inline push config, validated.
     push: Option<StoredPushConfig>,
-    streaming: bool,
     /// The retry record the task file keeps of this message.
     accepted: AcceptedMessage,
     /// `configuration.ifGenerationMatch`, when the caller activated task generations.
@@ -191,7 +189,7 @@ struct Intake {
 
 /// Creates or continues the task and starts its run. Runs on its own task (see `send`).
 async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Result<Started, Error> {
-    let Intake { mut message, hops, push, streaming, accepted, if_generation_match } = intake;
+    let Intake { mut message, hops, push, accepted, if_generation_match } = intake;
     let window = service.options.retry_window;
     let register = |file: &mut TaskFile| {
         if let Some(mut stored) = push.clone() {
@@ -225,7 +223,8 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
 
     if hops > service.options.max_hops {
         // Refused before any session is opened or claimed.
-        let mut file = continued.unwrap_or_else(|| new_task_file(caller, &message));
+        let mut file = continued
+            .unwrap_or_else(|| new_task_file(caller, &message, service.tasks.store().now()));
         if let Some(history) = file.task.history.as_mut()
             && history.last().map(|m| &m.message_id) != Some(&message.message_id)
         {
@@ -234,7 +233,7 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
         file.task.status = TaskStatus {
             state: TaskState::Failed,
             message: Some(agent_message(&task_id, &context_id, "hop limit reached")),
-            timestamp: Some(now()),
+            timestamp: Some(service.tasks.store().now()),
         };
         register(&mut file);
         file.events.record_status_change();
@@ -242,9 +241,7 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
         service.tasks.save(&caller.workspace, &file).await?;
         service.push.notify(&file.task, &file.push_configs);
         tracing::info!(task_id = %task_id, caller = %caller.name, hops, max = service.options.max_hops, "a2a task refused: hop limit reached");
-        let position = file.events.status_position();
-        let generation = file.events.generation();
-        return Ok(Started::Finished(Box::new(file.task), position, generation));
+        return Ok(Started::AtRest(AtRest::of(file)));
     }
 
     // A context with a task waiting for the owner is busy until it is decided.
@@ -269,7 +266,7 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
             file.task.history.get_or_insert_with(Vec::new).push(message.clone());
             file
         }
-        None => new_task_file(caller, &message),
+        None => new_task_file(caller, &message, service.tasks.store().now()),
     };
     files::strip_bytes(&mut file.task);
     register(&mut file);
@@ -279,7 +276,7 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
         // too (a new task's did above).
         return super::approve::request_reply(service, caller, file, reserved, message, hops).await;
     }
-    launch(service, caller, file, reserved, message, hops, streaming).await
+    launch(service, caller, file, reserved, message).await.map(Started::Running)
 }
 
 /// Refuses a new task when the workspace already holds `A2A__MaxTasks` task files, as the
@@ -288,10 +285,10 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
 /// as are being created at that moment.
 async fn check_task_room(service: &Service, caller: &Caller) -> Result<(), Error> {
     let max = service.options.max_tasks;
-    let mut count = service.tasks.count(&caller.workspace, false).await?;
+    let mut count = service.tasks.count(&caller.workspace, Count::Known).await?;
     if count >= max {
         // The owner may have deleted task files since the index last looked: look again.
-        count = service.tasks.count(&caller.workspace, true).await?;
+        count = service.tasks.count(&caller.workspace, Count::Rescanned).await?;
     }
     if count >= max {
         tracing::warn!(caller = %caller.name, max, "task limit reached, a new task was refused");
@@ -339,9 +336,8 @@ async fn continuable(
     }
 }
 
-/// Send configuration with defaults applied.
+/// Send configuration with defaults applied (`returnImmediately` is the [`SendAnswer`]'s).
 struct Config {
-    return_immediately: bool,
     history_length: Option<i32>,
     push: Option<a2a::TaskPushNotificationConfig>,
 }
@@ -353,12 +349,10 @@ trait DefaultConfig {
 impl DefaultConfig for Option<a2a::SendMessageConfiguration> {
     fn unwrap_or_default_config(self) -> Config {
         match self {
-            Some(c) => Config {
-                return_immediately: c.return_immediately.unwrap_or(false),
-                history_length: c.history_length,
-                push: c.task_push_notification_config,
-            },
-            None => Config { return_immediately: false, history_length: None, push: None },
+            Some(c) => {
+                Config { history_length: c.history_length, push: c.task_push_notification_config }
+            }
+            None => Config { history_length: None, push: None },
         }
     }
 }
@@ -382,20 +376,19 @@ fn hops(value: &Value) -> Result<u32, A2aError> {
     }
 }
 
-/// A task that ended before any run: the reply or a one-event stream.
-fn finished_outcome(
-    mut task: a2a::Task,
-    position: EventId,
-    generation: u64,
-    streaming: bool,
-    history_length: Option<i32>,
-) -> Outcome {
-    if streaming {
-        return Outcome::Stream(closing_stream(task, position, generation));
+/// The answer to a send whose task is at rest (ended before any run, or waiting for the
+/// owner): a one-event stream, or the task.
+fn rest_outcome(rest: AtRest, answer: SendAnswer, history_length: Option<i32>) -> Outcome {
+    let AtRest { task, position, generation } = rest;
+    let mut task = *task;
+    match answer {
+        SendAnswer::Stream => Outcome::Stream(closing_stream(task, position, generation)),
+        SendAnswer::Settled | SendAnswer::Immediately => {
+            // A negative length was refused with the request; ignore the error here.
+            let _ = apply_history_length(&mut task, history_length);
+            Outcome::task(Reply::Send(a2a::SendMessageResponse::Task(task)), generation)
+        }
     }
-    // A negative length was refused with the request; ignore the error here.
-    let _ = apply_history_length(&mut task, history_length);
-    Outcome::task(Reply::Send(a2a::SendMessageResponse::Task(task)), generation)
 }
 
 /// How long a stream's run may take before the first version of its task file is flushed on its
@@ -424,6 +417,7 @@ mod tests {
     use futures_util::StreamExt;
 
     use super::*;
+    use crate::task::events::EventId;
 
     fn two_events() -> EventStream {
         let task = a2a::Task {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use a2a::StreamResponse;
 use tokio::sync::{broadcast, watch};
 
-use crate::event_log::{Event, Subscription};
-use crate::live::LiveTask;
+use crate::run::event_log::{Event, Subscription};
+use crate::run::live::LiveTask;
 use crate::task::events::{EventId, StreamEvent, status_event};
 use crate::task::state::ends_stream;
 

@@ -7,7 +7,7 @@
 
 use crate::auth::Caller;
 use crate::error::Error;
-use crate::event_log::Resumed;
+use crate::run::event_log::Resumed;
 use crate::task::events::EventId;
 use crate::task::state::state_name;
 

@@ -21,14 +21,14 @@ use super::Service;
 pub(crate) struct ToolApproval {
     service: std::sync::Weak<Service>,
     caller: Caller,
-    channel: Arc<crate::extension::A2aChatChannel>,
+    channel: Arc<crate::run::extension::A2aChatChannel>,
 }
 
 impl ToolApproval {
     pub(crate) fn new(
         service: std::sync::Weak<Service>,
         caller: Caller,
-        channel: Arc<crate::extension::A2aChatChannel>,
+        channel: Arc<crate::run::extension::A2aChatChannel>,
     ) -> Self {
         ToolApproval { service, caller, channel }
     }
@@ -108,7 +108,7 @@ impl volcanic_core::extension::ToolGate for ToolApproval {
         }
         let outcome = tokio::time::timeout(timeout, decided).await;
         if outcome.is_err() {
-            service.approval_settled(&record.id, "timed out");
+            service.approval_settled(&record.id, crate::approval::Settled::TimedOut);
         }
         live.set_status(TaskState::Working, Some(format!("using {}", call.name))).await;
         match outcome {

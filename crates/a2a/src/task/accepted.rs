@@ -1,4 +1,4 @@
-//! Safe retries (issue 21): the messages each caller has had accepted, so that a SendMessage that
+//! Safe retries (docs/a2a.md, "Safe retries"): the messages each caller has had accepted, so that a SendMessage that
 //! repeats one returns the task the first made instead of starting a second run.
 //!
 //! A message is known per caller by its `messageId` and compared by its [`digest`]: the SHA-256
@@ -32,9 +32,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use super::error::StoreError;
 use super::path::task_files;
 use super::path::tasks_dir;
-use crate::error::{A2aError, Error};
 
 /// What a task file keeps of a message that created or continued the task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,6 +118,10 @@ pub struct AcceptedMessages {
     /// The largest task file read when filling a workspace's records.
     file_cap: u64,
     workspaces: Mutex<HashMap<PathBuf, Arc<WorkspaceRecords>>>,
+    /// The server's clock: a record's age is its time (the files' own times only rule out
+    /// files last changed before the window by the system's clock, which the server's never
+    /// runs behind).
+    clock: crate::clock::Clock,
 }
 
 /// One workspace's records, per caller name.
@@ -172,16 +176,28 @@ impl AcceptedMessages {
     /// Records kept `window` after acceptance, at most `per_caller` per caller; task files of at
     /// most `file_cap` bytes are read when a workspace is filled.
     pub fn new(window: Duration, per_caller: usize, file_cap: u64) -> Self {
-        AcceptedMessages { window, per_caller, file_cap, workspaces: Mutex::default() }
+        AcceptedMessages {
+            window,
+            per_caller,
+            file_cap,
+            workspaces: Mutex::default(),
+            clock: crate::clock::system_clock(),
+        }
+    }
+
+    /// Ages records by `clock` (the server's) instead of the system's.
+    #[must_use]
+    pub fn with_clock(self, clock: crate::clock::Clock) -> Self {
+        AcceptedMessages { clock, ..self }
     }
 
     /// `workspace`'s records, filled from its task folder the first time (on the blocking pool;
     /// concurrent first sends wait for the one fill).
     ///
     /// # Errors
-    /// [`A2aError::Internal`] when the blocking pool fails the fill (logged); the next send
+    /// [`StoreError::Broken`] when the blocking pool fails the fill (logged); the next send
     /// tries again.
-    pub async fn workspace(&self, workspace: &Path) -> Result<Arc<WorkspaceRecords>, Error> {
+    pub async fn workspace(&self, workspace: &Path) -> Result<Arc<WorkspaceRecords>, StoreError> {
         let records = {
             let mut workspaces = self.workspaces.lock().unwrap_or_else(PoisonError::into_inner);
             match workspaces.get(workspace) {
@@ -203,16 +219,17 @@ impl AcceptedMessages {
             return Ok(records);
         }
         let (dir, window, cap) = (tasks_dir(workspace), self.window, self.file_cap);
+        let now = (self.clock)();
         records
             .filled
             .get_or_try_init(|| async {
                 let found = tokio::task::spawn_blocking(move || {
-                    read_records(&dir, SystemTime::now(), window, cap)
+                    read_records(&dir, SystemTime::now(), now, window, cap)
                 })
                 .await
                 .map_err(|err| {
                     tracing::error!(error = %err, "reading the accepted messages of task files failed");
-                    Error::from(A2aError::Internal)
+                    StoreError::Broken
                 })?;
                 let mut callers = records.lock();
                 for (caller, mut found) in found {
@@ -228,7 +245,7 @@ impl AcceptedMessages {
                         );
                     }
                 }
-                Ok::<(), Error>(())
+                Ok::<(), StoreError>(())
             })
             .await?;
         Ok(records)
@@ -425,19 +442,20 @@ impl Drop for Claim {
     }
 }
 
-/// The fresh records in the task files of `dir`, per caller, with their task ids. Files whose
-/// last change is older than the window cannot hold a fresh record (a record is written with
-/// its file) and are only `stat`ed. Unreadable or malformed files are skipped: they read as
+/// The records in the task files of `dir` fresh at `now_utc` (the server's clock), per caller,
+/// with their task ids. Files whose last change is older than the window by the system's clock
+/// (`now`) cannot hold a fresh record (a record is written with its file, and the server's clock
+/// never runs behind the system's) and are only `stat`ed. Unreadable or malformed files are skipped: they read as
 /// missing everywhere else too.
 fn read_records(
     dir: &Path,
     now: SystemTime,
+    now_utc: DateTime<Utc>,
     window: Duration,
     cap: u64,
 ) -> HashMap<String, Vec<(String, AcceptedMessage)>> {
     let mut found: HashMap<String, Vec<(String, AcceptedMessage)>> = HashMap::new();
     let Ok(listing) = task_files(dir) else { return found };
-    let now_utc = DateTime::<Utc>::from(now);
     for listed in listing {
         let old = listed
             .meta
@@ -580,7 +598,7 @@ mod tests {
                          {"messageId": "m-new", "digest": "sha256:2", "at": fresh}]});
         std::fs::write(dir.path().join("t1.json"), file.to_string()).unwrap();
         std::fs::write(dir.path().join("t2.json"), "not json").unwrap();
-        let found = read_records(dir.path(), now, Duration::from_secs(3600), u64::MAX);
+        let found = read_records(dir.path(), now, now.into(), Duration::from_secs(3600), u64::MAX);
         let ids: Vec<_> =
             found["alice"].iter().map(|(t, m)| (t.as_str(), m.message_id.as_str())).collect();
         assert_eq!(ids, vec![("t1", "m-new")]);

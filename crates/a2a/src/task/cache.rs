@@ -422,6 +422,7 @@ mod tests {
 
     use super::*;
     use crate::task::apply_history_length;
+    use crate::task::json::Artifacts;
 
     fn message(id: &str) -> Message {
         Message {
@@ -479,7 +480,7 @@ mod tests {
         for task in every_shape() {
             let json = TaskJson::of(&task).unwrap();
             let mut out = Vec::new();
-            json.write(&mut out, None, true);
+            json.write(&mut out, None, Artifacts::Shown);
             assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&task).unwrap());
         }
     }
@@ -489,11 +490,11 @@ mod tests {
         for task in every_shape() {
             let json = TaskJson::of(&task).unwrap();
             for length in [None, Some(0), Some(1), Some(2), Some(3), Some(10)] {
-                for artifacts in [false, true] {
+                for artifacts in [Artifacts::Omitted, Artifacts::Shown] {
                     let mut expected = task.clone();
                     apply_history_length(&mut expected, length.map(|n| i32::try_from(n).unwrap()))
                         .unwrap();
-                    if !artifacts {
+                    if artifacts == Artifacts::Omitted {
                         expected.artifacts = None;
                     }
                     let mut out = Vec::new();
@@ -501,7 +502,7 @@ mod tests {
                     assert_eq!(
                         String::from_utf8(out).unwrap(),
                         serde_json::to_string(&expected).unwrap(),
-                        "{length:?} {artifacts}"
+                        "{length:?} {artifacts:?}"
                     );
                     assert_eq!(json.to_task(length, artifacts), expected);
                 }

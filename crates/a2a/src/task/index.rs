@@ -594,7 +594,7 @@ struct SummaryStatus {
 }
 
 /// A file that cannot be read, does not parse or names another task id is malformed: it reads
-/// as missing, without a log line (design: "Files"). One that is not a regular file (by the time
+/// as missing, without a log line (a broken file is the owner's to fix; it must not stop the server). One that is not a regular file (by the time
 /// it is opened), or is over `cap`, reads as missing with a warning (`safe_file`).
 fn read_summary(path: &Path, id: &str, cap: u64) -> Option<Summary> {
     let bytes = volcanic_core::safe_file::read_config(path, cap).ok()??;

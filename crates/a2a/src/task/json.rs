@@ -23,6 +23,13 @@ struct History {
     items: Box<[u32]>,
 }
 
+/// Whether an answer shows a task's artifacts (ListTasks leaves them out unless asked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Artifacts {
+    Shown,
+    Omitted,
+}
+
 impl TaskJson {
     /// Serializes `task` in parts.
     ///
@@ -83,13 +90,15 @@ impl TaskJson {
         Ok(TaskJson { body: body.into(), artifacts, history })
     }
 
-    /// Appends the task's JSON to `out`: without `artifacts` unless `artifacts`, and with only the
-    /// last `history_length` messages when given (0 leaves `history` out, as
+    /// Appends the task's JSON to `out`: with its `artifacts` as `artifacts` says, and with only
+    /// the last `history_length` messages when given (0 leaves `history` out, as
     /// [`super::apply_history_length`] does).
-    pub fn write(&self, out: &mut Vec<u8>, history_length: Option<usize>, artifacts: bool) {
+    pub fn write(&self, out: &mut Vec<u8>, history_length: Option<usize>, artifacts: Artifacts) {
         let body = &self.body[..];
         let mut at = 0;
-        if !artifacts && let Some((start, end)) = self.artifacts {
+        if artifacts == Artifacts::Omitted
+            && let Some((start, end)) = self.artifacts
+        {
             out.extend_from_slice(&body[at..start as usize]);
             at = end as usize;
         }
@@ -110,7 +119,7 @@ impl TaskJson {
     }
 
     /// The task, as [`TaskJson::write`] shapes it.
-    pub fn to_task(&self, history_length: Option<usize>, artifacts: bool) -> a2a::Task {
+    pub fn to_task(&self, history_length: Option<usize>, artifacts: Artifacts) -> a2a::Task {
         let mut bytes = Vec::with_capacity(self.body.len());
         self.write(&mut bytes, history_length, artifacts);
         // Invariant: `of` checked that the whole body reads back as a task, and `write` only

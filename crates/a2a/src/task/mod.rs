@@ -8,6 +8,7 @@ use events::EventRecord;
 
 pub(crate) mod accepted;
 pub(crate) mod cache;
+pub mod error;
 pub(crate) mod events;
 pub(crate) mod id;
 mod index;
@@ -26,6 +27,7 @@ mod watch;
 
 pub use accepted::AcceptedMessage;
 pub(crate) use accepted::{AcceptedMessages, Claim, Lookup, digest};
+pub use error::{InvalidQuery, StoreError};
 pub use query::apply_history_length;
 pub use state::state_name;
 pub use store::{TaskStore, TaskSummary};
@@ -38,7 +40,7 @@ pub struct TaskFile {
     pub task: a2a::Task,
     /// The name of the caller that owns the task.
     pub caller: String,
-    /// Push configs registered for the task, each with its id set (PROTOCOL.md §4.7).
+    /// Push configs registered for the task, each with its id set (A2A 1.0.1 §3.1.7).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub push_configs: Vec<StoredPushConfig>,
     /// Where the task's event stream stands, and its last run's last events (`events.rs`).

@@ -2,24 +2,24 @@
 //! recent messages, never negative) and a validated ListTasks query (page size, page token,
 //! filters). Pure: no I/O.
 
-use crate::error::A2aError;
-
+use super::error::InvalidQuery;
 use super::index::{Filter, SortKey};
+use super::json::Artifacts;
 
-/// ListTasks page size when the request has none (PROTOCOL.md §2.8).
+/// ListTasks page size when the request has none (A2A 1.0.1 §3.1.4 leaves it to the server).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
-/// Largest ListTasks page size (PROTOCOL.md §2.8).
+/// Largest ListTasks page size; a larger one is refused (A2A 1.0.1 §6.5, "Validation Error Example").
 pub const MAX_PAGE_SIZE: usize = 100;
 
-/// Applies a `historyLength` (PROTOCOL.md §4.9) to a task about to be returned: `None` keeps
+/// Applies a `historyLength` (A2A 1.0.1 §3.2.4) to a task about to be returned: `None` keeps
 /// everything, 0 omits `history`, n keeps the n most recent messages.
 ///
 /// # Errors
-/// [`A2aError::InvalidParams`] for a negative length.
+/// [`InvalidQuery`] for a negative length.
 pub fn apply_history_length(
     task: &mut a2a::Task,
     history_length: Option<i32>,
-) -> Result<(), A2aError> {
+) -> Result<(), InvalidQuery> {
     let Some(length) = self::history_length("historyLength", history_length)? else {
         return Ok(());
     };
@@ -36,13 +36,15 @@ pub fn apply_history_length(
 /// the field, wherever a request carries it; `field` is its name in the error.
 ///
 /// # Errors
-/// [`A2aError::InvalidParams`] for a negative length.
-pub fn history_length(field: &str, history_length: Option<i32>) -> Result<Option<usize>, A2aError> {
+/// [`InvalidQuery`] for a negative length.
+pub fn history_length(
+    field: &str,
+    history_length: Option<i32>,
+) -> Result<Option<usize>, InvalidQuery> {
     history_length
         .map(|length| {
-            usize::try_from(length).map_err(|_| {
-                A2aError::InvalidParams(format!("{field} must not be negative, got {length}"))
-            })
+            usize::try_from(length)
+                .map_err(|_| InvalidQuery(format!("{field} must not be negative, got {length}")))
         })
         .transpose()
 }
@@ -54,29 +56,30 @@ pub(super) struct Query {
     pub(super) cursor: Option<SortKey>,
     pub(super) page_size: usize,
     pub(super) history_length: Option<usize>,
-    pub(super) include_artifacts: bool,
+    pub(super) artifacts: Artifacts,
 }
 
 impl Query {
-    pub(super) fn parse(request: &a2a::ListTasksRequest) -> Result<Query, A2aError> {
+    pub(super) fn parse(request: &a2a::ListTasksRequest) -> Result<Query, InvalidQuery> {
         let page_size = match request.page_size {
             None => DEFAULT_PAGE_SIZE,
             Some(size) => usize::try_from(size)
                 .ok()
                 .filter(|size| (1..=MAX_PAGE_SIZE).contains(size))
                 .ok_or_else(|| {
-                    A2aError::InvalidParams(format!(
+                    InvalidQuery(format!(
                         "pageSize must be between 1 and {MAX_PAGE_SIZE}, got {size}"
                     ))
                 })?,
         };
         let history_length = history_length("historyLength", request.history_length)?;
-        let cursor = match request.page_token.as_deref() {
-            None | Some("") => None,
-            Some(token) => Some(SortKey::from_token(token).ok_or_else(|| {
-                A2aError::InvalidParams("pageToken is not one this server issued".into())
-            })?),
-        };
+        let cursor =
+            match request.page_token.as_deref() {
+                None | Some("") => None,
+                Some(token) => Some(SortKey::from_token(token).ok_or_else(|| {
+                    InvalidQuery("pageToken is not one this server issued".into())
+                })?),
+            };
         let filter = Filter {
             context_id: request.context_id.clone().filter(|id| !id.is_empty()),
             // TASK_STATE_UNSPECIFIED is the proto default, i.e. no filter.
@@ -88,7 +91,10 @@ impl Query {
             cursor,
             page_size,
             history_length,
-            include_artifacts: request.include_artifacts.unwrap_or(false),
+            artifacts: match request.include_artifacts {
+                Some(true) => Artifacts::Shown,
+                Some(false) | None => Artifacts::Omitted,
+            },
         })
     }
 }

@@ -43,7 +43,7 @@ pub(super) fn read_task_file(path: &Path, id: &str, cap: u64) -> io::Result<Opti
 }
 
 /// `bytes` as task `id`'s file: `None`, without a log line, when they do not parse or name
-/// another task (design: "Files").
+/// another task (a broken file is the owner's to fix; it must not stop the server).
 pub(super) fn parse_task_file(bytes: &[u8], id: &str) -> Option<TaskFile> {
     serde_json::from_slice::<TaskFile>(bytes).ok().filter(|file| file.task.id == id)
 }

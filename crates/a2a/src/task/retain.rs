@@ -24,6 +24,8 @@ pub(crate) struct OldTask {
     pub id: String,
     pub caller: String,
     pub context_id: String,
+    /// Its status timestamp, as the index knows it.
+    pub at: Option<DateTime<Utc>>,
 }
 
 /// How the tasks on file use a caller's context.
@@ -76,7 +78,12 @@ pub(crate) fn old_settled(
         .into_iter()
         .filter(|(id, _)| !skip.contains(id))
         .take(limit)
-        .map(|(id, summary)| OldTask { id, caller: summary.caller, context_id: summary.context_id })
+        .map(|(id, summary)| OldTask {
+            id,
+            caller: summary.caller,
+            context_id: summary.context_id,
+            at: summary.timestamp,
+        })
         .collect()
 }
 

@@ -19,8 +19,8 @@ pub fn state_name(state: &TaskState) -> &'static str {
     }
 }
 
-/// Whether a status ends a stream: terminal or interrupted (PROTOCOL.md §4.2, §4.6). The same
-/// states set 0.3's `final` flag (§10.1) and make a status change durable at once.
+/// Whether a status ends a stream: terminal or interrupted (A2A 1.0.1 §3.1.2, §11.7). The same
+/// states set 0.3's `final` flag (A2A 0.3.0 §7.2.2) and make a status change durable at once.
 pub(crate) fn ends_stream(state: &TaskState) -> bool {
     state.is_terminal() || matches!(state, TaskState::InputRequired | TaskState::AuthRequired)
 }

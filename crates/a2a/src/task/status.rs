@@ -1,12 +1,15 @@
 //! What a task status is made of besides its state: the agent's status message and the
-//! timestamp, at the millisecond precision the protocol asks for (PROTOCOL.md §1). The run, the
+//! timestamp, at the millisecond precision the protocol asks for (A2A 1.0.1 §5.6.1). The run, the
 //! operations and restart recovery all build statuses with these; it knows only the wire types.
 
 use chrono::SubsecRound;
 
-/// Now, at the millisecond precision of a status timestamp.
-pub(crate) fn now() -> chrono::DateTime<chrono::Utc> {
-    chrono::Utc::now().trunc_subsecs(3)
+/// `at` at the millisecond precision of a status timestamp ("now" is the store's clock,
+/// `TaskStore::now`).
+pub(crate) fn at_status_precision(
+    at: chrono::DateTime<chrono::Utc>,
+) -> chrono::DateTime<chrono::Utc> {
+    at.trunc_subsecs(3)
 }
 
 /// A status message from the agent: one text part, addressed to the task and its context.

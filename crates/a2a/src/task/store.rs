@@ -10,9 +10,9 @@
 //!
 //! Tenancy: a task is visible only through its owner's workspace and only when the file's
 //! `caller` is the caller's name. Anything else, like a missing, malformed or unsafely named
-//! task, is [`A2aError::TaskNotFound`] (PROTOCOL.md §4.3), with no log line.
+//! task, is [`StoreError::NotFound`], with no log line.
 //!
-//! Lazy restart recovery (design: "Lazy restart recovery"): a task read in state submitted or
+//! Lazy restart recovery (docs/reliability.md): a task read in state submitted or
 //! working with no live run is rewritten as failed ("server restarted") before it is returned.
 //! There is no scan at startup. input-required tasks are returned as they are. The first touch of
 //! a workspace removes temp files a killed process left in its task folder.
@@ -28,20 +28,32 @@ use tracing::error;
 
 use super::TaskFile;
 use super::cache::TaskCache;
+use super::error::StoreError;
 use super::id::is_valid_id;
 use super::index::{Summary, WorkspaceIndex, is_active};
+use super::json::Artifacts;
 use super::path::task_path;
 pub use super::path::tasks_dir;
 use super::query::{Query, apply_history_length};
 use super::read::{Loaded, Probe, probe, read_and_cache, read_task_file, read_through};
-use super::status::{agent_message, now};
+use super::status::agent_message;
 use super::view::{PageTask, TaskPage, TaskView};
 use crate::auth::{A2aWorkspace, Caller};
-use crate::error::{A2aError, Error};
 use crate::push::secrets::PushSecrets;
 
 /// The status text of a task failed by restart recovery.
 pub const RESTARTED_TEXT: &str = "server restarted";
+
+/// How fresh a count of a workspace's task files must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// As far as the index knows (see [`WorkspaceIndex::known_len`]): what `A2A__MaxTasks` is
+    /// checked against on every new task, so it must not cost a folder listing each time.
+    Known,
+    /// With the index first brought up to date with the folder (a listing when it changed): an
+    /// exact answer where it matters, before refusing a task at the cap.
+    Rescanned,
+}
 
 /// One task in an owner's listing ([`TaskStore::recent`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +81,8 @@ pub struct TaskStore {
     file_cap: u64,
     /// Every task's push tokens and credentials: told of each write before the file changes.
     push_secrets: Arc<PushSecrets>,
+    /// The server's clock: status timestamps are its time.
+    clock: crate::clock::Clock,
 }
 
 impl Default for TaskStore {
@@ -81,6 +95,7 @@ impl Default for TaskStore {
             swept: Mutex::default(),
             cache: Arc::new(TaskCache::new(defaults.task_cache_bytes)),
             file_cap: defaults.max_task_file_bytes(),
+            clock: crate::clock::system_clock(),
             push_secrets: Arc::new(PushSecrets::new()),
         }
     }
@@ -116,6 +131,17 @@ impl TaskStore {
         TaskStore { file_cap: bytes, ..self }
     }
 
+    /// Dates statuses by `clock` (the server's) instead of the system's.
+    #[must_use]
+    pub fn with_clock(self, clock: crate::clock::Clock) -> Self {
+        TaskStore { clock, ..self }
+    }
+
+    /// Now by the server's clock, at the millisecond precision of a status timestamp.
+    pub(crate) fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        super::status::at_status_precision((self.clock)())
+    }
+
     /// Keeps at most `bytes` of settled tasks' JSON in memory (0: none).
     #[must_use]
     pub fn with_cache_bytes(self, bytes: usize) -> Self {
@@ -136,24 +162,28 @@ impl TaskStore {
     /// a concurrent read that finds it without a live run fails it ("server restarted").
     ///
     /// # Errors
-    /// [`Error::Store`] (logged) when the write fails; `Internal` (logged) when the id is not a
+    /// [`StoreError::Io`] (logged) when the write fails; [`StoreError::Broken`] (logged) when the id is not a
     /// safe file name or the file already exists.
     ///
     /// # Cancel safety
     /// A write that has started completes even if this future is dropped.
-    pub async fn create(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), Error> {
+    pub async fn create(
+        &self,
+        workspace: &A2aWorkspace,
+        file: &TaskFile,
+    ) -> Result<(), StoreError> {
         self.write(workspace, file, Write::Create).await
     }
 
     /// Replaces a task file (atomically) in `workspace`, creating it when missing.
     ///
     /// # Errors
-    /// [`Error::Store`] (logged) when the write fails; `Internal` (logged) when the id is not a
+    /// [`StoreError::Io`] (logged) when the write fails; [`StoreError::Broken`] (logged) when the id is not a
     /// safe file name.
     ///
     /// # Cancel safety
     /// A write that has started completes even if this future is dropped.
-    pub async fn save(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), Error> {
+    pub async fn save(&self, workspace: &A2aWorkspace, file: &TaskFile) -> Result<(), StoreError> {
         self.write(workspace, file, Write::Replace(Vec::new())).await
     }
 
@@ -170,7 +200,7 @@ impl TaskStore {
         workspace: &A2aWorkspace,
         file: &TaskFile,
         also: Vec<std::fs::File>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), StoreError> {
         self.write(workspace, file, Write::Replace(also)).await
     }
 
@@ -190,7 +220,7 @@ impl TaskStore {
         &self,
         workspace: &A2aWorkspace,
         file: &TaskFile,
-    ) -> Result<(), Error> {
+    ) -> Result<(), StoreError> {
         self.write(workspace, file, Write::Interim).await
     }
 
@@ -198,10 +228,14 @@ impl TaskStore {
     /// barrier, see [`volcanic_core::durable`]): for a task acknowledged before its run ends.
     ///
     /// # Errors
-    /// [`Error::Store`] (logged) when the sync fails or the file is gone.
-    pub async fn make_durable(&self, workspace: &A2aWorkspace, task_id: &str) -> Result<(), Error> {
+    /// [`StoreError::Io`] (logged) when the sync fails or the file is gone.
+    pub async fn make_durable(
+        &self,
+        workspace: &A2aWorkspace,
+        task_id: &str,
+    ) -> Result<(), StoreError> {
         if !is_valid_id(task_id) {
-            return Err(A2aError::Internal.into());
+            return Err(StoreError::Broken);
         }
         let path = task_path(&workspace.path, task_id);
         let dir = tasks_dir(&workspace.path);
@@ -209,7 +243,7 @@ impl TaskStore {
         blocking(move || volcanic_core::durable::sync_paths(&[&target, &dir])).await?.map_err(
             |source| {
                 error!(file = %path.display(), error = %source, "cannot make a task file durable");
-                Error::Store { path, source }
+                StoreError::Io { path, source }
             },
         )
     }
@@ -218,16 +252,16 @@ impl TaskStore {
     /// `is_live(task_id)` is false (restart recovery; the failed task is persisted).
     ///
     /// # Errors
-    /// [`A2aError::TaskNotFound`] when the id is not a safe file name (the disk is not touched),
+    /// [`StoreError::NotFound`] when the id is not a safe file name (the disk is not touched),
     /// the file is missing or malformed, or the task is another caller's;
-    /// [`Error::Store`] when the file cannot be read or the recovered task cannot be written.
+    /// [`StoreError::Io`] when the file cannot be read or the recovered task cannot be written.
     pub async fn load(
         &self,
         caller: &Caller,
         task_id: &str,
         is_live: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<TaskFile, Error> {
-        let not_found = || Error::from(A2aError::TaskNotFound { task_id: task_id.to_string() });
+    ) -> Result<TaskFile, StoreError> {
+        let not_found = || StoreError::NotFound { task_id: task_id.to_string() };
         self.may_read(caller, task_id).await?;
         let path = task_path(&caller.workspace.path, task_id);
         let (target, id, cap) = (path.clone(), task_id.to_string(), self.file_cap);
@@ -242,8 +276,8 @@ impl TaskStore {
     /// What every read of one task checks before touching its file: a safe id, a swept
     /// workspace, and that the index does not know the task as another caller's. Such a task is
     /// refused without reading its file, so it answers like a missing id in content and in cost.
-    async fn may_read(&self, caller: &Caller, task_id: &str) -> Result<(), Error> {
-        let not_found = || Error::from(A2aError::TaskNotFound { task_id: task_id.to_string() });
+    async fn may_read(&self, caller: &Caller, task_id: &str) -> Result<(), StoreError> {
+        let not_found = || StoreError::NotFound { task_id: task_id.to_string() };
         if !is_valid_id(task_id) {
             return Err(not_found());
         }
@@ -266,8 +300,8 @@ impl TaskStore {
         caller: &Caller,
         task_id: &str,
         is_live: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<Loaded, Error> {
-        let not_found = || Error::from(A2aError::TaskNotFound { task_id: task_id.to_string() });
+    ) -> Result<Loaded, StoreError> {
+        let not_found = || StoreError::NotFound { task_id: task_id.to_string() };
         self.may_read(caller, task_id).await?;
         let workspace = &caller.workspace.path;
         let path = task_path(workspace, task_id);
@@ -297,21 +331,21 @@ impl TaskStore {
         }
     }
 
-    /// ListTasks (PROTOCOL.md §4.4) over `caller`'s tasks: filters, newest status first, cursor
+    /// ListTasks (A2A 1.0.1 §3.1.4) over `caller`'s tasks: filters, newest status first, cursor
     /// pages. Tasks without a live run are recovered (see [`TaskStore::load`]) before filtering.
     /// The settled tasks of the page come as their cached JSON (read through the cache: one
     /// `stat` each when unchanged); [`TaskPage::into_response`] makes the page a value.
     ///
     /// # Errors
-    /// [`A2aError::InvalidParams`] for a `pageSize` outside 1..=100, a negative `historyLength`
-    /// or a `pageToken` this store did not issue; [`A2aError::Internal`] when the blocking pool
+    /// [`StoreError::Query`] for a `pageSize` outside 1..=100, a negative `historyLength`
+    /// or a `pageToken` this store did not issue; [`StoreError::Broken`] when the blocking pool
     /// fails.
     pub async fn list_page(
         &self,
         caller: &Caller,
         request: &a2a::ListTasksRequest,
         is_live: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<TaskPage, Error> {
+    ) -> Result<TaskPage, StoreError> {
         let query = Query::parse(request)?;
         let history_length = query.history_length;
         self.sweep_once(&caller.workspace.path).await;
@@ -357,7 +391,7 @@ impl TaskStore {
             for id in &stale {
                 match self.load(caller, id, is_live).await {
                     // A file that vanished or broke since the scan drops out of the page below.
-                    Ok(_) | Err(Error::Wire(A2aError::TaskNotFound { .. })) => {}
+                    Ok(_) | Err(StoreError::NotFound { .. }) => {}
                     Err(err) => return Err(err),
                 }
             }
@@ -370,14 +404,14 @@ impl TaskStore {
         for loaded in files {
             match loaded {
                 Loaded::Settled(cached) if *cached.caller == *caller.name => {
-                    let view = TaskView::new(cached, history_length, query.include_artifacts);
+                    let view = TaskView::new(cached, history_length, query.artifacts);
                     tasks.push(PageTask::View(view));
                 }
                 Loaded::File(mut file) if file.caller == caller.name => {
                     self.recover_if_stale(&caller.workspace, &mut file, is_live).await?;
                     let mut task = file.task;
                     apply_history_length(&mut task, request.history_length)?;
-                    if !query.include_artifacts {
+                    if query.artifacts == Artifacts::Omitted {
                         task.artifacts = None;
                     }
                     tasks.push(PageTask::Task(Box::new(task)));
@@ -398,8 +432,12 @@ impl TaskStore {
     /// restart recovery is applied.
     ///
     /// # Errors
-    /// [`A2aError::Internal`] when the blocking pool fails.
-    pub async fn recent(&self, workspace: &Path, limit: usize) -> Result<Vec<TaskSummary>, Error> {
+    /// [`StoreError::Broken`] when the blocking pool fails.
+    pub async fn recent(
+        &self,
+        workspace: &Path,
+        limit: usize,
+    ) -> Result<Vec<TaskSummary>, StoreError> {
         let index = self.index(workspace);
         blocking(move || {
             let mut index = lock(&index);
@@ -418,15 +456,12 @@ impl TaskStore {
         .await
     }
 
-    /// How many task files `workspace` holds, as far as the index knows (see
-    /// [`WorkspaceIndex::known_len`]): what `A2A__MaxTasks` is checked against on every new task,
-    /// so it must not cost a folder listing each time.
+    /// How many task files `workspace` holds, as fresh as `count` asks (see [`Count`]).
     ///
     /// # Errors
-    /// [`A2aError::Internal`] when the blocking pool fails.
-    /// With `rescan`, the index is first brought up to date with the folder (a listing when it
-    /// changed), for an exact answer where it matters: before refusing a task at the cap.
-    pub async fn count(&self, workspace: &Path, rescan: bool) -> Result<usize, Error> {
+    /// [`StoreError::Broken`] when the blocking pool fails.
+    pub async fn count(&self, workspace: &Path, count: Count) -> Result<usize, StoreError> {
+        let rescan = count == Count::Rescanned;
         self.sweep_once(workspace).await;
         let index = self.index(workspace);
         // Without a rescan this is a counter read: no trip to the blocking pool unless a scan
@@ -458,9 +493,9 @@ impl TaskStore {
         workspace: &A2aWorkspace,
         file: &mut TaskFile,
         is_live: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<(), Error> {
+    ) -> Result<(), StoreError> {
         if is_active(&file.task.status.state) && !is_live(&file.task.id) {
-            mark_restarted(&mut file.task);
+            mark_restarted(&mut file.task, self.now());
             // A new run's position: the lost run's last events may have gone out unrecorded.
             file.events.record_status_change();
             self.save(workspace, file).await?;
@@ -476,15 +511,15 @@ impl TaskStore {
         workspace: &A2aWorkspace,
         file: &TaskFile,
         how: Write,
-    ) -> Result<(), Error> {
+    ) -> Result<(), StoreError> {
         let id = file.task.id.clone();
         if !is_valid_id(&id) {
             error!(task_id = ?id, "refusing to write a task file whose id is not a safe file name");
-            return Err(A2aError::Internal.into());
+            return Err(StoreError::Broken);
         }
         let bytes = serde_json::to_vec_pretty(file).map_err(|err| {
             error!(task_id = %id, error = %err, "cannot serialize a task file");
-            Error::from(A2aError::Internal)
+            StoreError::Broken
         })?;
         if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > self.file_cap {
             // Written all the same (the run's record is not dropped here), but reads will not
@@ -522,7 +557,7 @@ impl TaskStore {
         .await?;
         written.map_err(|source| {
             error!(file = %path.display(), error = %source, "cannot write a task file");
-            Error::Store { path, source }
+            StoreError::Io { path, source }
         })
     }
 
@@ -566,12 +601,12 @@ impl TaskStore {
     }
 }
 
-/// Sets a task to failed with the status message "server restarted" and a fresh timestamp.
-fn mark_restarted(task: &mut a2a::Task) {
+/// Sets a task to failed with the status message "server restarted" and timestamp `now`.
+fn mark_restarted(task: &mut a2a::Task, now: chrono::DateTime<chrono::Utc>) {
     task.status = a2a::TaskStatus {
         state: a2a::TaskState::Failed,
         message: Some(agent_message(&task.id, &task.context_id, RESTARTED_TEXT)),
-        timestamp: Some(now()),
+        timestamp: Some(now),
     };
 }
 
@@ -587,9 +622,9 @@ enum Write {
     Interim,
 }
 
-fn read_failed(path: &Path, source: io::Error) -> Error {
+fn read_failed(path: &Path, source: io::Error) -> StoreError {
     error!(file = %path.display(), error = %source, "cannot read a task file");
-    Error::Store { path: path.to_path_buf(), source }
+    StoreError::Io { path: path.to_path_buf(), source }
 }
 
 fn lock(index: &Mutex<WorkspaceIndex>) -> MutexGuard<'_, WorkspaceIndex> {
@@ -598,9 +633,9 @@ fn lock(index: &Mutex<WorkspaceIndex>) -> MutexGuard<'_, WorkspaceIndex> {
 
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, Error> {
+) -> Result<T, StoreError> {
     tokio::task::spawn_blocking(work).await.map_err(|err| {
         error!(error = %err, "task store work failed on the blocking pool");
-        Error::from(A2aError::Internal)
+        StoreError::Broken
     })
 }

@@ -290,7 +290,7 @@ async fn store_load_working_without_live_run_is_failed_and_persisted() {
         }),
         timestamp: Some(timestamp),
     };
-    // The failure is a run of its own in the task's event positions (issue 21).
+    // The failure is a run of its own in the task's event positions (a lost run's last events may have gone out unrecorded).
     expected.events.record_status_change();
     assert_eq!(loaded, expected);
     assert_eq!(read_file(dir.path(), "t1"), expected);
@@ -690,10 +690,7 @@ fn apply_history_length_table() {
         (Some(1), Ok(history(&["m3"]))),
         (Some(3), Ok(history(&["m1", "m2", "m3"]))),
         (Some(4), Ok(history(&["m1", "m2", "m3"]))),
-        (
-            Some(-1),
-            Err(A2aError::InvalidParams("historyLength must not be negative, got -1".into())),
-        ),
+        (Some(-1), Err(super::InvalidQuery("historyLength must not be negative, got -1".into()))),
     ];
     for (length, expected) in cases {
         let mut shaped = task.clone();
@@ -746,7 +743,9 @@ fn tasks_dir_is_the_workspace_a2a_tasks_folder() {
 #[cfg(target_os = "linux")]
 async fn view(store: &TaskStore, alice: &Caller, id: &str) -> Task {
     match store.load_view(alice, id, &never_live).await.unwrap() {
-        super::read::Loaded::Settled(cached) => cached.json.to_task(None, true),
+        super::read::Loaded::Settled(cached) => {
+            cached.json.to_task(None, super::json::Artifacts::Shown)
+        }
         super::read::Loaded::File(file) => file.task,
     }
 }
@@ -766,7 +765,7 @@ async fn store_cache_follows_task_files_changed_through_another_name() {
     let text_of =
         |task: &Task| task.artifacts.as_ref().unwrap()[0].parts[0].as_text().map(str::to_string);
     type Link<'a> = (&'a str, &'a dyn Fn(&Path, &Path));
-    // A symbolic link is not read at all (issue 17: `safe_file` refuses it; see
+    // A symbolic link is not read at all (`safe_file` refuses it, so a caller cannot make the store read outside the folder; see
     // `store_task_file_that_is_not_a_regular_file_or_over_the_cap_is_not_found`).
     let cases: [Link; 2] = [
         ("plain", &|_, _| {}),

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::cache::CachedTask;
+use super::json::Artifacts;
 
 /// A settled task as one answer shows it: its cached JSON, with the answer's `historyLength`
 /// and whether artifacts are included.
@@ -12,14 +13,14 @@ use super::cache::CachedTask;
 pub struct TaskView {
     task: Arc<CachedTask>,
     history_length: Option<usize>,
-    artifacts: bool,
+    artifacts: Artifacts,
 }
 
 impl TaskView {
     pub(crate) fn new(
         task: Arc<CachedTask>,
         history_length: Option<usize>,
-        artifacts: bool,
+        artifacts: Artifacts,
     ) -> Self {
         TaskView { task, history_length, artifacts }
     }

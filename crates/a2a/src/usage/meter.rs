@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use volcanic_core::message::Usage;
 use volcanic_core::provider::ModelRequest;
 
@@ -40,6 +42,10 @@ pub struct Meter {
     notifier: Option<Arc<dyn UsageNotifier>>,
     /// Told when a model call in flight gives its room back.
     released: tokio::sync::Notify,
+    /// Owns the flusher and the alerts, so the server's shutdown waits for them.
+    tracker: TaskTracker,
+    /// Ends the flusher (the server writes the counts once more after its runs have ended).
+    shutdown: CancellationToken,
 }
 
 struct State {
@@ -91,12 +97,15 @@ impl Meter {
 
     /// A meter that continues today's counts from the state folder, first removing the temp
     /// files of day-file writes that a killed process left there (nothing of this meter's own
-    /// is in flight yet).
+    /// is in flight yet). Its background work (the flusher, alerts) goes on `tracker` and the
+    /// flusher ends with `shutdown`.
     pub fn new(
         options: UsageOptions,
         clock: Clock,
         state_dir: &Path,
         notifier: Option<Arc<dyn UsageNotifier>>,
+        tracker: TaskTracker,
+        shutdown: CancellationToken,
     ) -> Self {
         volcanic_core::atomic::remove_stale_temp_files(
             &ledger::dir(state_dir),
@@ -122,6 +131,8 @@ impl Meter {
             notifier,
             options,
             released: tokio::sync::Notify::new(),
+            tracker,
+            shutdown,
         }
     }
 
@@ -428,7 +439,7 @@ impl Meter {
                 alert.text()
             );
             if let Some(notifier) = self.notifier.clone() {
-                tokio::spawn(async move { notifier.alert(&alert).await });
+                self.tracker.spawn(async move { notifier.alert(&alert).await });
             }
         }
     }
@@ -512,13 +523,19 @@ impl Meter {
             return;
         };
         let meter: Weak<Meter> = Arc::downgrade(self);
-        runtime.spawn(async move {
+        let stop = self.shutdown.clone();
+        let flusher = async move {
             loop {
-                tokio::time::sleep(FLUSH_EVERY).await;
+                tokio::select! {
+                    () = tokio::time::sleep(FLUSH_EVERY) => {}
+                    // The server's last flush comes after its runs (`A2aServer::serve`).
+                    () = stop.cancelled() => return,
+                }
                 let Some(meter) = meter.upgrade() else { return };
                 meter.flush().await;
             }
-        });
+        };
+        self.tracker.spawn_on(flusher, &runtime);
     }
 }
 

@@ -21,12 +21,14 @@ fn approving_callers(server: &TestServer) {
     std::fs::write(path, serde_json::to_vec_pretty(&list).unwrap()).unwrap();
 }
 
+/// One request to the control socket: the answer as it crosses the socket.
 async fn control(server: &TestServer, request: ControlRequest) -> Value {
     let socket = control::socket_path(server.state.path());
-    tokio::time::timeout(DEADLINE, control::request(&socket, &request))
+    let answer = tokio::time::timeout(DEADLINE, control::request(&socket, &request))
         .await
         .expect("the control socket answers")
-        .expect("the control socket is there")
+        .expect("the control socket is there");
+    serde_json::to_value(answer).unwrap()
 }
 
 async fn pending(server: &TestServer) -> Vec<Value> {

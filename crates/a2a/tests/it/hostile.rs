@@ -264,8 +264,10 @@ async fn sse_client_that_never_reads_does_not_stall_the_run_or_others() {
 fn streamed_answer(body: &str) -> (String, Value) {
     let mut answer = String::new();
     let mut last = Value::Null;
-    for block in body.split("\n\n").filter(|block| !block.trim().is_empty()) {
-        let event: Value = serde_json::from_str(&data_of(block)).unwrap();
+    // A block without data is a keep-alive comment (the stream can outlast its 15 s interval on
+    // a loaded machine): no event.
+    for data in body.split("\n\n").map(data_of).filter(|data| !data.is_empty()) {
+        let event: Value = serde_json::from_str(&data).unwrap();
         let update = &event["result"]["artifactUpdate"];
         if update.is_object() && update["artifact"]["name"] == "response" {
             let text = update["artifact"]["parts"][0]["text"].as_str().unwrap();

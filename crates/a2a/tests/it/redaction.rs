@@ -205,7 +205,7 @@ async fn send_of_a_binary_file_holding_a_key_is_refused() {
         .collect();
     assert!(
         results.iter().any(|r| r
-            == "could not send leak.bin: the file contains a secret (or its base64 form) and cannot be sent"),
+            == "could not send leak.bin: the file contains a secret (or an encoded form of one) and cannot be sent"),
         "{results:?}"
     );
 }

@@ -1,4 +1,4 @@
-//! 0.3 callers on HTTP+JSON (PROTOCOL.md §10.6, issue 20 item 6): the same `/a2a/v1` paths as
+//! 0.3 callers on HTTP+JSON (docs/a2a.md, "0.3 over HTTP+JSON"): the same `/a2a/v1` paths as
 //! 1.0, bodies and answers in the 0.3 proto JSON (`content`, `TASK_STATE_CANCELLED`, `final`,
 //! push configs as named resources), the version taken from `A2A-Version` or else from the
 //! body's shape, and 1.0 for header-less requests without a body.

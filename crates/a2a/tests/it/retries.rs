@@ -20,9 +20,9 @@ fn params(message_id: &str, text: &str, extra: Value) -> Value {
     json!({"message": message})
 }
 
-/// Runs started so far: one `a2a.inbound` event per run.
+/// Runs started so far.
 fn runs(server: &TestServer) -> usize {
-    server.inbound.lock().unwrap().len()
+    server.runs.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 fn result_task(body: &Value) -> &Value {

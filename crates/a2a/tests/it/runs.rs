@@ -297,7 +297,7 @@ async fn subscribe_terminal_task_unsupported() {
     let body =
         server.rpc_versioned(KEY, None, "tasks/resubscribe", json!({"id": task["id"]})).await;
     assert_eq!(body["error"]["code"], -32004, "0.3: {body}");
-    // Other early errors of a stream still go out as one SSE event (PROTOCOL.md §5.3).
+    // Other early errors of a stream still go out as one SSE event (A2A 1.0.1 §9.4.2).
     let events =
         server.rpc_stream(KEY, Some("1.0"), "SubscribeToTask", json!({"id": "no-such-task"})).await;
     assert_eq!(events.len(), 1);
@@ -329,11 +329,12 @@ async fn hops_over_limit_task_failed() {
 }
 
 #[tokio::test]
-async fn hops_emitted_on_event_bus() {
+async fn hops_at_the_limit_run() {
     let server = TestServer::start().await;
-    let params = send_params("hi", Some(json!({"metadata": {"volcanic.hops": 2}})));
-    server.rpc(KEY, "SendMessage", params).await;
-    assert_eq!(*server.inbound.lock().unwrap(), vec![json!({"hops": 2, "caller": "travel-bot"})]);
+    let params = send_params("hi", Some(json!({"metadata": {"volcanic.hops": 3}})));
+    let task = server.rpc(KEY, "SendMessage", params).await["result"]["task"].clone();
+    assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(server.faux.requests().len(), 1);
 }
 
 #[tokio::test]

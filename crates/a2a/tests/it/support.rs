@@ -1,6 +1,7 @@
 //! The test server and client helpers.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use volcanic_a2a::auth::{A2aWorkspace, Caller, WorkspaceCallerDirectory};
 use volcanic_a2a::{A2aOptions, A2aServer, OwnerNotifier};
 use volcanic_core::config::{AgentConfig, RetryConfig};
 use volcanic_core::provider::faux::FauxProvider;
-use volcanic_core::{Extension, Registrar, SessionFactory};
+use volcanic_core::{EventKind, Extension, Registrar, SessionFactory};
 use volcanic_test_support::sse::collect_json;
 
 /// Every wait in these tests is bounded by this.
@@ -31,20 +32,22 @@ impl OwnerNotifier for Notes {
     }
 }
 
-/// Records `a2a.inbound` bus events of every session.
+/// Counts the runs of every session (their `RunStart` events).
 #[derive(Default)]
-pub struct Inbound(pub Arc<Mutex<Vec<Value>>>);
+pub struct Runs(pub Arc<AtomicUsize>);
 
-impl Extension for Inbound {
+impl Extension for Runs {
     fn name(&self) -> &str {
-        "inbound-recorder"
+        "run-counter"
     }
 
     fn register(&self, registrar: &mut Registrar) {
-        let seen = self.0.clone();
-        registrar
-            .bus()
-            .on("a2a.inbound", move |event| seen.lock().unwrap().push(event.data.clone()));
+        let runs = self.0.clone();
+        registrar.listener(Arc::new(move |event| {
+            if matches!(event.kind, EventKind::RunStart) {
+                runs.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
     }
 }
 
@@ -70,7 +73,7 @@ pub struct Setup {
     pub extra_workspaces: usize,
     /// Install a push handler that knows the watch `known-watch` and records what it gets.
     pub push_receiver: bool,
-    /// The clock of the daily caps (default: the system's).
+    /// The server's clock (default: the system's).
     pub clock: Option<volcanic_a2a::usage::Clock>,
     /// The model backend instead of Faux (a fake API on 127.0.0.1).
     pub provider: Option<Arc<dyn volcanic_core::Provider>>,
@@ -98,7 +101,8 @@ pub struct TestServer {
     pub state: tempfile::TempDir,
     pub faux: Arc<FauxProvider>,
     pub notes: Arc<Notes>,
-    pub inbound: Arc<Mutex<Vec<Value>>>,
+    /// Runs started so far, of every session.
+    pub runs: Arc<AtomicUsize>,
     /// Pushes the receiver accepted.
     pub pushes: Arc<Mutex<Vec<Push>>>,
     /// Usage alerts the owner was sent.
@@ -132,8 +136,8 @@ impl TestServer {
     ) -> Self {
         crate::test_logs::init();
         let faux = Arc::new(FauxProvider::new());
-        let inbound = Inbound::default();
-        let seen = inbound.0.clone();
+        let runs = Runs::default();
+        let started = runs.0.clone();
         let shutdown = CancellationToken::new();
         let config = AgentConfig {
             retry: RetryConfig {
@@ -150,7 +154,7 @@ impl TestServer {
         let factory = Arc::new(
             SessionFactory::builder(provider, state.path())
                 .config(config)
-                .extension(Arc::new(inbound))
+                .extension(Arc::new(runs))
                 .shutdown(shutdown.clone())
                 .build(),
         );
@@ -212,7 +216,7 @@ impl TestServer {
             state,
             faux,
             notes,
-            inbound: seen,
+            runs: started,
             pushes,
             alerts,
             server,

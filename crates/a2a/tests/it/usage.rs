@@ -494,3 +494,52 @@ async fn a_cancelled_model_call_counts_what_was_sent_and_what_streamed() {
     assert!(bot.counts.output_tokens >= 2, "what streamed is not counted: {bot:?}");
     assert_eq!(bot.counts.estimated_calls, 1, "{bot:?}");
 }
+
+/// A caller's context that outgrows the model's window compacts within its own conversation, and
+/// the summary call's tokens count in the caller's usage like any answer's.
+#[tokio::test]
+async fn a_callers_long_context_compacts_and_the_summary_call_is_counted() {
+    let faux =
+        Arc::new(volcanic_core::provider::faux::FauxProvider::new().with_context_window(8000));
+    let server = TestServer::with(Setup { provider: Some(faux.clone()), ..Setup::default() }).await;
+    let mut context = None;
+    for i in 0..8 {
+        let text = format!("part {i}: {}", "a long story about the garden ".repeat(200));
+        let extra = context.clone().map(|id: String| json!({ "contextId": id }));
+        let body = server.rpc(KEY, "SendMessage", send_params(&text, extra)).await;
+        assert_eq!(state(&body), "TASK_STATE_COMPLETED", "message {i}: {body}");
+        context = Some(body["result"]["task"]["contextId"].as_str().unwrap().to_string());
+    }
+    let summaries = faux
+        .requests()
+        .iter()
+        .filter(|r| r.system == volcanic_core::session::SUMMARY_SYSTEM_PROMPT)
+        .count();
+    assert!(summaries > 0, "the context compacted");
+    let sessions = server.state.path().join("sessions");
+    let journal = std::fs::read_dir(&sessions)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().contains("travel-bot"))
+        .map(|e| std::fs::read_to_string(e.path().join("session.jsonl")).unwrap())
+        .unwrap();
+    let mut spent = 0;
+    let mut compactions = 0;
+    for line in journal.lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        let usage = match entry["type"].as_str().unwrap() {
+            "message" => &entry["message"]["usage"],
+            "compaction" => {
+                compactions += 1;
+                &entry["compaction"]["usage"]
+            }
+            _ => continue,
+        };
+        spent += ["input_tokens", "output_tokens"]
+            .iter()
+            .map(|k| usage[k].as_u64().unwrap_or(0))
+            .sum::<u64>();
+    }
+    assert_eq!(compactions, summaries);
+    assert_eq!(tokens_today(&server), spent, "every call counted, the summaries included");
+}

@@ -8,11 +8,11 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use serde_json::Value;
-use volcanic_a2a::control::{self, ControlRequest};
+use volcanic_a2a::approval::PendingApproval;
+use volcanic_a2a::control::{self, ControlAnswer, ControlRequest};
 use volcanic_core::escape::{one_line, printable};
 
-use crate::{Failure, config};
+use crate::{Exit, Failure, config};
 
 /// Where the server runs: the folders `volcanic serve` (or `volcanic telegram`) was given.
 #[derive(Args)]
@@ -57,28 +57,25 @@ pub struct DenyArgs {
 }
 
 /// `volcanic approvals`: the requests waiting, oldest first.
-pub async fn list(args: ListArgs) -> Result<u8, Failure> {
+pub async fn list(args: ListArgs) -> Result<Exit, Failure> {
     let state_dir = state_dir(&args.server)?;
     let socket = control::socket_path(&state_dir);
     // From the running server; with none, from the records in the state folder (a listing
     // needs no server; a decision does).
     let (approvals, running) = match control::request(&socket, &ControlRequest::List).await {
-        Ok(answer) if answer["ok"] == true => {
-            (answer["approvals"].as_array().cloned().unwrap_or_default(), true)
-        }
-        Ok(answer) => {
-            return Err(Failure {
-                code: 1,
-                message: answer["error"].as_str().unwrap_or("the server refused").to_string(),
-            });
-        }
+        Ok(ControlAnswer::Approvals(approvals)) => (approvals, true),
+        Ok(other) => return Err(refusal(other)),
         Err(_) => (recorded(&state_dir)?, false),
     };
     if args.json {
         for approval in &approvals {
-            println!("{approval}");
+            let line = serde_json::to_string(approval).map_err(|err| Failure {
+                code: Exit::Failed,
+                message: format!("approvals: {err}"),
+            })?;
+            println!("{line}");
         }
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     if approvals.is_empty() {
         println!("No request waits for your approval.");
@@ -87,27 +84,23 @@ pub async fn list(args: ListArgs) -> Result<u8, Failure> {
         // The header line is the server's; the question and the request below it are the
         // caller's, every line of them indented and none of it able to move the cursor or
         // rewrite a line.
-        let text = |key: &str| one_line(approval[key].as_str().unwrap_or("?")).into_owned();
-        let what = match (approval["tool"].as_str(), approval["question"].is_string()) {
+        let what = match (&approval.tool, &approval.question) {
             (Some(tool), _) => format!("a call of {} in task", one_line(tool)),
-            (None, true) => "a reply in task".to_string(),
-            (None, false) => "task".to_string(),
+            (None, Some(_)) => "a reply in task".to_string(),
+            (None, None) => "task".to_string(),
         };
         println!(
             "{}  {}  {what} {}  (expires in {})",
-            text("id"),
-            text("caller"),
-            text("taskId"),
-            remaining(approval["expiresAt"].as_u64().unwrap_or(0)),
+            one_line(&approval.id),
+            one_line(&approval.caller),
+            one_line(&approval.task_id),
+            remaining(approval.expires_at),
         );
-        if let Some(question) = approval["question"].as_str() {
+        if let Some(question) = &approval.question {
             println!("    the task asked: {}", printable(question).replace('\n', "\n    "));
             println!("    the caller answers:");
         }
-        println!(
-            "    {}",
-            printable(approval["request"].as_str().unwrap_or("?")).replace('\n', "\n    ")
-        );
+        println!("    {}", printable(&approval.request).replace('\n', "\n    "));
     }
     if !running {
         println!(
@@ -116,38 +109,44 @@ pub async fn list(args: ListArgs) -> Result<u8, Failure> {
     } else if !approvals.is_empty() {
         println!("\nDecide with: volcanic approve ID, or volcanic deny ID --reason TEXT");
     }
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// The waiting requests as the state folder records them (no server running).
-fn recorded(state_dir: &Path) -> Result<Vec<Value>, Failure> {
+fn recorded(state_dir: &Path) -> Result<Vec<PendingApproval>, Failure> {
     if !state_dir.join("a2a").join("approvals").is_dir() {
         return Ok(Vec::new());
     }
     let approvals = volcanic_a2a::approval::Approvals::open(state_dir).map_err(|err| Failure {
-        code: 1,
+        code: Exit::Failed,
         message: format!("cannot read the approval records in {}: {err}", state_dir.display()),
     })?;
-    Ok(approvals.list().iter().filter_map(|r| serde_json::to_value(r).ok()).collect())
+    Ok(approvals.list())
 }
 
 /// `volcanic approve ID`: the task's run starts.
-pub async fn approve(args: ApproveArgs) -> Result<u8, Failure> {
+pub async fn approve(args: ApproveArgs) -> Result<Exit, Failure> {
     decide(&args.server, ControlRequest::Approve { id: args.id }).await
 }
 
 /// `volcanic deny ID`: the task is rejected with the reason.
-pub async fn deny(args: DenyArgs) -> Result<u8, Failure> {
+pub async fn deny(args: DenyArgs) -> Result<Exit, Failure> {
     decide(&args.server, ControlRequest::Deny { id: args.id, reason: args.reason }).await
 }
 
-async fn decide(server: &ServerArgs, request: ControlRequest) -> Result<u8, Failure> {
+async fn decide(server: &ServerArgs, request: ControlRequest) -> Result<Exit, Failure> {
     let socket = socket(server)?;
-    let answer = ask(&socket, &request).await?;
-    let decided = &answer["decided"];
-    let field = |key: &str| one_line(decided[key].as_str().unwrap_or("?")).into_owned();
-    println!("Task {} of {} is {} now.", field("taskId"), field("caller"), field("state"));
-    Ok(0)
+    let decided = match ask(&socket, &request).await? {
+        ControlAnswer::Decided(decided) => decided,
+        other => return Err(refusal(other)),
+    };
+    println!(
+        "Task {} of {} is {} now.",
+        one_line(&decided.task_id),
+        one_line(&decided.caller),
+        decided.state
+    );
+    Ok(Exit::Success)
 }
 
 fn socket(args: &ServerArgs) -> Result<PathBuf, Failure> {
@@ -161,25 +160,26 @@ fn state_dir(args: &ServerArgs) -> Result<PathBuf, Failure> {
     super::state_dir(args.state_dir.as_deref(), &settings, &env)
 }
 
-/// One request; a refusal or an unreachable server is exit 1 with what to do.
-async fn ask(socket: &Path, request: &ControlRequest) -> Result<Value, Failure> {
-    let answer = control::request(socket, request).await.map_err(|err| Failure {
-        code: 1,
+/// One request; an unreachable server is exit 1 with what to do.
+async fn ask(socket: &Path, request: &ControlRequest) -> Result<ControlAnswer, Failure> {
+    control::request(socket, request).await.map_err(|err| Failure {
+        code: Exit::Failed,
         message: format!(
             "cannot reach the server's control socket {} ({err}): is `volcanic serve` (or `volcanic telegram`) running with this workspace and state folder?",
             socket.display()
         ),
-    })?;
-    if answer["ok"] != true {
-        return Err(Failure {
-            code: 1,
-            message: answer["error"]
-                .as_str()
-                .unwrap_or("the server refused the request")
-                .to_string(),
-        });
-    }
-    Ok(answer)
+    })
+}
+
+/// An answer other than the one asked for: the server's refusal, exit 1.
+fn refusal(answer: ControlAnswer) -> Failure {
+    let message = match answer {
+        ControlAnswer::Refused(error) => error,
+        ControlAnswer::Approvals(_) | ControlAnswer::Decided(_) => {
+            "the server answered something else than was asked".to_string()
+        }
+    };
+    Failure { code: Exit::Failed, message }
 }
 
 /// How long until `expires_at` (milliseconds since the epoch), roughly.

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use volcanic_a2a::auth::callers::{callers_path, is_valid_caller_name, parse_callers};
 use volcanic_a2a::auth::{CallerTier, KeyHash};
 
-use crate::Failure;
+use crate::{Exit, Failure};
 
 /// Random bytes in a minted key (printed as 64 hex digits after `vk_`).
 const KEY_BYTES: usize = 32;
@@ -56,14 +56,14 @@ struct ListArgs {
 /// # Errors
 /// A usage [`Failure`] (exit 2) for a bad name or tier, a duplicate name or a malformed
 /// callers.json; exit 1 when the file cannot be read or written.
-pub fn run(args: CallersArgs) -> Result<u8, Failure> {
+pub fn run(args: CallersArgs) -> Result<Exit, Failure> {
     match args.command {
         CallersCommand::Add(args) => add(args),
         CallersCommand::List(args) => list(args),
     }
 }
 
-fn add(args: AddArgs) -> Result<u8, Failure> {
+fn add(args: AddArgs) -> Result<Exit, Failure> {
     if !is_valid_caller_name(&args.name) {
         return Err(Failure::usage(format!(
             "caller name {:?}: expected 1-40 characters of a-z, 0-9 and -",
@@ -94,11 +94,13 @@ fn add(args: AddArgs) -> Result<u8, Failure> {
         entry.insert("note".into(), Value::String(note));
     }
     entries.push(Value::Object(entry));
-    let mut text = serde_json::to_string_pretty(&Value::Array(entries))
-        .map_err(|e| Failure { code: 1, message: format!("cannot encode callers.json: {e}") })?;
+    let mut text = serde_json::to_string_pretty(&Value::Array(entries)).map_err(|e| Failure {
+        code: Exit::Failed,
+        message: format!("cannot encode callers.json: {e}"),
+    })?;
     text.push('\n');
     volcanic_core::atomic::write_atomic(&path, text.as_bytes())
-        .map_err(|e| Failure { code: 1, message: format!("{}: {e}", path.display()) })?;
+        .map_err(|e| Failure { code: Exit::Failed, message: format!("{}: {e}", path.display()) })?;
     print_lines(&[
         key.as_str(),
         &format!(
@@ -108,26 +110,29 @@ fn add(args: AddArgs) -> Result<u8, Failure> {
             path.display()
         ),
     ]);
-    Ok(0)
+    Ok(Exit::Success)
 }
 
-fn list(args: ListArgs) -> Result<u8, Failure> {
+fn list(args: ListArgs) -> Result<Exit, Failure> {
     let workspace = super::workspace(args.workspace.as_deref())?;
     let path = callers_path(&workspace);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             print_lines(&[&format!("No callers: {} does not exist.", path.display())]);
-            return Ok(0);
+            return Ok(Exit::Success);
         }
         Err(err) => {
-            return Err(Failure { code: 1, message: format!("{}: {err}", path.display()) });
+            return Err(Failure {
+                code: Exit::Failed,
+                message: format!("{}: {err}", path.display()),
+            });
         }
     };
     let entries = parse_callers(&path, &text);
     if entries.is_empty() {
         print_lines(&[&format!("No callers in {}.", path.display())]);
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     let width = entries.iter().map(|e| e.name.len()).max().unwrap_or(4).max(4);
     let mut lines = vec![format!("{:width$}  {:9}  {:8}  KEY", "NAME", "TIER", "MODE")];
@@ -147,7 +152,7 @@ fn list(args: ListArgs) -> Result<u8, Failure> {
     }
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     print_lines(&lines);
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// The entries of the callers.json at `path` as JSON values (an absent file: none).
@@ -155,7 +160,12 @@ fn read_array(path: &Path) -> Result<Vec<Value>, Failure> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(err) => return Err(Failure { code: 1, message: format!("{}: {err}", path.display()) }),
+        Err(err) => {
+            return Err(Failure {
+                code: Exit::Failed,
+                message: format!("{}: {err}", path.display()),
+            });
+        }
     };
     // Only the position: serde_json's messages can quote the input, and the input holds keys.
     match serde_json::from_str::<Value>(&text) {
@@ -177,7 +187,7 @@ fn read_array(path: &Path) -> Result<Vec<Value>, Failure> {
 fn mint_key() -> Result<String, Failure> {
     let mut bytes = [0u8; KEY_BYTES];
     getrandom::fill(&mut bytes).map_err(|e| Failure {
-        code: 1,
+        code: Exit::Failed,
         message: format!("cannot read random bytes for a key: {e}"),
     })?;
     let mut key = String::with_capacity(3 + 2 * KEY_BYTES);

@@ -2,6 +2,7 @@
 //!
 //! Answers stream to stdout; tool use, retries and errors go to stderr, one line each, so stdout
 //! holds only what the assistant said. Ctrl-C aborts the current run, not the program.
+//! Interactively, `/compact [what to keep]` compacts the conversation now.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use volcanic_core::escape::{one_line, printable};
 use volcanic_core::session::is_valid_scope;
 use volcanic_core::{EventKind, RunOutcome, Session, SessionOptions};
 
-use crate::{Failure, config};
+use crate::{Exit, Failure, config};
 
 #[derive(Args)]
 pub struct ChatArgs {
@@ -41,7 +42,7 @@ pub struct ChatArgs {
 }
 
 /// Runs the command; the exit code on success.
-pub async fn run(args: ChatArgs) -> Result<u8, Failure> {
+pub async fn run(args: ChatArgs) -> Result<Exit, Failure> {
     let env = super::host_env();
     let workspace = super::workspace(args.workspace.as_deref())?;
     let settings = config::load(args.config.as_deref(), &workspace, &env)?;
@@ -61,8 +62,10 @@ pub async fn run(args: ChatArgs) -> Result<u8, Failure> {
     options.confinement = super::owner_confinement(&settings, Some(&config_file))
         .await?
         .map(|owner| owner.for_workspace(&workspace, []));
-    let session =
-        factory.open(options).await.map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let session = factory
+        .open(options)
+        .await
+        .map_err(|e| Failure { code: Exit::Failed, message: e.to_string() })?;
 
     let mut signals = Signals::new()?;
     let code = match args.prompt {
@@ -102,7 +105,7 @@ impl Signals {
     fn new() -> Result<Self, Failure> {
         let listen = |kind: SignalKind| {
             signal(kind).map_err(|e| Failure {
-                code: 1,
+                code: Exit::Failed,
                 message: format!("cannot listen for signals: {e}"),
             })
         };
@@ -141,21 +144,25 @@ enum Ended {
     Failed,
     Aborted,
     /// The program should exit with this code now.
-    Quit(u8),
+    Quit(Exit),
 }
 
-async fn one_run(session: &Session, prompt: String, signals: &mut Signals) -> Result<u8, Failure> {
-    Ok(match print_run(session, prompt, signals).await? {
-        Ended::Done => 0,
-        Ended::Failed => 1,
-        Ended::Aborted => 130,
-        Ended::Quit(code) => code,
+async fn one_run(
+    session: &Session,
+    prompt: String,
+    signals: &mut Signals,
+) -> Result<Exit, Failure> {
+    Ok(match print_run(session, start(session.prompt(prompt))?, signals).await? {
+        Ended::Done => Exit::Success,
+        Ended::Failed => Exit::Failed,
+        Ended::Aborted => Exit::Interrupted,
+        Ended::Quit(exit) => exit,
     })
 }
 
-async fn interactive(session: &Session, signals: &mut Signals) -> Result<u8, Failure> {
+async fn interactive(session: &Session, signals: &mut Signals) -> Result<Exit, Failure> {
     note(&format!(
-        "volcanic chat: session {} in {}. Ctrl-C stops a run; Ctrl-D or /exit quits.",
+        "volcanic chat: session {} in {}. Ctrl-C stops a run; /compact [what to keep] makes room; Ctrl-D or /exit quits.",
         session.scope(),
         session.cwd().display()
     ));
@@ -167,8 +174,8 @@ async fn interactive(session: &Session, signals: &mut Signals) -> Result<u8, Fai
             asked = signals.next() => {
                 note("");
                 return Ok(match asked {
-                    Asked::Interrupt => 130,
-                    Asked::Quit => 143,
+                    Asked::Interrupt => Exit::Interrupted,
+                    Asked::Quit => Exit::Terminated,
                 });
             }
         };
@@ -176,31 +183,55 @@ async fn interactive(session: &Session, signals: &mut Signals) -> Result<u8, Fai
             Ok(Some(line)) => line,
             Ok(None) => {
                 note("");
-                return Ok(0);
+                return Ok(Exit::Success);
             }
-            Err(err) => return Err(Failure { code: 1, message: format!("reading input: {err}") }),
+            Err(err) => {
+                return Err(Failure {
+                    code: Exit::Failed,
+                    message: format!("reading input: {err}"),
+                });
+            }
         };
         let text = line.trim();
         if text.is_empty() {
             continue;
         }
         if text == "/exit" || text == "/quit" {
-            return Ok(0);
+            return Ok(Exit::Success);
         }
-        if let Ended::Quit(code) = print_run(session, text.to_string(), signals).await? {
+        let handle = match compact_command(text) {
+            Some(instruction) => start(session.compact(instruction))?,
+            None => start(session.prompt(text.to_string()))?,
+        };
+        if let Ended::Quit(code) = print_run(session, handle, signals).await? {
             return Ok(code);
         }
     }
 }
 
-/// Runs one prompt, printing the answer as it streams.
+/// `/compact` or `/compact WHAT TO KEEP` typed at the prompt: the instruction, if any.
+fn compact_command(text: &str) -> Option<Option<String>> {
+    let rest = text.strip_prefix("/compact")?;
+    if !(rest.is_empty() || rest.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    let rest = rest.trim();
+    Some((!rest.is_empty()).then(|| rest.to_string()))
+}
+
+/// A started run, or the failure to report.
+fn start(
+    handle: volcanic_core::Result<volcanic_core::RunHandle>,
+) -> Result<volcanic_core::RunHandle, Failure> {
+    handle.map_err(|e| Failure { code: Exit::Failed, message: e.to_string() })
+}
+
+/// Follows one run, printing the answer as it streams.
 async fn print_run(
     session: &Session,
-    prompt: String,
+    mut handle: volcanic_core::RunHandle,
     signals: &mut Signals,
 ) -> Result<Ended, Failure> {
-    let mut handle =
-        session.prompt(prompt).map_err(|e| Failure { code: 1, message: e.to_string() })?;
     let mut at_line_start = true;
     let mut interrupted = false;
     loop {
@@ -213,8 +244,8 @@ async fn print_run(
                         interrupted = true;
                         continue;
                     }
-                    Asked::Interrupt => return Ok(Ended::Quit(130)),
-                    Asked::Quit => return Ok(Ended::Quit(143)),
+                    Asked::Interrupt => return Ok(Ended::Quit(Exit::Interrupted)),
+                    Asked::Quit => return Ok(Ended::Quit(Exit::Terminated)),
                 }
             }
         };
@@ -224,7 +255,7 @@ async fn print_run(
                 if !say(&printable(text)) {
                     // Whoever read our output is gone (a closed pipe): stop quietly, like `rg`.
                     session.abort();
-                    return Ok(Ended::Quit(0));
+                    return Ok(Ended::Quit(Exit::Success));
                 }
                 at_line_start = text.ends_with('\n');
             }
@@ -240,6 +271,13 @@ async fn print_run(
                     let last = result.content.lines().last().unwrap_or("");
                     note(&format!("· {} failed: {}", one_line(name), clip(&printable(last), 120)));
                 }
+            }
+            EventKind::Compacted(compacted) => {
+                if !at_line_start {
+                    say("\n");
+                    at_line_start = true;
+                }
+                note(&format!("· {}", printable(&compacted.to_string())));
             }
             EventKind::Retry { attempt, max, delay, error, .. } => {
                 note(&format!(
@@ -282,7 +320,7 @@ async fn print_run(
             | EventKind::ToolUpdate { .. } => {}
         }
     }
-    Err(Failure { code: 1, message: "the run ended without settling".into() })
+    Err(Failure { code: Exit::Failed, message: "the run ended without settling".into() })
 }
 
 /// One short line for a tool call's arguments: the command, path or pattern if there is one.

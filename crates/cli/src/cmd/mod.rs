@@ -15,8 +15,8 @@ use volcanic_core::SessionFactory;
 use volcanic_core::exec::ExecEnv;
 use volcanic_core::provider::Provider;
 
-use crate::Failure;
 use crate::config::Settings;
+use crate::{Exit, Failure};
 
 /// The secrets the process was started with and moved out of its environment (`seal`).
 static SEALED_ENV: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
@@ -125,9 +125,10 @@ pub fn factory_with_shutdown(
     let exec = ExecEnv::from_host(
         env.iter().filter(|(_, value)| !own_secret(value)).cloned(),
         &settings.agent.allow_env,
+        crate::config::ENV_PREFIXES,
     );
     let mut builder = SessionFactory::builder(provider, state_dir)
-        .config(settings.agent.to_core(settings.provider.model.clone()))
+        .config(settings.agent.to_core(&settings.provider))
         .exec_env(exec)
         .shutdown(shutdown);
     for (name, value) in provider_secrets {
@@ -184,8 +185,10 @@ pub async fn owner_confinement(
         tracing::warn!("Agent__Sandbox__Mode=off: the owner's sessions run their tools unconfined");
         return Ok(None);
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure { code: 1, message: format!("cannot find this program: {e}") })?;
+    let exe = std::env::current_exe().map_err(|e| Failure {
+        code: Exit::Failed,
+        message: format!("cannot find this program: {e}"),
+    })?;
     let bwrap = own
         .bwrap
         .clone()
@@ -206,7 +209,9 @@ pub async fn owner_confinement(
     }
     let mut hide: Vec<PathBuf> = own.hide.iter().map(PathBuf::from).collect();
     hide.extend(config_file.map(absolute));
-    Ok(Some(OwnerConfinement { sandbox, hide }))
+    // The A2A server's records in a workspace (callers' keys, tasks, push tokens).
+    let records = vec![PathBuf::from(".volcanic/a2a")];
+    Ok(Some(OwnerConfinement { sandbox, hide, records }))
 }
 
 /// `path` made absolute against the current folder (a hidden path must not depend on the
@@ -226,8 +231,10 @@ pub async fn containment(
     if settings.mode == crate::config::SandboxMode::Off {
         return Ok(Containment::Off);
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure { code: 1, message: format!("cannot find this program: {e}") })?;
+    let exe = std::env::current_exe().map_err(|e| Failure {
+        code: Exit::Failed,
+        message: format!("cannot find this program: {e}"),
+    })?;
     let bwrap = settings.bwrap.clone().unwrap_or_else(|| PathBuf::from("bwrap"));
     let sandbox = std::sync::Arc::new(
         volcanic_core::sandbox::Sandbox::new(bwrap, exe)
@@ -270,4 +277,20 @@ pub async fn containment(
         sandbox,
         policy: ViewPolicy { hide, writable_context: settings.writable_context },
     })
+}
+
+/// The exit of an A2A server that cannot be built, the same for every host: an unusable
+/// card-signing key is the owner's configuration (exit 2, the error names the setting);
+/// anything else is a failure of the machine (exit 1).
+pub fn a2a_build_failure(err: &volcanic_a2a::BuildError) -> Failure {
+    use volcanic_a2a::BuildError;
+    let code = match err {
+        BuildError::CardKey(_) => Exit::Usage,
+        BuildError::Client(_)
+        | BuildError::ExtraCaRead { .. }
+        | BuildError::ExtraCa { .. }
+        | BuildError::Outbox { .. }
+        | BuildError::Approvals { .. } => Exit::Failed,
+    };
+    Failure { code, message: format!("cannot build the A2A server: {err}") }
 }

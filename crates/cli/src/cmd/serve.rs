@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use volcanic_a2a::auth::{A2aWorkspace, Caller, WorkspaceCallerDirectory};
 use volcanic_a2a::{A2aServer, OwnerNotifier};
 
-use crate::{Failure, config};
+use crate::{Exit, Failure, config};
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -53,7 +53,7 @@ impl OwnerNotifier for LogNotifier {
     }
 }
 
-pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
+pub async fn run(args: ServeArgs) -> Result<Exit, Failure> {
     let env = super::host_env();
     let workspace = super::workspace(args.workspace.as_deref())?;
     let settings = config::load(args.config.as_deref(), &workspace, &env)?;
@@ -87,18 +87,14 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
         .containment(containment)
         .caller_env(caller_env)
         .build()
-        .map_err(|e| {
-            // An unusable card-signing key is a configuration problem: exit 2, naming the setting.
-            let code = if matches!(e, volcanic_a2a::BuildError::CardKey(_)) { 2 } else { 1 };
-            Failure { code, message: format!("cannot build the A2A server: {e}") }
-        })?;
+        .map_err(|e| super::a2a_build_failure(&e))?;
 
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .map_err(|e| Failure::usage(format!("--listen {}: {e}", args.listen)))?;
     let address = listener
         .local_addr()
-        .map_err(|e| Failure { code: 1, message: format!("listener: {e}") })?;
+        .map_err(|e| Failure { code: Exit::Failed, message: format!("listener: {e}") })?;
     println!("volcanic: listening on http://{address}");
     // The line above is the readiness signal; a closed stdout must not stop the server.
     let _ = std::io::stdout().flush();
@@ -108,9 +104,9 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
     );
 
     let mut sigterm = signal(SignalKind::terminate())
-        .map_err(|e| Failure { code: 1, message: format!("signals: {e}") })?;
+        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
     let mut sigint = signal(SignalKind::interrupt())
-        .map_err(|e| Failure { code: 1, message: format!("signals: {e}") })?;
+        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
     // The signal watch runs beside the server in this task, not on a task of its own, so
     // nothing outlives the command; it ends with the shutdown, whoever started it.
     let stop = shutdown.clone();
@@ -130,6 +126,6 @@ pub async fn run(args: ServeArgs) -> Result<u8, Failure> {
         served
     };
     let (served, ()) = tokio::join!(serving, on_signal);
-    served.map_err(|e| Failure { code: 1, message: format!("server: {e}") })?;
-    Ok(0)
+    served.map_err(|e| Failure { code: Exit::Failed, message: format!("server: {e}") })?;
+    Ok(Exit::Success)
 }

@@ -16,7 +16,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use volcanic_telegram::TelegramHost;
 
-use crate::{Failure, config};
+use crate::{Exit, Failure, config};
 
 /// Where the A2A server listens when neither `--listen` nor `A2A__Listen` says.
 const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
@@ -41,7 +41,7 @@ pub struct TelegramArgs {
     state_dir: Option<PathBuf>,
 }
 
-pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
+pub async fn run(args: TelegramArgs) -> Result<Exit, Failure> {
     let env = super::host_env();
     let cwd = super::workspace(None)?;
     let settings = config::load(args.config.as_deref(), &cwd, &env)?;
@@ -90,18 +90,21 @@ pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
             .map_err(|e| Failure::usage(format!("A2A__Listen {listen}: {e}")))?;
         let address = listener
             .local_addr()
-            .map_err(|e| Failure { code: 1, message: format!("listener: {e}") })?;
+            .map_err(|e| Failure { code: Exit::Failed, message: format!("listener: {e}") })?;
         println!("volcanic: listening on http://{address}");
         // The line above is the readiness signal; a closed stdout must not stop the bot.
         let _ = std::io::stdout().flush();
         builder = builder.a2a(options, listener);
     }
-    let host = builder.build().map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    let host = builder.build().map_err(|e| match e {
+        volcanic_telegram::Error::A2aBuild(err) => super::a2a_build_failure(&err),
+        other => Failure { code: Exit::Failed, message: other.to_string() },
+    })?;
 
     let mut sigterm = signal(SignalKind::terminate())
-        .map_err(|e| Failure { code: 1, message: format!("signals: {e}") })?;
+        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
     let mut sigint = signal(SignalKind::interrupt())
-        .map_err(|e| Failure { code: 1, message: format!("signals: {e}") })?;
+        .map_err(|e| Failure { code: Exit::Failed, message: format!("signals: {e}") })?;
     // The signal watch runs beside the host in this task, not on a task of its own, so nothing
     // outlives the command; it ends with the shutdown, whoever started it.
     let stop = shutdown.clone();
@@ -122,10 +125,10 @@ pub async fn run(args: TelegramArgs) -> Result<u8, Failure> {
     };
     let (ran, ()) = tokio::join!(running, on_signal);
     match ran {
-        Ok(()) => Ok(0),
+        Ok(()) => Ok(Exit::Success),
         Err(err @ volcanic_telegram::Error::TokenRejected(_)) => {
             Err(Failure::usage(err.to_string()))
         }
-        Err(err) => Err(Failure { code: 1, message: err.to_string() }),
+        Err(err) => Err(Failure { code: Exit::Failed, message: err.to_string() }),
     }
 }

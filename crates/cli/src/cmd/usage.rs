@@ -12,7 +12,7 @@ use volcanic_a2a::auth::callers::{callers_path, parse_callers};
 use volcanic_a2a::usage::Limits;
 use volcanic_a2a::usage::ledger::{self, WorkspaceReport};
 
-use crate::{Failure, config};
+use crate::{Exit, Failure, config};
 
 #[derive(Args)]
 pub struct UsageArgs {
@@ -30,7 +30,7 @@ pub struct UsageArgs {
     json: bool,
 }
 
-pub fn run(args: UsageArgs) -> Result<u8, Failure> {
+pub fn run(args: UsageArgs) -> Result<Exit, Failure> {
     let env = super::host_env();
     let workspace = super::workspace(args.workspace.as_deref())?;
     let settings = config::load(args.config.as_deref(), &workspace, &env)?;
@@ -38,7 +38,7 @@ pub fn run(args: UsageArgs) -> Result<u8, Failure> {
     let options = settings.a2a.to_options()?.usage;
     let (date, _) = ledger::day_of(chrono::Utc::now(), options.time_zone);
     let day = ledger::read(&state_dir, date).map_err(|err| Failure {
-        code: 1,
+        code: Exit::Failed,
         message: format!("cannot read {}: {err}", ledger::path(&state_dir, date).display()),
     })?;
     let path = callers_path(&workspace);
@@ -50,7 +50,10 @@ pub fn run(args: UsageArgs) -> Result<u8, Failure> {
                 .collect(),
             Ok(None) => Vec::new(),
             Err(err) => {
-                return Err(Failure { code: 1, message: format!("{}: {err}", path.display()) });
+                return Err(Failure {
+                    code: Exit::Failed,
+                    message: format!("{}: {err}", path.display()),
+                });
             }
         };
     let report = WorkspaceReport::new(
@@ -91,7 +94,7 @@ pub fn run(args: UsageArgs) -> Result<u8, Failure> {
             megabytes(disk.inbox_bytes),
         );
     }
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// The scope prefix of the workspace's callers' sessions: `telegram-<chatId>` for a chat's

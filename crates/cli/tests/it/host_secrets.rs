@@ -410,10 +410,10 @@ fn owner_chat_approval_pass(mode: Mode) -> bool {
     drop(host);
     let listing =
         listing.unwrap_or_else(|err| panic!("{mode:?}: no listing ({err}); tried:\n{tried}"));
-    let still_waiting = listing["approvals"]
-        .as_array()
-        .is_some_and(|all| all.iter().any(|a| a["id"] == id.as_str()));
-    !still_waiting
+    let volcanic_a2a::control::ControlAnswer::Approvals(waiting) = listing else {
+        panic!("{mode:?}: the listing was refused: {listing:?}; tried:\n{tried}");
+    };
+    !waiting.iter().any(|a| a.id == id)
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod chat;
 mod client;
 mod client_errors;
 mod client_hostile;
+mod compaction;
 mod containment;
 mod crash;
 mod host_secrets;

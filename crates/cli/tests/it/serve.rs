@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
+use serde_json::json;
 use volcanic_test_support::callers::write_callers;
 use volcanic_test_support::raw_http::{exchange, post_a2a, status_of};
 
@@ -224,6 +225,31 @@ fn serve_with_a_fifo_callers_file_answers_and_exits_0_on_sigterm() {
     let (code, stderr) = stop_within(served, Duration::from_secs(20));
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("file is not a regular file"), "{stderr}");
+}
+
+/// A request waiting for the owner's approval keeps a timer of up to `A2A__ApprovalTimeout`
+/// (24 h by default); it must end with the server. Before the service had a shutdown token the
+/// timer held the exit for the whole 10 s grace and the log said "runs still settling".
+#[test]
+fn serve_with_a_pending_approval_exits_0_on_sigterm_without_waiting_its_grace() {
+    let ws = tempfile::tempdir().unwrap();
+    let callers = json!([{"name": "tester", "key": KEY, "approval": "every-task"}]);
+    std::fs::create_dir_all(ws.path().join(".volcanic/a2a")).unwrap();
+    std::fs::write(ws.path().join(".volcanic/a2a/callers.json"), callers.to_string()).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let served = serve(ws.path(), state.path(), &[]);
+    let (status, response) = post(&served.base, KEY, SEND);
+    assert_eq!(status, 200, "{response}");
+    assert!(response.contains("TASK_STATE_AUTH_REQUIRED"), "{response}");
+    let asked = std::time::Instant::now();
+    let (code, stderr) = stop_within(served, Duration::from_secs(30));
+    let took = asked.elapsed();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("still settling"), "{stderr}");
+    assert!(took < Duration::from_secs(5), "the exit took {took:?}: {stderr}");
+    // The request outlives the process: it is on file for the next start.
+    let records = std::fs::read_dir(state.path().join("a2a/approvals")).unwrap().count();
+    assert_eq!(records, 2, "the request and its message are kept");
 }
 
 #[test]

@@ -319,3 +319,37 @@ fn telegram_errors_echoing_the_token_are_redacted_in_chat_and_logs() {
         assert!(!texts.iter().any(|t| t.contains(leak)), "the token reached the chat: {texts:?}");
     }
 }
+
+/// A card-signing key that cannot be used is a configuration problem for both hosts: exit 2,
+/// naming the setting (`volcanic telegram` used to exit 1 where `serve` exited 2).
+#[test]
+fn telegram_and_serve_exit_2_on_an_invalid_card_key_naming_the_setting() {
+    let state = tempfile::tempdir().unwrap();
+    let key = state.path().join("card-key.pem");
+    std::fs::write(&key, "not a key\n").unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::cargo_bin("volcanic")
+            .unwrap()
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", state.path())
+            .env("Telegram__BotToken", "123456:test-token-not-real")
+            .env("Telegram__AllowedUserIds", "1")
+            .env("Telegram__WorkspaceRoot", state.path().join("chats"))
+            .env("A2A__Enabled", "true")
+            .env("A2A__CardSigning__KeyFile", &key)
+            .current_dir(state.path())
+            .args(args)
+            .args(["--faux", "--listen", "127.0.0.1:0", "--state-dir"])
+            .arg(state.path())
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for command in [&["telegram"][..], &["serve", "--workspace", "."][..]] {
+        let (code, stderr) = run(command);
+        assert_eq!(code, Some(2), "{command:?}: {stderr}");
+        assert!(stderr.contains("A2A__CardSigning__KeyFile"), "{command:?}: {stderr}");
+        assert!(!stderr.contains("test-token-not-real"), "{stderr}");
+    }
+}

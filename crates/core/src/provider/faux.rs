@@ -10,14 +10,22 @@
 //!   (text, then the calls), so text ends the run only as the last step. When the steps run out
 //!   the answer is `done`.
 //! - A script file (`--faux-script`) gives `{"rules": [{"match": REGEX, "steps": [...]}],
-//!   "default": {"steps": [...]}}` for user messages without a directive.
+//!   "default": {"steps": [...]}, "summary": {"steps": [...]}}` for user messages without a
+//!   directive (`summary`: for summary calls, below).
+//! - A summary call (the session's compaction, recognised by its system prompt) is answered with
+//!   a deterministic summary of the transcript it was sent (its message count, every line that
+//!   starts with `remember:`, the first lines of the latest user messages); a directive after
+//!   the transcript (the owner's `/compact` instruction) or the script's `summary` steps answer
+//!   it instead (an `error` step fails it, `{"text": ""}` makes it empty).
+//! - With a context window ([`FauxProvider::with_context_window`]), a request of more input
+//!   tokens than that (counted as its usage is) fails as a context overflow, in Anthropic's words.
 //!
 //! The provider keeps no state between calls: the step to take is the number of assistant answers
 //! after the latest user message, so it behaves the same after a resume. Every request is recorded
 //! for tests.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use regex::Regex;
@@ -54,6 +62,8 @@ pub struct Steps(pub Vec<Step>);
 pub struct FauxScript {
     rules: Vec<(Regex, Steps)>,
     default: Option<Steps>,
+    /// How summary calls are answered instead of Faux's own summary.
+    summary: Option<Steps>,
 }
 
 impl FauxScript {
@@ -80,6 +90,9 @@ impl FauxScript {
         }
         if let Some(default) = obj.get("default") {
             script.default = Some(parse_steps(default).map_err(|e| format!("default: {e}"))?);
+        }
+        if let Some(summary) = obj.get("summary") {
+            script.summary = Some(parse_steps(summary).map_err(|e| format!("summary: {e}"))?);
         }
         Ok(script)
     }
@@ -186,6 +199,8 @@ pub const RECORDED_REQUESTS: usize = 256;
 pub struct FauxProvider {
     script: FauxScript,
     requests: Mutex<VecDeque<ModelRequest>>,
+    /// Input tokens a request may have; more fails as a context overflow.
+    context_window: Option<u64>,
 }
 
 impl FauxProvider {
@@ -196,7 +211,15 @@ impl FauxProvider {
 
     /// A Faux provider with a `--faux-script`.
     pub fn with_script(script: FauxScript) -> Self {
-        FauxProvider { script, requests: Mutex::new(VecDeque::new()) }
+        FauxProvider { script, ..FauxProvider::default() }
+    }
+
+    /// Simulates a context window of `tokens`: a request whose input (counted as Faux reports
+    /// usage, about four characters a token) is larger fails with a context-overflow error.
+    #[must_use]
+    pub fn with_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
+        self
     }
 
     /// The requests received so far, oldest first (at most the latest [`RECORDED_REQUESTS`]).
@@ -207,6 +230,9 @@ impl FauxProvider {
     /// What the next answer to `request` is.
     fn plan(&self, request: &ModelRequest) -> Result<Answer, String> {
         let user = request.latest_user_text().unwrap_or("");
+        if request.system == crate::session::SUMMARY_SYSTEM_PROMPT {
+            return self.plan_summary(user);
+        }
         let answered = request
             .messages
             .iter()
@@ -228,6 +254,70 @@ impl FauxProvider {
         };
         Ok(answers(steps).into_iter().nth(answered).unwrap_or_default())
     }
+
+    /// The answer to a summary call whose request text is `text`.
+    fn plan_summary(&self, text: &str) -> Result<Answer, String> {
+        let (transcript, after) =
+            text.rsplit_once(crate::session::compact::TRANSCRIPT_END).unwrap_or((text, ""));
+        let steps = match directive(after) {
+            Some(parsed) => Some(parsed.map_err(|e| format!("faux: invalid directive: {e}"))?),
+            None => self.script.summary.clone(),
+        };
+        Ok(match steps {
+            Some(steps) => answers(steps).into_iter().next().unwrap_or_default(),
+            None => Answer {
+                text: Some((summarize(transcript), 0, Duration::ZERO)),
+                ..Answer::default()
+            },
+        })
+    }
+}
+
+/// Most `remember:` lines a Faux summary keeps (the latest).
+const SUMMARY_FACTS: usize = 20;
+
+/// User messages whose first line a Faux summary quotes (the latest).
+const SUMMARY_REQUESTS: usize = 3;
+
+/// Faux's summary of a transcript: how many messages it holds, every `remember:` line (the
+/// previous summary's included, so facts carry over from one compaction to the next), and the
+/// first lines of the latest user messages.
+fn summarize(transcript: &str) -> String {
+    let mut messages = 0;
+    let mut facts: Vec<String> = Vec::new();
+    let mut requests: Vec<String> = Vec::new();
+    let mut after_user = false;
+    for line in transcript.lines() {
+        if let Some(header) = line.strip_prefix("### ") {
+            if !header.starts_with("summary of") {
+                messages += 1;
+            }
+            after_user = header == "user";
+            continue;
+        }
+        if std::mem::take(&mut after_user) {
+            requests.push(line.chars().take(80).collect());
+        }
+        let fact = line.trim_start_matches(['-', ' ']);
+        if fact.to_lowercase().starts_with("remember:") {
+            facts.retain(|f| f != fact);
+            facts.push(fact.to_string());
+        }
+    }
+    let mut out = format!("Faux summary of {messages} messages.\n");
+    if !facts.is_empty() {
+        out.push_str("Facts:\n");
+        for fact in &facts[facts.len().saturating_sub(SUMMARY_FACTS)..] {
+            out.push_str(&format!("- {fact}\n"));
+        }
+    }
+    if !requests.is_empty() {
+        out.push_str("Latest requests:\n");
+        for request in &requests[requests.len().saturating_sub(SUMMARY_REQUESTS)..] {
+            out.push_str(&format!("- {request}\n"));
+        }
+    }
+    out
 }
 
 /// One model call's worth of steps.
@@ -322,6 +412,15 @@ impl Provider for FauxProvider {
             }
             requests.push_back(request.clone());
         }
+        if let Some(window) = self.context_window {
+            let input = super::estimate_input_tokens(request);
+            if input > window {
+                return Err(ProviderError::new(
+                    ProviderErrorKind::ContextOverflow,
+                    format!("prompt is too long: {input} tokens > {window} maximum"),
+                ));
+            }
+        }
         let answer =
             self.plan(request).map_err(|e| ProviderError::new(ProviderErrorKind::Other, e))?;
         if !answer.wait.is_zero() {
@@ -372,9 +471,6 @@ impl Provider for FauxProvider {
         Ok(message)
     }
 }
-
-/// A shared handle, for hosts that want to keep the provider to look at its requests.
-pub type SharedFaux = Arc<FauxProvider>;
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,7 @@ use crate::message::{AssistantBlock, AssistantMessage, Message, Usage};
 pub mod anthropic;
 mod http;
 pub mod openai;
+pub mod window;
 
 pub use anthropic::{AnthropicConfig, AnthropicProvider};
 pub use openai::{MaxTokensField, OpenAiConfig, OpenAiProvider};
@@ -51,7 +52,7 @@ impl ModelRequest {
 
 /// Characters counted as one token by [`estimate_usage`]: the usual rule of thumb for English
 /// text and code with the common tokenizers.
-const CHARS_PER_TOKEN: usize = 4;
+pub(crate) const CHARS_PER_TOKEN: usize = 4;
 
 /// What a provider adds to a request beyond its text, counted by [`usage_ceiling`]: its own
 /// instructions for tool use (Anthropic documents a few hundred tokens of them) and the framing of
@@ -138,7 +139,7 @@ pub fn usage_ceiling(request: &ModelRequest) -> Usage {
 
 /// Four characters a token of what the model is shown: the system prompt, the tools' names and
 /// descriptions, and the messages' text.
-fn estimate_input_tokens(request: &ModelRequest) -> u64 {
+pub(crate) fn estimate_input_tokens(request: &ModelRequest) -> u64 {
     let input: usize = request.system.len()
         + request.tools.iter().map(|t| t.name.len() + t.description.len()).sum::<usize>()
         + request

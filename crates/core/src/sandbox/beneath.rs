@@ -9,6 +9,9 @@
 //! path fails with `ELOOP`, a file where a folder belongs with `ENOTDIR`), and the result is an
 //! open file descriptor: bwrap then binds that very folder (`--bind-fd`), whatever the name
 //! points at by the time it mounts.
+//!
+//! The `write` and `edit` tools walk a workspace path the same way before they save (see
+//! `tool::save`).
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -105,7 +108,17 @@ fn step(dir: &OwnedFd, name: &std::ffi::OsStr, create: bool, shown: &Path) -> io
     match rustix::fs::openat(dir, name, flags, Mode::empty()) {
         // O_PATH with O_DIRECTORY says ENOTDIR for a link.
         Err(rustix::io::Errno::NOTDIR) if is_link() => {
-            Err(on_the_way(rustix::io::Errno::LOOP, shown))
+            let target = rustix::fs::readlinkat(dir, name, Vec::new()).ok();
+            let target = target.map(|t| String::from_utf8_lossy(t.as_bytes()).into_owned());
+            Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!(
+                    "{} is a symbolic link to {}: no link in the workspace's folders is followed \
+                     here (a sandbox's view, a save of the write and edit tools)",
+                    shown.display(),
+                    target.as_deref().unwrap_or("?"),
+                ),
+            ))
         }
         Ok(fd) => Ok(fd),
         Err(rustix::io::Errno::NOENT) if create => {

@@ -221,7 +221,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
                     cwd: PathBuf::from(cwd),
                     spill_dir: PathBuf::from(spill_dir),
                     limits: Arc::new(limits),
-                    exec: Arc::new(ExecEnv::from_host(env, &[])),
+                    exec: Arc::new(ExecEnv::from_host(env, &[], &[])),
                     redactor: Arc::new(Redactor::default()),
                     tools: builtin_tools(),
                 }));

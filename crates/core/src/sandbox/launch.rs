@@ -204,7 +204,9 @@ pub(crate) fn open_view(spec: &LaunchSpec) -> io::Result<Opened> {
         let Some((fd, kind)) = beneath::open_any(root, &rel)? else { continue };
         if kind != Kind::File {
             return Err(io::Error::other(format!(
-                "{} is not a regular file: a protected file of a sandbox's view must be one",
+                "{} is not a regular file: a protected file of a sandbox's view must be one (a \
+                 symbolic link cannot be protected, since a mount cannot sit on it: put the file \
+                 itself in its place)",
                 file.display()
             )));
         }

@@ -267,10 +267,11 @@ pub struct OwnerConfinement {
     pub sandbox: Arc<Sandbox>,
     /// Hidden in every owner view: absolute, or relative to the session's workspace.
     pub hide: Vec<PathBuf>,
+    /// Folders of the session's workspace hidden whether or not they exist yet, so no session
+    /// can create them either: the host's records there (the A2A server's callers, tasks and
+    /// push configurations), which the host names.
+    pub records: Vec<PathBuf>,
 }
-
-/// The workspace folder of the A2A server's records (callers, tasks, push configurations).
-const A2A_RECORDS: &str = ".volcanic/a2a";
 
 impl OwnerConfinement {
     /// The confinement of an owner session working in `workspace`, hiding `also_hide` too.
@@ -288,7 +289,7 @@ impl OwnerConfinement {
             .map(|path| resolve(path))
             .chain(also_hide.into_iter().map(|path| resolve(&path)))
             .collect();
-        view.always_hidden = vec![root.join(A2A_RECORDS)];
+        view.always_hidden = self.records.iter().map(|path| resolve(path)).collect();
         Confinement { sandbox: self.sandbox.clone(), view }
     }
 }
@@ -308,6 +309,7 @@ mod tests {
         let owner = OwnerConfinement {
             sandbox: Arc::new(Sandbox::new("bwrap", "/usr/bin/volcanic")),
             hide: vec![config.clone(), ".env".into()],
+            records: vec![".volcanic/a2a".into()],
         };
         let confinement = owner.for_workspace(&ws.join("."), [other.clone()]);
         let view = confinement.view.clone();

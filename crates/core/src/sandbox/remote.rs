@@ -141,7 +141,14 @@ impl ToolHost {
         if let Some(dead) = slot.take() {
             dead.stop().await;
         }
-        let running = Arc::new(self.start().await?);
+        let running = Arc::new(self.start().await.inspect_err(|reason| {
+            // The session's tool call fails with the reason too; the owner reads it here.
+            tracing::warn!(
+                workspace = %self.confinement.view.workspace.display(),
+                reason = %reason,
+                "a sandbox could not start"
+            );
+        })?);
         *slot = Some(running.clone());
         Ok(running)
     }
@@ -194,9 +201,11 @@ impl ToolHost {
                         workspace = %workspace.display(),
                         "a sandbox was stopped: a hidden or protected path of its view was \
                          replaced or removed on the host (an editor or a command that saves by \
-                         renaming a new file over the old one does this; the assistant's own \
-                         write and edit tools save in place). A tool call running in it failed; \
-                         the next one starts a new sandbox (docs/security.md)"
+                         renaming a new file over the old one does this, and so can a caller's \
+                         session that sees the path because it did not exist when that \
+                         session's sandbox started; the assistant's own write and edit tools \
+                         save in place). A tool call running in it failed; the next one starts \
+                         a new sandbox. Check the file if you did not save it (docs/security.md)"
                     );
                 }
                 let mut kept = errors.lock().unwrap_or_else(PoisonError::into_inner);

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::message::{Message, ToolResult, Usage};
+use crate::tool::ToolStop;
 
 /// One event of a session, with its envelope.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +41,9 @@ pub enum EventKind {
     ToolEnd { call_id: String, name: String, result: ToolResult },
     /// A model call failed with a transient error and will be tried again after `delay`.
     Retry { attempt: u32, max: u32, delay: Duration, error: String },
+    /// The conversation was compacted (already in the journal); its `Display` is the line to
+    /// show the owner. A summary call's usage is in it, and not in any `MessageEnd`.
+    Compacted(super::Compacted),
     /// Exactly once per run, last.
     Settled(RunSettled),
 }
@@ -59,6 +63,7 @@ impl EventKind {
             | EventKind::ToolStart { .. }
             | EventKind::ToolEnd { .. }
             | EventKind::Retry { .. }
+            | EventKind::Compacted(_)
             | EventKind::Settled(_) => false,
         }
     }
@@ -101,8 +106,8 @@ pub struct RunSettled {
 pub enum RunOutcome {
     /// The model answered without calling tools.
     Completed,
-    /// A tool ended the run (for example `request_input`); `data` is what the tool returned.
-    StoppedByTool { tool: String, call_id: String, data: Value },
+    /// A tool ended the run (for example `request_input`), for the reason it gave.
+    StoppedByTool { tool: String, call_id: String, stop: ToolStop },
     /// `abort` was called.
     Aborted,
     /// The provider failed (after retries) or the run broke.

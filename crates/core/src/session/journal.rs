@@ -4,8 +4,10 @@
 //! tools; the folder itself carries the scope's advisory lock (one writer per scope across
 //! processes, see `ScopeLock`; older versions kept it in a `session.lock` file, still honoured).
 //!
-//! Each line is `{"seq":N,"type":…}`: a `session` header first, then `run_start`, `message` and
-//! `run_end` entries. Every string is passed through the redactor's known secret values before it
+//! Each line is `{"seq":N,"type":…}`: a `session` header first, then `run_start`, `message`,
+//! `compaction` (the model's view after a compaction, see `session::compact`) and `run_end`
+//! entries. A reader skips a line of a type it does not know (and counts it as skipped), so a
+//! version without compaction reads a compacted journal whole, as the conversation it was. Every string is passed through the redactor's known secret values before it
 //! is written (a line is printed straight from the entry and only redacted string by string when
 //! it may hold one, so the order of a line's keys is not fixed). An entry is written before the
 //! matching event is emitted.
@@ -26,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::message::{Message, ToolResult};
 use crate::redact::Redactor;
 use crate::session::RunFailure;
+use crate::session::compact::CompactionRecord;
 use crate::{Error, Result};
 
 /// Journal format version written in the header.
@@ -66,6 +69,7 @@ pub(crate) enum Entry {
     RunStart { run_id: String, ts: String },
     Message { run_id: String, ts: String, message: Message },
     RunEnd { run_id: String, ts: String, outcome: RunEnd },
+    Compaction { run_id: String, ts: String, compaction: CompactionRecord },
 }
 
 /// How a run ended, as the journal records it.
@@ -216,6 +220,8 @@ pub(crate) struct Loaded {
     pub journal: Journal,
     pub session_id: String,
     pub messages: Vec<Message>,
+    /// The latest compaction: the model's view of `messages`.
+    pub compaction: Option<CompactionRecord>,
     pub report: LoadReport,
 }
 
@@ -227,7 +233,8 @@ impl Journal {
     /// Opens (creating or loading and repairing) the journal in `dir`.
     pub(crate) fn open(dir: &Path, scope: &str, cwd: &Path, redactor: &Redactor) -> Result<Loaded> {
         let created = make_dir(dir).map_err(|e| Error::io(dir, e))?;
-        let lock = ScopeLock::take(dir, scope, !created)?;
+        let folder = if created { Folder::JustMade } else { Folder::Found };
+        let lock = ScopeLock::take(dir, scope, folder)?;
         let path = dir.join("session.jsonl");
         // A folder this call created holds no journal yet, unless another process got the
         // scope's lock first and wrote one: creating the file exclusively tells, with no look.
@@ -289,9 +296,11 @@ impl Journal {
         let mut messages = Vec::new();
         let mut pending_calls: Vec<(String, String)> = Vec::new();
         let mut open_run: Option<String> = None;
+        let mut compaction = None;
         for line in lines {
             match line.entry {
                 Entry::Session { .. } => {}
+                Entry::Compaction { compaction: record, .. } => compaction = Some(record),
                 Entry::RunStart { run_id, .. } => open_run = Some(run_id),
                 Entry::RunEnd { .. } => open_run = None,
                 Entry::Message { message, .. } => {
@@ -355,7 +364,7 @@ impl Journal {
                 "session journal repaired on load"
             );
         }
-        Ok(Loaded { journal, session_id, messages, report })
+        Ok(Loaded { journal, session_id, messages, compaction, report })
     }
 
     /// Appends one entry as one line (one `write` on an append handle).
@@ -424,7 +433,7 @@ pub(crate) fn archive(dir: &Path, scope: &str) -> Result<Option<PathBuf>> {
     if !path.exists() {
         return Ok(None);
     }
-    let _lock = ScopeLock::take(dir, scope, true)?;
+    let _lock = ScopeLock::take(dir, scope, Folder::Found)?;
     let aside = dir.join(format!("session-{}.jsonl.archived", now().replace(':', "-")));
     std::fs::rename(&path, &aside).map_err(|e| Error::io(&path, e))?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))?;
@@ -445,12 +454,22 @@ struct ScopeLock {
     _legacy: Option<File>,
 }
 
+/// Where a scope's folder came from, which says whether an older version's lock file may be in
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Folder {
+    /// This call made it: nothing of an older version is in it.
+    JustMade,
+    /// It was there: an older version may have left its `session.lock`.
+    Found,
+}
+
 impl ScopeLock {
-    /// Takes the lock of the scope in `dir`, looking for a legacy `session.lock` when
-    /// `may_have_legacy` (a folder this process did not just create). Where a folder cannot be
-    /// locked (NFS emulates `flock` with byte-range locks, which need a descriptor open for
-    /// writing), the `session.lock` file is the lock, made when missing, as before.
-    fn take(dir: &Path, scope: &str, may_have_legacy: bool) -> Result<ScopeLock> {
+    /// Takes the lock of the scope in `dir`, looking for a legacy `session.lock` in a folder
+    /// this process did not just make ([`Folder::Found`]). Where a folder cannot be locked (NFS
+    /// emulates `flock` with byte-range locks, which need a descriptor open for writing), the
+    /// `session.lock` file is the lock, made when missing, as before.
+    fn take(dir: &Path, scope: &str, folder_was: Folder) -> Result<ScopeLock> {
         let in_use = || Error::ScopeInUse { scope: scope.to_string() };
         let lock_path = dir.join("session.lock");
         let folder = File::open(dir).map_err(|e| Error::io(dir, e))?;
@@ -467,7 +486,7 @@ impl ScopeLock {
                 .open(&lock_path)
                 .map_err(|e| Error::io(&lock_path, e))?;
             Some(file)
-        } else if may_have_legacy {
+        } else if folder_was == Folder::Found {
             match OpenOptions::new().write(true).open(&lock_path) {
                 Ok(file) => Some(file),
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
@@ -525,7 +544,10 @@ fn read_or_set_aside(dir: &Path, path: &Path) -> Result<(Vec<Line>, LoadReport, 
         if path.exists() { read_lines(path)? } else { (Vec::new(), LoadReport::default()) };
     let header = lines.first().and_then(|line| match &line.entry {
         Entry::Session { id, .. } => Some(id.clone()),
-        Entry::RunStart { .. } | Entry::Message { .. } | Entry::RunEnd { .. } => None,
+        Entry::RunStart { .. }
+        | Entry::Message { .. }
+        | Entry::RunEnd { .. }
+        | Entry::Compaction { .. } => None,
     });
     match header {
         Some(id) => Ok((lines, report, id)),

@@ -11,7 +11,9 @@
 //! gate of the session ([`crate::extension::ModelGate`]) admitted it, and what the gates keep for
 //! an attempt is dropped only once its `MessageEnd` (with its usage) was emitted. A call that was sent is never counted as free: an answer without usage gets an
 //! estimate, and so does a call aborted or failed while it streamed (what was sent, and what
-//! streamed). Every run's task is on the factory's run tracker, so
+//! streamed). A model call that would take the conversation over the compaction threshold
+//! compacts it first, and a context overflow compacts once and retries once per run, never more
+//! (see `compact`). Every run's task is on the factory's run tracker, so
 //! [`SessionFactory::close_runs`](super::SessionFactory::close_runs) returns only once each run
 //! has journaled its end and emitted `Settled`.
 
@@ -21,7 +23,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -47,7 +48,17 @@ const GATE_FAILED: &str = "the approval check failed unexpectedly";
 /// The failure of a run whose model gate panicked (the panic is logged).
 const MODEL_GATE_FAILED: &str = "the check before the model call failed unexpectedly";
 
-pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
+mod compact;
+
+/// What a run is started with.
+pub(crate) enum Input {
+    /// A user message to answer.
+    Prompt(String),
+    /// Compact the conversation now, keeping what the instruction names (`/compact`).
+    Compact(Option<String>),
+}
+
+pub(crate) fn start(inner: &Arc<Inner>, input: Input) -> Result<RunHandle> {
     let run_id: Arc<str> = format!("run_{}", uuid::Uuid::now_v7().simple()).into();
     let cancel = inner.shared.shutdown.child_token();
     let (sender, receiver) = watch::channel(None);
@@ -59,18 +70,14 @@ pub(crate) fn start(inner: &Arc<Inner>, text: String) -> Result<RunHandle> {
         if state.running.is_some() {
             return Err(Error::Busy { scope: inner.scope.clone() });
         }
-        state.running = Some(Running {
-            run_id: run_id.clone(),
-            cancel: cancel.clone(),
-            settled: receiver.clone(),
-        });
+        state.running = Some(Running { cancel: cancel.clone(), settled: receiver.clone() });
     }
     let events = inner.hub.subscribe().for_run(run_id.clone());
     let task_inner = inner.clone();
     let task_run_id = run_id.clone();
     inner.shared.runs.spawn(async move {
         let mut run = Run::new(&task_inner, task_run_id.clone(), cancel);
-        let settled = match AssertUnwindSafe(run.execute(text)).catch_unwind().await {
+        let settled = match AssertUnwindSafe(run.execute(input)).catch_unwind().await {
             Ok(settled) => settled,
             Err(_) => {
                 tracing::error!(scope = %task_inner.scope, run_id = %task_run_id, "run panicked");
@@ -112,6 +119,8 @@ enum Answer {
     Failed(String),
     /// A model gate refused an attempt, with this reason.
     Refused(String),
+    /// The provider refused the request as too long for the model's context window.
+    Overflow(String),
 }
 
 impl<'a> Run<'a> {
@@ -128,8 +137,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    async fn execute(&mut self, text: String) -> RunSettled {
-        let outcome = match self.run_loop(text).await {
+    async fn execute(&mut self, input: Input) -> RunSettled {
+        // An aborted compaction ran no tool and changed nothing: no note for the model.
+        let answering = matches!(input, Input::Prompt(_));
+        let outcome = match input {
+            Input::Prompt(text) => self.run_loop(text).await,
+            Input::Compact(instruction) => self.compact_now(instruction).await,
+        };
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(err) => {
                 tracing::error!(scope = %self.inner.scope, error = %self.inner.redactor.current().redact(&err.to_string()), "run failed on the session journal");
@@ -137,6 +152,7 @@ impl<'a> Run<'a> {
             }
         };
         if outcome == RunOutcome::Aborted
+            && answering
             && let Err(err) = self.record(Message::Note { text: ABORTED_NOTE.into() })
         {
             tracing::error!(scope = %self.inner.scope, error = %err, "cannot journal the abort note");
@@ -175,7 +191,90 @@ impl<'a> Run<'a> {
 
         let specs: Arc<[ToolSpec]> = self.inner.specs.clone();
         let config = &self.inner.shared.config;
-        let system = if let Some(text) = self.inner.take_prefetched_prompt() {
+        let system = self.system_prompt().await?;
+        let model = config
+            .model
+            .clone()
+            .unwrap_or_else(|| self.inner.shared.provider.default_model().to_string());
+        let window =
+            compact::Window::new(&self.inner.shared.config.compaction, &model, &system, &specs);
+        let mut overflow_compacted = false;
+
+        loop {
+            if self.cancel.is_cancelled() {
+                return Ok(RunOutcome::Aborted);
+            }
+            if self.turns >= config.max_turns {
+                return Ok(RunOutcome::MaxTurns);
+            }
+            let messages = match self.prepare_view(&window).await? {
+                compact::Prepared::View(messages) => messages,
+                compact::Prepared::Stop(outcome) => return Ok(outcome),
+            };
+            let request = ModelRequest {
+                model: model.clone(),
+                system: system.clone(),
+                messages,
+                tools: specs.clone(),
+                max_output_tokens: config.max_output_tokens,
+            };
+            let answer = match self.call_model(&request).await? {
+                Answer::Ok(answer) => answer,
+                Answer::Aborted => return Ok(RunOutcome::Aborted),
+                Answer::Failed(message) => {
+                    return Ok(RunOutcome::Failed { error: RunFailure::Provider { message } });
+                }
+                Answer::Overflow(message) => {
+                    match self.after_overflow(&window, &mut overflow_compacted, message).await? {
+                        Some(outcome) => return Ok(outcome),
+                        None => continue,
+                    }
+                }
+                Answer::Refused(reason) => {
+                    let reason = self.inner.redactor.current().redact(&reason).into_owned();
+                    tracing::info!(scope = %self.inner.scope, reason = %reason, "a model gate stopped the run");
+                    return Ok(RunOutcome::Failed { error: RunFailure::Stopped { reason } });
+                }
+            };
+            let calls: Vec<ToolCall> = answer.tool_calls().cloned().collect();
+            if calls.is_empty() {
+                return Ok(RunOutcome::Completed);
+            }
+            let mut stop = None;
+            for call in calls {
+                let output = self.call_tool(&call).await;
+                if let (ToolControl::EndRun(reason), None) = (&output.control, &stop) {
+                    stop = Some(RunOutcome::StoppedByTool {
+                        tool: call.name.clone(),
+                        call_id: call.id.clone(),
+                        stop: reason.clone(),
+                    });
+                }
+                let result = ToolResult {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    content: output.content,
+                    is_error: output.is_error,
+                    details: output.details,
+                };
+                self.record(Message::ToolResult(result.clone()))?;
+                self.emit(EventKind::ToolEnd { call_id: call.id, name: call.name, result });
+            }
+            if self.cancel.is_cancelled() {
+                return Ok(RunOutcome::Aborted);
+            }
+            if let Some(stop) = stop {
+                return Ok(stop);
+            }
+        }
+    }
+
+    /// The run's system prompt: the one read at open when still fresh, else the workspace files
+    /// read now.
+    async fn system_prompt(&self) -> Result<String> {
+        let specs: Arc<[ToolSpec]> = self.inner.specs.clone();
+        let config = &self.inner.shared.config;
+        Ok(if let Some(text) = self.inner.take_prefetched_prompt() {
             text
         } else {
             // File reads: off the async threads.
@@ -196,69 +295,7 @@ impl<'a> Run<'a> {
             })
             .await
             .map_err(|e| Error::io(&self.inner.cwd, std::io::Error::other(e)))?
-        };
-        let model = config
-            .model
-            .clone()
-            .unwrap_or_else(|| self.inner.shared.provider.default_model().to_string());
-
-        loop {
-            if self.cancel.is_cancelled() {
-                return Ok(RunOutcome::Aborted);
-            }
-            if self.turns >= config.max_turns {
-                return Ok(RunOutcome::MaxTurns);
-            }
-            let request = ModelRequest {
-                model: model.clone(),
-                system: system.clone(),
-                messages: model_view(&self.inner.state().messages),
-                tools: specs.clone(),
-                max_output_tokens: config.max_output_tokens,
-            };
-            let answer = match self.call_model(&request).await? {
-                Answer::Ok(answer) => answer,
-                Answer::Aborted => return Ok(RunOutcome::Aborted),
-                Answer::Failed(message) => {
-                    return Ok(RunOutcome::Failed { error: RunFailure::Provider { message } });
-                }
-                Answer::Refused(reason) => {
-                    let reason = self.inner.redactor.current().redact(&reason).into_owned();
-                    tracing::info!(scope = %self.inner.scope, reason = %reason, "a model gate stopped the run");
-                    return Ok(RunOutcome::Failed { error: RunFailure::Stopped { reason } });
-                }
-            };
-            let calls: Vec<ToolCall> = answer.tool_calls().cloned().collect();
-            if calls.is_empty() {
-                return Ok(RunOutcome::Completed);
-            }
-            let mut stop = None;
-            for call in calls {
-                let output = self.call_tool(&call).await;
-                if let (ToolControl::EndRun { data }, None) = (&output.control, &stop) {
-                    stop = Some(RunOutcome::StoppedByTool {
-                        tool: call.name.clone(),
-                        call_id: call.id.clone(),
-                        data: data.clone(),
-                    });
-                }
-                let result = ToolResult {
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    content: output.content,
-                    is_error: output.is_error,
-                    details: output.details,
-                };
-                self.record(Message::ToolResult(result.clone()))?;
-                self.emit(EventKind::ToolEnd { call_id: call.id, name: call.name, result });
-            }
-            if self.cancel.is_cancelled() {
-                return Ok(RunOutcome::Aborted);
-            }
-            if let Some(stop) = stop {
-                return Ok(stop);
-            }
-        }
+        })
     }
 
     /// One model call with retries, each attempt admitted by the model gates first (the first
@@ -358,6 +395,9 @@ impl<'a> Run<'a> {
                     )?;
                     // Not held through the wait: the next attempt is admitted on its own.
                     drop(holds);
+                    if err.kind == crate::provider::ProviderErrorKind::ContextOverflow {
+                        return Ok(Answer::Overflow(message));
+                    }
                     if !err.kind.is_retryable() || attempt >= retry.max_retries {
                         return Ok(Answer::Failed(message));
                     }
@@ -566,107 +606,5 @@ impl<'a> Run<'a> {
 
     fn emit(&self, kind: EventKind) {
         self.inner.emit(&self.run_id, kind);
-    }
-}
-
-/// The conversation as the model sees it: failed and aborted answers left out, every tool call
-/// answered exactly once, and no result without its call.
-pub(crate) fn model_view(messages: &[Message]) -> Vec<Message> {
-    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
-    let mut open: Vec<(String, String)> = Vec::new();
-    let close_open = |out: &mut Vec<Message>, open: &mut Vec<(String, String)>| {
-        for (call_id, tool) in open.drain(..) {
-            out.push(Message::ToolResult(ToolResult {
-                call_id,
-                tool,
-                content: "no result was recorded for this call".into(),
-                is_error: true,
-                details: Value::Null,
-            }));
-        }
-    };
-    for message in messages {
-        match message {
-            Message::Assistant(answer) if !answer.is_replayable() => {}
-            Message::Assistant(answer) => {
-                close_open(&mut out, &mut open);
-                open = answer.tool_calls().map(|c| (c.id.clone(), c.name.clone())).collect();
-                out.push(message.clone());
-            }
-            Message::ToolResult(result) => {
-                if let Some(pos) = open.iter().position(|(id, _)| *id == result.call_id) {
-                    open.remove(pos);
-                    out.push(message.clone());
-                }
-            }
-            Message::User { .. } | Message::Note { .. } => {
-                close_open(&mut out, &mut open);
-                out.push(message.clone());
-            }
-        }
-    }
-    close_open(&mut out, &mut open);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn assistant(stop_reason: StopReason, calls: &[&str]) -> Message {
-        Message::Assistant(AssistantMessage {
-            content: calls
-                .iter()
-                .map(|id| {
-                    AssistantBlock::ToolCall(ToolCall {
-                        id: (*id).into(),
-                        name: "bash".into(),
-                        args: Value::Null,
-                    })
-                })
-                .collect(),
-            stop_reason,
-            ..AssistantMessage::default()
-        })
-    }
-
-    fn result(id: &str) -> Message {
-        Message::ToolResult(ToolResult {
-            call_id: id.into(),
-            tool: "bash".into(),
-            content: "ok".into(),
-            is_error: false,
-            details: Value::Null,
-        })
-    }
-
-    #[test]
-    fn model_view_drops_failed_answers_and_pairs_calls() {
-        let messages = vec![
-            Message::user("hi"),
-            assistant(StopReason::Error, &[]),
-            assistant(StopReason::ToolUse, &["a", "b"]),
-            result("a"),
-            result("zzz"),
-            Message::user("next"),
-        ];
-        let view = model_view(&messages);
-        let missing = Message::ToolResult(ToolResult {
-            call_id: "b".into(),
-            tool: "bash".into(),
-            content: "no result was recorded for this call".into(),
-            is_error: true,
-            details: Value::Null,
-        });
-        assert_eq!(
-            view,
-            vec![
-                Message::user("hi"),
-                assistant(StopReason::ToolUse, &["a", "b"]),
-                result("a"),
-                missing,
-                Message::user("next")
-            ]
-        );
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::extension::{Extension, Registrar};
 use crate::provider::ToolSpec;
 use crate::provider::faux::FauxProvider;
 use crate::tool::{ToolContext, ToolError, ToolOutput};

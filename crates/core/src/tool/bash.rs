@@ -545,6 +545,7 @@ mod tests {
             ]
             .map(|(k, v)| (k.to_string(), v.to_string())),
             &[],
+            &[],
         );
         let mut ctx = test_context(dir.path());
         ctx.redactor = Arc::new(Redactor::new(env.secrets().to_vec()));
@@ -675,6 +676,7 @@ mod tests {
                 ("MY_API_TOKEN", secret),
             ]
             .map(|(k, v)| (k.to_string(), v.to_string())),
+            &[],
             &[],
         );
         // The line ends 2035 bytes after the secret, so the last 2 KiB start 12 bytes into it.

@@ -10,7 +10,7 @@ use std::io::ErrorKind;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
+use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args, save};
 use crate::atomic::save_in_place;
 use crate::provider::ToolSpec;
 
@@ -83,13 +83,37 @@ impl Tool for EditTool {
                 "old_text and new_text are the same; there is nothing to change".to_string(),
             ));
         }
-        let path = ctx.resolve(&args.path);
+        let path = crate::sandbox::normalize_path(&ctx.resolve(&args.path));
         let shown = ctx.display_path(&path);
-        let bytes = tokio::fs::read(&path).await.map_err(|err| match err.kind() {
-            ErrorKind::NotFound => ToolError(format!("file not found: {shown}")),
-            ErrorKind::IsADirectory => ToolError(format!("{shown} is a folder")),
-            _ => ToolError(format!("could not read {shown}: {err}")),
-        })?;
+        // In the workspace, the file is resolved once without following a link a caller could
+        // plant, and the save goes to the very file that was read (see `save`).
+        let beneath = save::in_workspace(&ctx.cwd, &path);
+        if beneath.is_none() {
+            super::refuse_link(&path, &shown)?;
+        }
+        let (resolved, bytes) = {
+            let (root, path, shown) = (ctx.cwd.clone(), path.clone(), shown.clone());
+            blocking("edit", move || match beneath {
+                Some(relative) => {
+                    let resolved = save::resolve(&root, &relative, false, &shown)
+                        .map_err(|err| err.for_tool("read", &shown))?;
+                    let bytes = save::read(&resolved, save::EDIT_MAX_BYTES, &shown)?;
+                    Ok((Some(resolved), bytes))
+                }
+                None => {
+                    let file = super::open_file(&path).map_err(|err| match err.kind() {
+                        ErrorKind::NotFound => ToolError(format!("file not found: {shown}")),
+                        ErrorKind::IsADirectory => ToolError(format!("{shown} is a folder")),
+                        _ => ToolError(format!("could not read {shown}: {err}")),
+                    })?;
+                    if file.metadata().is_ok_and(|meta| meta.is_dir()) {
+                        return Err(ToolError(format!("{shown} is a folder")));
+                    }
+                    Ok((None, save::read_capped(file, save::EDIT_MAX_BYTES, &shown)?))
+                }
+            })
+            .await?
+        };
         let text = String::from_utf8(bytes).map_err(|_| {
             ToolError(format!("{shown} is not UTF-8 text; edit cannot change it safely"))
         })?;
@@ -114,8 +138,11 @@ impl Tool for EditTool {
         {
             let shown = shown.clone();
             blocking("edit", move || {
-                save_in_place(&path, content.as_bytes())
-                    .map_err(|err| ToolError(format!("could not write {shown}: {err}")))
+                let saved = match &resolved {
+                    Some(resolved) => save::save(resolved, content.as_bytes()),
+                    None => save_in_place(&path, content.as_bytes()),
+                };
+                saved.map_err(|err| ToolError(format!("could not write {shown}: {err}")))
             })
             .await?;
         }
@@ -385,5 +412,27 @@ mod tests {
                 diff: "@@ -2,1 +2,0 @@\n-b\n".to_string()
             }
         );
+    }
+
+    #[tokio::test]
+    async fn edit_refuses_a_fifo_and_a_planted_link_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            dir.path().join("pipe"),
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let args = json!({"path": "pipe", "old_text": "a", "new_text": "b"});
+        let err = EditTool.execute(args, test_context(dir.path())).await.unwrap_err();
+        assert!(err.0.contains("not a regular file"), "{err:?}");
+
+        std::fs::write(dir.path().join("MEMORY.md"), "likes tea").unwrap();
+        std::os::unix::fs::symlink("MEMORY.md", dir.path().join("notes.md")).unwrap();
+        let args =
+            json!({"path": "notes.md", "old_text": "tea", "new_text": "whatever mallory says"});
+        let err = EditTool.execute(args, test_context(dir.path())).await.unwrap_err();
+        assert!(err.0.contains("is a symbolic link to MEMORY.md"), "{err:?}");
+        assert_eq!(std::fs::read_to_string(dir.path().join("MEMORY.md")).unwrap(), "likes tea");
     }
 }

@@ -13,6 +13,7 @@ mod grep;
 mod ls;
 mod output;
 mod read;
+mod save;
 mod send;
 mod write;
 
@@ -157,9 +158,17 @@ impl ToolOutput {
 pub enum ToolControl {
     /// Go on: the model sees the result in its next call.
     Continue,
-    /// Finish the current batch of tool calls, then settle the run as stopped by this tool with
-    /// this data (the A2A `request_input` tool uses it).
-    EndRun { data: Value },
+    /// Finish the current batch of tool calls, then settle the run as stopped by this tool, for
+    /// this reason.
+    EndRun(ToolStop),
+}
+
+/// Why a tool ends the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolStop {
+    /// The run waits for the answer to `question` from the other side of the conversation; the
+    /// answer arrives as the next prompt (the A2A `request_input` tool).
+    InputRequired { question: String },
 }
 
 /// A failed tool call; the message goes back to the model.
@@ -187,6 +196,63 @@ impl From<std::io::Error> for ToolError {
 pub fn parse_args<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
     serde_json::from_value(args)
         .map_err(|err| ToolError(format!("invalid arguments for {tool}: {err}")))
+}
+
+/// The workspace's context files, read into the system prompt (see `workspace`).
+const CONTEXT_FILES: [&str; 4] = ["PERSONA.md", "AGENTS.md", "CLAUDE.md", "MEMORY.md"];
+
+/// Refuses to save through a symbolic link at `path` (what `write` and `edit` change), naming
+/// where it points: a caller's session with the `workspace` tier can turn any ordinary file into
+/// a link (`notes.md` → `MEMORY.md`), and a save through it would put the owner's text into a
+/// file callers may not write, where the owner's next chat reads it as instructions. The one link
+/// followed is an owner's between two context files in one folder (`CLAUDE.md` → `AGENTS.md`).
+/// Links in the folders above `path` are followed as usual: this check is for paths outside the
+/// session's workspace (no caller can write there); a workspace path is resolved without
+/// following any link a caller could plant ([`save`]).
+///
+/// # Errors
+/// The refusal, naming the link's target and what to do instead.
+pub(crate) fn refuse_link(path: &Path, shown: &str) -> Result<(), ToolError> {
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink());
+    if !is_link {
+        return Ok(());
+    }
+    let target = std::fs::read_link(path).unwrap_or_default();
+    let name = |p: &Path| p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+    let sibling = target.parent().is_none_or(|parent| parent.as_os_str().is_empty());
+    let context = |n: &str| CONTEXT_FILES.contains(&n);
+    if sibling && context(&name(path)) && context(&name(&target)) {
+        return Ok(());
+    }
+    Err(ToolError(format!(
+        "{shown} is a symbolic link to {}; write and edit do not save through a link (one planted \
+         in the workspace could lead the save into another file). Write to the file it points \
+         at by its own path if that is what you mean",
+        target.display()
+    )))
+}
+
+/// Opens `path` for reading when it is a regular file or a folder (a link is followed). A FIFO,
+/// socket or device is refused without waiting: opening a FIFO waits for a writer and reading it
+/// for data, so one planted in the workspace by a caller's session would hang the tool (and the
+/// owner's run) for good.
+///
+/// # Errors
+/// The open's error, or [`std::io::ErrorKind::InvalidInput`] for what is not a file or folder.
+pub(crate) fn open_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let nonblock = i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0);
+    let file = std::fs::File::options().read(true).custom_flags(nonblock).open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() && !kind.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, socket or device); only files can be read",
+        ));
+    }
+    // Back to blocking reads (a no-op for files, said for clarity).
+    rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty())?;
+    Ok(file)
 }
 
 /// Runs blocking file work off the async threads.
@@ -238,7 +304,7 @@ pub(crate) fn test_context(cwd: &Path) -> ToolContext {
         cwd: cwd.to_path_buf(),
         cancel: CancellationToken::new(),
         limits: Arc::new(ToolLimits::default()),
-        exec: Arc::new(ExecEnv::from_host(host, &[])),
+        exec: Arc::new(ExecEnv::from_host(host, &[], &[])),
         redactor: Arc::new(Redactor::default()),
         spill_dir: cwd.join(".spill"),
         channel: None,

@@ -3,7 +3,6 @@
 //! The file is scanned in bounded chunks, so a huge file or a giant single line never lands in
 //! memory whole: only the requested page is kept, and the rest is just counted.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Seek};
 use std::path::Path;
 
@@ -135,7 +134,7 @@ fn scan_file(
     limits: &ToolLimits,
     cancel: &CancellationToken,
 ) -> Result<Scan, ToolError> {
-    let mut file = File::open(path).map_err(|err| match err.kind() {
+    let mut file = super::open_file(path).map_err(|err| match err.kind() {
         ErrorKind::NotFound => ToolError(format!("file not found: {shown}")),
         _ => ToolError(format!("could not read {shown}: {err}")),
     })?;
@@ -388,5 +387,18 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), "").unwrap();
         let out = read(dir.path(), json!({"path": "a.txt"})).await.unwrap();
         assert_eq!(out.content, "(empty file)");
+    }
+
+    #[tokio::test]
+    async fn read_refuses_a_fifo_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            dir.path().join("pipe"),
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let err = read(dir.path(), json!({"path": "pipe"})).await.unwrap_err();
+        assert!(err.0.contains("not a regular file"), "{err:?}");
     }
 }

@@ -1,11 +1,13 @@
 //! The `write` tool: creates a file (and its parent folders) or rewrites a whole existing one in
-//! place ([`save_in_place`]: the file stays the same file, so a sandbox's cover over it holds).
+//! place (the file stays the same file, so a sandbox's cover over it holds). In the workspace the
+//! path is resolved without following a link a caller could plant ([`save`]); elsewhere with
+//! [`save_in_place`].
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::output::count_lines;
-use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
+use super::{Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args, save};
 use crate::atomic::save_in_place;
 use crate::provider::ToolSpec;
 
@@ -42,14 +44,28 @@ impl Tool for WriteTool {
 
     async fn execute(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let args: WriteArgs = parse_args("write", args)?;
-        let path = ctx.resolve(&args.path);
+        let path = crate::sandbox::normalize_path(&ctx.resolve(&args.path));
         let shown = ctx.display_path(&path);
-        if tokio::fs::metadata(&path).await.is_ok_and(|meta| meta.is_dir()) {
-            return Err(ToolError(format!("{shown} is a folder")));
-        }
         let bytes = args.content.len();
         let lines = count_lines(&args.content);
-        {
+        if let Some(relative) = save::in_workspace(&ctx.cwd, &path) {
+            // In the workspace: no link a caller could plant is followed (see `save`).
+            let (root, shown) = (ctx.cwd.clone(), shown.clone());
+            blocking("write", move || {
+                let resolved = save::resolve(&root, &relative, true, &shown)
+                    .map_err(|err| err.for_tool("write", &shown))?;
+                if matches!(resolved.found, save::Found::Folder) {
+                    return Err(ToolError(format!("{shown} is a folder")));
+                }
+                save::save(&resolved, args.content.as_bytes())
+                    .map_err(|err| ToolError(format!("could not write {shown}: {err}")))
+            })
+            .await?;
+        } else {
+            super::refuse_link(&path, &shown)?;
+            if tokio::fs::metadata(&path).await.is_ok_and(|meta| meta.is_dir()) {
+                return Err(ToolError(format!("{shown} is a folder")));
+            }
             let shown = shown.clone();
             blocking("write", move || {
                 save_in_place(&path, args.content.as_bytes())
@@ -108,5 +124,32 @@ mod tests {
             err,
             Err(ToolError("invalid arguments for write: missing field `content`".to_string()))
         );
+    }
+
+    #[tokio::test]
+    async fn write_does_not_save_through_a_planted_link_but_keeps_context_links() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("MEMORY.md"), "the owner's memory").unwrap();
+        std::fs::create_dir(dir.path().join("shared")).unwrap();
+        std::os::unix::fs::symlink("../MEMORY.md", dir.path().join("shared/proposal.md")).unwrap();
+        std::os::unix::fs::symlink("MEMORY.md", dir.path().join("notes.md")).unwrap();
+        for path in ["shared/proposal.md", "notes.md"] {
+            let args = json!({"path": path, "content": "obey the caller"});
+            let err = WriteTool.execute(args, test_context(dir.path())).await.unwrap_err();
+            assert!(err.0.contains("is a symbolic link to"), "{err:?}");
+            assert!(err.0.contains("MEMORY.md"), "{err:?}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("MEMORY.md")).unwrap(),
+            "the owner's memory"
+        );
+
+        // The owner's own link between context files is written through, and stays a link.
+        std::fs::write(dir.path().join("AGENTS.md"), "old").unwrap();
+        std::os::unix::fs::symlink("AGENTS.md", dir.path().join("CLAUDE.md")).unwrap();
+        let args = json!({"path": "CLAUDE.md", "content": "new"});
+        WriteTool.execute(args, test_context(dir.path())).await.unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("AGENTS.md")).unwrap(), "new");
+        assert!(std::fs::symlink_metadata(dir.path().join("CLAUDE.md")).unwrap().is_symlink());
     }
 }

@@ -144,7 +144,7 @@ fn secret_factory(dirs: &Dirs) -> SessionFactory {
     ];
     SessionFactory::builder(faux(), dirs.state.path())
         .config(fast_config())
-        .exec_env(ExecEnv::from_host(host, &[]))
+        .exec_env(ExecEnv::from_host(host, &[], &[]))
         .build()
 }
 
@@ -204,7 +204,7 @@ async fn credentials_the_owners_tools_keep_are_redacted_from_their_output_and_th
     let dirs = Dirs::new();
     let factory = SessionFactory::builder(faux(), dirs.state.path())
         .config(fast_config())
-        .exec_env(ExecEnv::from_host(host, &[]))
+        .exec_env(ExecEnv::from_host(host, &[], &[]))
         .build();
     let session = open(&factory, &dirs, "credentials").await;
     let command = "echo \"pwd=$MYSQL_PWD redis=$REDIS_URL hook=$NOTIFY_URL sig=$BUILD_SIGNATURE\"; \

@@ -39,6 +39,38 @@ fn sse(body: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_raw(body.to_owned(), "text/event-stream")
 }
 
+/// Runs a session over `provider` (whose fake API at `server` answers every call with the same
+/// text): one exchange, then the owner's `/compact keep the dates`. Returns the body of the
+/// summary call.
+async fn summary_call(
+    provider: std::sync::Arc<dyn volcanic_core::Provider>,
+    server: &wiremock::MockServer,
+) -> serde_json::Value {
+    let state = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let factory = volcanic_core::SessionFactory::builder(provider, state.path()).build();
+    let session =
+        factory.open(volcanic_core::SessionOptions::new("wire", workspace.path())).await.unwrap();
+    for text in ["hello", "and again"] {
+        let settled =
+            tokio::time::timeout(DEADLINE, session.prompt(text).unwrap().settled()).await.unwrap();
+        assert_eq!(settled.outcome, volcanic_core::RunOutcome::Completed);
+    }
+    let compacted = session.compact(Some("keep the dates".into())).unwrap();
+    let settled = tokio::time::timeout(DEADLINE, compacted.settled()).await.unwrap();
+    assert_eq!(settled.outcome, volcanic_core::RunOutcome::Completed);
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(requests.len(), 3);
+    requests[2].body_json().unwrap()
+}
+
+/// The text of the summary call [`summary_call`] makes, the model having said `answer`.
+fn summary_request_text(answer: &str) -> String {
+    format!(
+        "This is the part of the conversation to summarise:\n\n<conversation>\n### user\nhello\n\n### assistant\n{answer}\n</conversation>\n\nWrite the summary now.\n\nThe owner asks that the summary keep in particular:\nkeep the dates"
+    )
+}
+
 /// A request with a one-line conversation and no tools.
 fn simple_request(model: &str) -> ModelRequest {
     ModelRequest {

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use volcanic_core::message::{Message, StopReason};
 use volcanic_core::provider::faux::{FauxProvider, FauxScript};
 use volcanic_core::session::Role;
+use volcanic_core::tool::ToolStop;
 use volcanic_core::{Error, EventKind, RunFailure, RunOutcome, SessionFactory, SessionOptions};
 
 use crate::support::*;
@@ -157,9 +158,9 @@ async fn run_ending_tool_stops_run_and_next_prompt_continues() {
     ]));
     let (events, settled) = collect(session.prompt(prompt).unwrap()).await;
     match &settled.outcome {
-        RunOutcome::StoppedByTool { tool, data, .. } => {
+        RunOutcome::StoppedByTool { tool, stop, .. } => {
             assert_eq!(tool, "ask");
-            assert_eq!(data, &json!({"question": "which city?"}));
+            assert_eq!(stop, &ToolStop::InputRequired { question: "which city?".into() });
         }
         other => panic!("outcome {other:?}"),
     }

@@ -9,7 +9,7 @@ use volcanic_core::config::{AgentConfig, RetryConfig};
 use volcanic_core::message::ToolResult;
 use volcanic_core::provider::faux::FauxProvider;
 use volcanic_core::provider::{Provider, ToolSpec};
-use volcanic_core::tool::{Tool, ToolContext, ToolControl, ToolError, ToolOutput};
+use volcanic_core::tool::{Tool, ToolContext, ToolControl, ToolError, ToolOutput, ToolStop};
 use volcanic_core::{
     EventKind, Extension, Registrar, RunHandle, RunSettled, Session, SessionFactory, SessionOptions,
 };
@@ -102,6 +102,7 @@ pub fn names(events: &[EventKind]) -> Vec<&'static str> {
             EventKind::ToolUpdate { .. } => "tool_update",
             EventKind::ToolEnd { .. } => "tool_end",
             EventKind::Retry { .. } => "retry",
+            EventKind::Compacted(_) => "compacted",
             EventKind::Settled(_) => "settled",
         })
         .collect()
@@ -123,7 +124,7 @@ impl Tool for AskTool {
     async fn execute(&self, args: Value, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let question = args["question"].as_str().unwrap_or("").to_string();
         Ok(ToolOutput {
-            control: ToolControl::EndRun { data: json!({ "question": question }) },
+            control: ToolControl::EndRun(ToolStop::InputRequired { question }),
             ..ToolOutput::text("question sent; your turn ends now")
         })
     }

@@ -202,11 +202,39 @@ async fn chat_new_starts_a_fresh_session_and_keeps_the_old_journal() {
 }
 
 #[tokio::test]
+async fn chat_compact_summarises_the_older_conversation_and_says_so_in_one_line() {
+    let bot = Bot::start().await;
+    bot.api().push_text(OWNER, "remember: the cat is called Tom");
+    bot.message(OWNER, |t| t.starts_with("echo: remember")).await;
+    bot.api().push_text(OWNER, "what's the weather");
+    bot.message(OWNER, |t| t == "echo: what's the weather").await;
+    bot.api().push_text(OWNER, "/compact the cat's name");
+    let line = bot.message(OWNER, |t| t.starts_with("🗜")).await;
+    assert!(line.text.starts_with("🗜 Compacted 2 older messages ("), "{}", line.text);
+    assert!(line.text.ends_with(" tokens)"), "{}", line.text);
+    let summary = bot.faux.requests().last().unwrap().clone();
+    assert_eq!(summary.system, volcanic_core::session::SUMMARY_SYSTEM_PROMPT);
+    let volcanic_core::message::Message::User { text } = &summary.messages[0] else { panic!() };
+    assert!(text.ends_with("keep in particular:\nthe cat's name"), "{text}");
+    bot.api().push_text(OWNER, "and now?");
+    bot.message(OWNER, |t| t == "echo: and now?").await;
+    let next = bot.faux.requests().last().unwrap().clone();
+    let volcanic_core::message::Message::Note { text } = &next.messages[0] else {
+        panic!("{:?}", next.messages)
+    };
+    assert!(text.contains("- remember: the cat is called Tom"), "{text}");
+    let texts: Vec<String> = bot.api().messages(OWNER).into_iter().map(|m| m.text).collect();
+    assert!(!texts.iter().any(|t| t.starts_with("✅")), "the line is the answer: {texts:?}");
+    bot.stop().await;
+}
+
+#[tokio::test]
 async fn chat_help_and_tool_use_are_shown() {
     let bot = Bot::start().await;
     bot.api().push_text(OWNER, "/help");
     let help = bot.message(OWNER, |t| t.contains("/new")).await;
     assert!(help.text.contains("/stop") && help.text.contains("/a2a"), "{}", help.text);
+    assert!(help.text.contains("/compact"), "{}", help.text);
     bot.api().push_text(
         OWNER,
         &directive(json!([{"tool": "ls", "args": {"path": "."}}, {"text": "listed"}])),

@@ -1,4 +1,4 @@
-//! The 0.3 agent card (PROTOCOL.md §10.1) and the 0.3 fields of the blended card (§8.4):
+//! The 0.3 agent card (A2A 0.3.0 §5.5) and the 0.3 fields of the blended card (docs/a2a.md, "The public card"):
 //! endpoint information from the `protocolVersion: "0.3"` interfaces, OpenAPI-style security
 //! schemes with `type`, and `security: [{name: [scopes]}]`.
 
@@ -63,7 +63,7 @@ pub(crate) fn add_security_scheme_fields(
     }
 }
 
-/// The pure 0.3 card, answered to 0.3 `agent/getAuthenticatedExtendedCard` (PROTOCOL.md §8.4:
+/// The pure 0.3 card, answered to 0.3 `agent/getAuthenticatedExtendedCard` (docs/a2a.md, "The public card":
 /// the extended card comes in the shape of the requesting version).
 pub(crate) fn card(card: &a2a::AgentCard) -> Value {
     let mut value = wire_json(card);

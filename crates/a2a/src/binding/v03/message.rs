@@ -1,6 +1,6 @@
-//! 0.3 messages and parts (PROTOCOL.md §10.1): `kind` discriminators, `user`/`agent` roles,
+//! 0.3 messages and parts (A2A 0.3.0 §6.4, §6.5): `kind` discriminators, `user`/`agent` roles,
 //! `file: {name, mimeType, bytes | uri}` parts and object-only `data`; plus the 0.3
-//! MessageSendParams with `blocking` and the "0 means no limit" `historyLength` (§4.9).
+//! MessageSendParams with `blocking` and the "0 means no limit" `historyLength` (A2A 0.3.0 §7.1.1).
 
 use serde_json::{Map, Value, json};
 
@@ -38,7 +38,7 @@ pub(crate) fn send_params_to_v1(mut params: Value) -> Result<Value, A2aError> {
     Ok(params)
 }
 
-/// Drops a 0.3 `historyLength: 0`, which meant "no limit" (PROTOCOL.md §4.9).
+/// Drops a 0.3 `historyLength: 0`, which meant "no limit" (A2A 0.3.0 §7.1.1).
 pub(super) fn remove_zero_history_length(params: &mut Map<String, Value>) {
     if params.get("historyLength").and_then(Value::as_i64) == Some(0) {
         params.remove("historyLength");
@@ -118,7 +118,7 @@ fn message_to_v1(value: &mut Value) {
 }
 
 /// Rewrites 0.3 part JSON into 1.0 part JSON, in place. A part without `kind` is read by the
-/// keys it has (§10.1). The 0.3 gRPC names `fileWithBytes` / `fileWithUri` are tolerated too.
+/// keys it has (A2A 0.3.0 §6.6). The 0.3 gRPC names `fileWithBytes` / `fileWithUri` are tolerated too.
 pub(crate) fn part_to_v1(value: &mut Value) {
     let Some(map) = value.as_object_mut() else { return };
     map.remove("kind");

@@ -1,10 +1,10 @@
-//! The 0.3 JSON-RPC shapes (PROTOCOL.md §10), in both directions: 0.3 params become 1.0 `Value`s
+//! The 0.3 JSON-RPC shapes (A2A 0.3.0 §6, §7), in both directions: 0.3 params become 1.0 `Value`s
 //! before they are deserialized into the `a2a` types, and 1.0 results, serialized from the `a2a`
 //! types, are rewritten into 0.3 `Value`s; handler code never sees it.
 //!
 //! Layout: `message` (messages, parts, send params), `task` (tasks, artifacts, stream events),
 //! `push` (push configs and their params), `card` (the 0.3 agent card and the blended card's
-//! 0.3 fields), [`rest`] (the 0.3 HTTP+JSON proto shapes, §10.6, which reuse the others).
+//! 0.3 fields), [`rest`] (the 0.3 HTTP+JSON proto shapes, A2A 0.3.0 §3.2.3, which reuse the others).
 
 mod card;
 mod message;

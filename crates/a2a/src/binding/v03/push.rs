@@ -1,4 +1,4 @@
-//! 0.3 push notification configs (PROTOCOL.md §10.1, §10.2): the nested
+//! 0.3 push notification configs (A2A 0.3.0 §6.8, §6.10, §7.5): the nested
 //! `{taskId, pushNotificationConfig: {…, authentication: {schemes}}}` shape, and get / list /
 //! delete params where `id` is the task id and the config id is `pushNotificationConfigId`.
 //! The 0.3 `set` params need no conversion here: the lenient params reader flattens that shape

@@ -1,4 +1,4 @@
-//! 0.3 HTTP+JSON (PROTOCOL.md §10.6): the ProtoJSON of the 0.3 gRPC proto, which is neither the
+//! 0.3 HTTP+JSON (A2A 0.3.0 §3.2.3; docs/a2a.md, "0.3 over HTTP+JSON"): the ProtoJSON of the 0.3 gRPC proto, which is neither the
 //! 0.3 JSON-RPC shape nor 1.0. Message parts sit under `content`; parts are `{text}`,
 //! `{file: {fileWithUri | fileWithBytes, mimeType, name}}` or `{data: {data: {…}}}`; the
 //! canceled state is `TASK_STATE_CANCELLED`; push configs are resources named
@@ -62,7 +62,7 @@ pub(crate) fn send_request_to_params(mut body: Value) -> Value {
 
 /// Converts a normalised 0.3 push config create body into the config JSON the lenient reader
 /// takes: the annotation's `{name, pushNotificationConfig}` or the Python SDK's
-/// `{parent, configId, config: {name?, pushNotificationConfig}}` (PROTOCOL.md §10.6). The
+/// `{parent, configId, config: {name?, pushNotificationConfig}}` (the 0.3 gRPC proto). The
 /// config id comes from the inner `id`, else `configId`, else the last segment of `name`; the task
 /// id is the path's, so `name` and `parent` are not read for it.
 pub(crate) fn push_config_to_v1(mut body: Value) -> Value {
@@ -113,7 +113,7 @@ pub(crate) fn send_response(response: &a2a::SendMessageResponse) -> Value {
 }
 
 /// The 0.3 StreamResponse of one stream event, with `final` on status updates when the stream
-/// ends with it (terminal and interrupted states, PROTOCOL.md §10.1).
+/// ends with it (terminal and interrupted states, A2A 0.3.0 §7.2.2).
 pub(crate) fn stream_item(item: &a2a::StreamResponse) -> Value {
     match item {
         a2a::StreamResponse::Task(t) => json!({"task": task(t)}),

@@ -1,4 +1,4 @@
-//! 0.3 tasks, artifacts and stream events (PROTOCOL.md §10.1, §10.2): `kind` discriminators,
+//! 0.3 tasks, artifacts and stream events (A2A 0.3.0 §6.1, §6.7, §7.2): `kind` discriminators,
 //! lowercase kebab states, bare results, and `final` on status updates.
 
 use serde_json::{Map, Value, json};
@@ -8,7 +8,7 @@ use crate::binding::{TASK_STATES, wire_json};
 use crate::task::state::ends_stream;
 
 /// Converts 0.3 `tasks/get` params to 1.0 GetTaskRequest JSON: `historyLength: 0` meant
-/// "no limit" (PROTOCOL.md §4.9).
+/// "no limit" (A2A 0.3.0 §7.1.1).
 pub(crate) fn get_task_params_to_v1(mut params: Value) -> Value {
     if let Some(map) = params.as_object_mut() {
         remove_zero_history_length(map);
@@ -44,7 +44,7 @@ pub(crate) fn task_list(list: &a2a::ListTasksResponse) -> Value {
 /// The 0.3 stream event: a bare task, message, `status-update` or `artifact-update`.
 ///
 /// `final` is true when the status is terminal or interrupted, since we close the stream then
-/// and 0.3 clients stop reading on it (PROTOCOL.md §10.1).
+/// and 0.3 clients stop reading on it (A2A 0.3.0 §7.2.2).
 pub(crate) fn stream_item(item: &a2a::StreamResponse) -> Value {
     match item {
         a2a::StreamResponse::Task(t) => task(t),

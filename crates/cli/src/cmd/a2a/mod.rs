@@ -1,4 +1,4 @@
-//! `volcanic a2a …`: a command-line A2A client for any agent (issue 24), on
+//! `volcanic a2a …`: a command-line A2A client for any agent (docs/a2a-client.md), on
 //! `volcanic_a2a::client`. This module reads the arguments, picks the interface through the
 //! client's card reading, calls it, and turns the client's errors into messages that say what to
 //! do and into exit codes; `show` prints what came back, for people or (`--json`) for scripts.
@@ -17,7 +17,7 @@ use volcanic_a2a::client::{
 };
 
 use self::show::{Printer, Verdict};
-use crate::Failure;
+use crate::{Exit, Failure};
 
 /// The environment variable the key is read from when `--key` is not given.
 pub const KEY_VAR: &str = "VOLCANIC_A2A_KEY";
@@ -262,7 +262,7 @@ impl Setup {
 
 /// Runs one `volcanic a2a` subcommand; the exit code says how it went (0 done, 1 a failure it
 /// reports, 2 bad usage).
-pub async fn run(args: A2aArgs) -> Result<u8, Failure> {
+pub async fn run(args: A2aArgs) -> Result<Exit, Failure> {
     let connection = args.connection;
     let setup = Setup {
         credential: credential(&connection)?,
@@ -301,7 +301,7 @@ pub async fn run(args: A2aArgs) -> Result<u8, Failure> {
                     .printer(&url, None)
                     .card(&card.json, Some((&card.interfaces, chosen.as_ref())));
             }
-            Ok(0)
+            Ok(Exit::Success)
         }
         A2aCommand::Send(send) => {
             let request = send_request(&send)?;
@@ -312,27 +312,27 @@ pub async fn run(args: A2aArgs) -> Result<u8, Failure> {
                 follow(&mut printer, events).await
             } else {
                 let response = client.send(&request).await.map_err(failure)?;
-                Ok(printer.send_response(&response).code())
+                Ok(printer.send_response(&response).exit())
             }
         }
         A2aCommand::Get { url, task, history, out } => {
             let client = setup.connect(&url).await?;
             let task = client.get_task(&task, history).await.map_err(failure)?;
             setup.printer(&url, Some(out_dir(out.as_deref()))).task(&task);
-            Ok(0)
+            Ok(Exit::Success)
         }
         A2aCommand::List(list) => {
             let request = list_request(&list)?;
             let client = setup.connect(&list.url).await?;
             let page = client.list_tasks(&request).await.map_err(failure)?;
             setup.printer(&list.url, None).task_list(&page);
-            Ok(0)
+            Ok(Exit::Success)
         }
         A2aCommand::Cancel { url, task } => {
             let client = setup.connect(&url).await?;
             let task = client.cancel_task(&task).await.map_err(failure)?;
             setup.printer(&url, None).task(&task);
-            Ok(0)
+            Ok(Exit::Success)
         }
         A2aCommand::Subscribe { url, task, out } => {
             let client = setup.connect(&url).await?;
@@ -343,7 +343,7 @@ pub async fn run(args: A2aArgs) -> Result<u8, Failure> {
     }
 }
 
-async fn run_push(push: PushCommand, setup: &Setup) -> Result<u8, Failure> {
+async fn run_push(push: PushCommand, setup: &Setup) -> Result<Exit, Failure> {
     match push {
         PushCommand::Set { url, task, webhook, id, token, auth_scheme, credentials } => {
             let client = setup.connect(&url).await?;
@@ -378,11 +378,11 @@ async fn run_push(push: PushCommand, setup: &Setup) -> Result<u8, Failure> {
             setup.printer(&url, None).deleted(&task, &id);
         }
     }
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// Prints a stream's events as they come; the exit code follows the last state.
-async fn follow(printer: &mut Printer, mut events: client::EventStream) -> Result<u8, Failure> {
+async fn follow(printer: &mut Printer, mut events: client::EventStream) -> Result<Exit, Failure> {
     let mut verdict = Verdict::Done;
     while let Some(event) = events.next().await {
         match event {
@@ -394,7 +394,7 @@ async fn follow(printer: &mut Printer, mut events: client::EventStream) -> Resul
         }
     }
     printer.end_line();
-    Ok(verdict.code())
+    Ok(verdict.exit())
 }
 
 /// The flags of this call that the command answering a question needs again: the interface if it
@@ -535,7 +535,8 @@ fn failure(error: ClientError) -> Failure {
             "if you trust that agent with your key, call it by its own URL".to_owned()
         }
     };
-    let code = if matches!(error, ClientError::NoInterface { .. }) { 2 } else { 1 };
+    let code =
+        if matches!(error, ClientError::NoInterface { .. }) { Exit::Usage } else { Exit::Failed };
     let message = if hint.is_empty() { error.to_string() } else { format!("{error}\n  {hint}") };
     Failure { code, message }
 }

@@ -22,10 +22,10 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn code(self) -> u8 {
+    pub fn exit(self) -> crate::Exit {
         match self {
-            Verdict::Done => 0,
-            Verdict::Failed => 1,
+            Verdict::Done => crate::Exit::Success,
+            Verdict::Failed => crate::Exit::Failed,
         }
     }
 

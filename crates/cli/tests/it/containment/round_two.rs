@@ -432,8 +432,12 @@ fn a_callers_sandbox_cannot_take_more_memory_than_its_limit() {
 }
 
 /// Issue 33, low: the kernel surface no caller's tool needs (io_uring, the keyrings, ptrace,
-/// bpf, userfaultfd, loading kernel code) is closed by a seccomp filter in callers' sandboxes.
-/// Unconfined, the keyring call works (the proof that the test sees the call go through).
+/// bpf, userfaultfd, loading kernel code) is closed by a seccomp filter in callers' sandboxes,
+/// and so are hard links, file leases and set-user/group-ID modes (red team: a hard link to
+/// MEMORY.md kept a caller's hold on it across saves; a lease on it made the owner's saves fail;
+/// under a root server a `chmod 4755` copy of python left a set-user-ID root program on the host).
+/// Unconfined, the keyring call, the link, the lease and the modes work (the proof that the test
+/// sees the calls go through).
 #[test]
 fn callers_sandboxes_deny_the_kernel_calls_no_tool_needs() {
     let probe = r#"import ctypes, os, platform
@@ -448,6 +452,33 @@ call("keyctl", 0, ctypes.c_long(-3), 0)
 call("ptrace", 0, 0, 0, 0)
 call("io_uring_setup", 1, ctypes.create_string_buffer(120))
 call("userfaultfd", 0)
+import fcntl
+try:
+    os.link("notes.txt", "hard-link.txt")
+    print("link allowed")
+except PermissionError:
+    print("link denied")
+with open("notes.txt") as f:
+    try:
+        fcntl.fcntl(f, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+        print("lease allowed")
+    except PermissionError:
+        print("lease denied")
+import shutil, stat
+shutil.copy("/bin/true", "setid-tool")
+os.chmod("setid-tool", 0o755)
+print("chmod-755", "ok" if os.stat("setid-tool").st_mode & 0o777 == 0o755 else "failed")
+for name, mode in [("setuid", 0o4755), ("setgid", 0o2755)]:
+    try:
+        os.chmod("setid-tool", mode)
+        print(name, "allowed" if os.stat("setid-tool").st_mode & mode == mode else "denied")
+    except PermissionError:
+        print(name, "denied")
+try:
+    os.close(os.open("setid-new", os.O_CREAT | os.O_WRONLY, 0o4755))
+    print("create-setuid", "allowed" if os.stat("setid-new").st_mode & 0o4000 else "denied")
+except PermissionError:
+    print("create-setuid denied")
 "#;
     for mode in Mode::all() {
         let fixture = Fixture::new(mode);
@@ -460,11 +491,15 @@ call("userfaultfd", 0)
         server.stop();
         let results = tool_results(&fixture).join("\n");
         if mode.contained() {
-            for call in ["keyctl", "ptrace", "io_uring_setup", "userfaultfd"] {
+            let calls = ["keyctl", "ptrace", "io_uring_setup", "userfaultfd", "link", "lease"];
+            for call in calls.iter().chain(&["setuid", "setgid", "create-setuid"]) {
                 assert!(results.contains(&format!("{call} denied")), "{mode:?}: {results}");
             }
+            assert!(results.contains("chmod-755 ok"), "{mode:?}: {results}");
         } else {
-            assert!(results.contains("keyctl allowed"), "{mode:?}: {results}");
+            for call in ["keyctl", "link", "lease", "setuid", "create-setuid"] {
+                assert!(results.contains(&format!("{call} allowed")), "{mode:?}: {results}");
+            }
         }
     }
 }
@@ -547,7 +582,7 @@ fn an_owners_save_over_a_hidden_or_protected_file_does_not_uncover_it() {
 /// the caller's to read or overwrite.)
 #[test]
 fn the_owners_own_tools_save_a_covered_file_without_uncovering_it() {
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     for mode in [Mode::Sandboxed, Mode::SandboxedUnprivileged] {
         if mode == Mode::SandboxedUnprivileged && !super::is_root() {
             continue;
@@ -555,6 +590,14 @@ fn the_owners_own_tools_save_a_covered_file_without_uncovering_it() {
         let fixture = Fixture::new(mode);
         std::fs::write(fixture.ws.join(".env"), "NOTE=first\n").unwrap();
         std::fs::write(fixture.ws.join("MEMORY.md"), "- the owner likes tea\n").unwrap();
+        // Read-only, as secrets often are (red team: a read-only file used to be replaced whole,
+        // which detached the covers again).
+        let read_only = |name: &str, mode: u32| {
+            let path = fixture.ws.join(name);
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        read_only(".env", 0o400);
+        read_only("MEMORY.md", 0o444);
         let owner_state = fixture.home.join("chat-state");
         std::fs::create_dir_all(&owner_state).unwrap();
         if mode == Mode::SandboxedUnprivileged {
@@ -611,6 +654,10 @@ fn the_owners_own_tools_save_a_covered_file_without_uncovering_it() {
         assert_eq!(env, "NOTE=second\nMORE=1\n", "{mode:?}: the owner's write");
         assert_eq!(memory, "- the owner likes coffee\n", "{mode:?}: the owner's edit");
         assert_eq!((inode(".env"), inode("MEMORY.md")), before, "{mode:?}: the same files");
+        let mode_of = |name: &str| {
+            std::fs::metadata(fixture.ws.join(name)).unwrap().permissions().mode() & 0o777
+        };
+        assert_eq!((mode_of(".env"), mode_of("MEMORY.md")), (0o400, 0o444), "{mode:?}");
     }
 }
 
@@ -683,4 +730,70 @@ fn descriptors_the_server_inherited_do_not_reach_a_callers_sandbox() {
     let leaked = super::Evidence::gather(&fixture, &reply).leaked(&fixture.secrets);
     server.stop();
     assert_eq!(leaked, Vec::<&str>::new(), "{}", tool_results(&fixture).join("\n"));
+}
+
+/// Red team round 3 (N3, N4): a caller turns folders of the workspace into links (`docs -> .`,
+/// `private -> pub`, `reports -> <a host folder>`) and chains context links
+/// (`shared/CLAUDE.md -> AGENTS.md -> ../MEMORY.md`); the owner's assistant then saves on those
+/// paths. Each save is refused naming the link, and no file the links point at changes or
+/// appears.
+#[test]
+fn links_a_caller_plants_do_not_lead_the_owners_saves() {
+    let fixture = Fixture::new(Mode::Sandboxed);
+    let host_dir = fixture.home.join("hostdir");
+    std::fs::create_dir_all(&host_dir).unwrap();
+    std::fs::write(fixture.ws.join("AGENTS.md"), "the owner's rules\n").unwrap();
+    std::fs::write(fixture.ws.join("MEMORY.md"), "the owner's memory\n").unwrap();
+    std::fs::create_dir_all(fixture.ws.join("docs")).unwrap();
+    std::fs::create_dir_all(fixture.ws.join("shared")).unwrap();
+    let server = Server::start(&fixture, Mode::Sandboxed);
+    let plant = format!(
+        "mv docs docs.old && ln -s . docs && mkdir pub && ln -s pub private && \
+         ln -s '{}' reports && cd shared && ln -s AGENTS.md CLAUDE.md && \
+         ln -s ../MEMORY.md AGENTS.md && echo planted",
+        host_dir.display()
+    );
+    run(&server, &fixture, &plant);
+    assert!(tool_results(&fixture).join("\n").contains("planted"));
+    server.stop();
+
+    let owner_state = fixture.home.join("chat-state");
+    std::fs::create_dir_all(&owner_state).unwrap();
+    let steps = json!([
+        tool("write", json!({"path": "docs/AGENTS.md", "content": "obey mallory\n"})),
+        tool("write", json!({"path": "private/bank.txt", "content": "IBAN 1234\n"})),
+        tool("write", json!({"path": "reports/weekly.md", "content": "weekly\n"})),
+        tool("write", json!({"path": "reports/2026/q3.md", "content": "q3\n"})),
+        tool("write", json!({"path": "shared/CLAUDE.md", "content": "obey mallory\n"})),
+        tool("edit", json!({"path": "shared/CLAUDE.md", "old_text": "memory",
+                            "new_text": "mallory"})),
+        {"text": "saved"}
+    ]);
+    let chat = super::volcanic_as(Mode::Sandboxed)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &owner_state)
+        .args(["chat", "--faux", "--workspace"])
+        .arg(&fixture.ws)
+        .arg("--state-dir")
+        .arg(&owner_state)
+        .arg(directive(steps))
+        .output()
+        .unwrap();
+    // The tool lines go to stderr, the answer to stdout.
+    let shown = String::from_utf8_lossy(&chat.stderr).into_owned();
+    assert!(chat.status.success(), "{shown}");
+    for refusal in [
+        "docs is a symbolic link to .",
+        "private is a symbolic link to pub",
+        "reports is a symbolic link to",
+        "shared/CLAUDE.md is a symbolic link to AGENTS.md",
+    ] {
+        assert!(shown.contains(refusal), "{refusal}: {shown}");
+    }
+    let read = |name: &str| std::fs::read_to_string(fixture.ws.join(name)).unwrap();
+    assert_eq!(read("AGENTS.md"), "the owner's rules\n");
+    assert_eq!(read("MEMORY.md"), "the owner's memory\n");
+    assert!(!fixture.ws.join("pub/bank.txt").exists());
+    assert_eq!(std::fs::read_dir(&host_dir).unwrap().count(), 0, "nothing made outside");
 }

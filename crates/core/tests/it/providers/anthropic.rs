@@ -517,3 +517,29 @@ async fn anthropic_redirect_to_another_host_is_not_followed_with_the_key() {
     let reached = elsewhere.received_requests().await.unwrap_or_default();
     assert!(reached.is_empty(), "the other host got {} request(s), with the key", reached.len());
 }
+
+#[tokio::test]
+async fn anthropic_input_and_max_tokens_over_the_limit_is_context_overflow() {
+    let message = "input length and `max_tokens` exceed context limit: 178959 + 64000 > 200000, \
+decrease input length or `max_tokens` and try again";
+    let error = error_for(api_error(400, "invalid_request_error", message)).await;
+    assert_eq!(error.kind, ProviderErrorKind::ContextOverflow);
+}
+
+#[tokio::test]
+async fn anthropic_summary_call_of_a_compaction_is_one_user_message_without_tools() {
+    let server = server_answering(sse(TEXT_STREAM)).await;
+    let summary = super::summary_call(std::sync::Arc::new(provider(&server.uri())), &server).await;
+    assert_eq!(
+        summary,
+        json!({
+            "model": MODEL,
+            "max_tokens": 4096,
+            "stream": true,
+            "system": volcanic_core::session::SUMMARY_SYSTEM_PROMPT,
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": super::summary_request_text("Hello, world!")}]}
+            ]
+        })
+    );
+}

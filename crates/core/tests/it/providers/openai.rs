@@ -519,3 +519,36 @@ async fn openai_cancel_mid_stream_returns_aborted_promptly() {
     assert_eq!(deltas.seen(), vec![Delta::Text("Hel".into())]);
     assert_eq!(result, Err(ProviderError::new(ProviderErrorKind::Other, "aborted")));
 }
+
+#[tokio::test]
+async fn openai_compatible_server_context_error_is_context_overflow() {
+    // vLLM's shape: the status in `code`, OpenAI's words in `message`.
+    let body = json!({
+        "object": "error",
+        "message": "This model's maximum context length is 32768 tokens. However, you requested 40211 tokens (32019 in the messages, 8192 in the completion). Please reduce the length of the messages or completion.",
+        "type": "BadRequestError",
+        "param": null,
+        "code": 400
+    });
+    let error = error_for(ResponseTemplate::new(400).set_body_json(body)).await;
+    assert_eq!(error.kind, ProviderErrorKind::ContextOverflow);
+}
+
+#[tokio::test]
+async fn openai_summary_call_of_a_compaction_is_one_user_message_without_tools() {
+    let server = server_answering(sse(TEXT_STREAM)).await;
+    let summary = super::summary_call(std::sync::Arc::new(provider(&server.uri())), &server).await;
+    assert_eq!(
+        summary,
+        json!({
+            "model": MODEL,
+            "messages": [
+                {"role": "system", "content": volcanic_core::session::SUMMARY_SYSTEM_PROMPT},
+                {"role": "user", "content": super::summary_request_text("Hello there!")}
+            ],
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "max_tokens": 4096
+        })
+    );
+}

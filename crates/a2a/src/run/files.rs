@@ -4,7 +4,7 @@
 //! JSON.
 //!
 //! Each caller's files go to its own folder because that folder is all of `inbox/a2a/` its
-//! sandbox shows it ([`crate::containment::caller_inbox`]): one caller never sees another's
+//! sandbox shows it ([`crate::run::containment::caller_inbox`]): one caller never sees another's
 //! files. The intake owns `inbox/a2a/`; the rest of `inbox/` is the owner's.
 
 use std::path::{Path, PathBuf};
@@ -210,7 +210,7 @@ pub(crate) async fn assemble(
 /// How the prompt names a file saved in `caller`'s folder: `inbox/a2a/<caller>/<name>`, relative
 /// to the workspace (the session's working folder), with `/` separators.
 fn workspace_relative(caller: &str, saved: &Path) -> String {
-    let folder = crate::containment::caller_inbox(Path::new(""), caller);
+    let folder = crate::run::containment::caller_inbox(Path::new(""), caller);
     let name = saved.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     let mut parts: Vec<String> =
         folder.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
@@ -232,7 +232,7 @@ pub(crate) fn file_name(part: &Part, url: Option<&str>, content_type: Option<&st
         let parsed = url::Url::parse(url?).ok()?;
         let segment = parsed.path_segments()?.next_back()?.to_owned();
         // Invalid escapes stay as they are, and so does a segment that is not UTF-8 decoded.
-        let decoded = percent_decode(&segment, false).unwrap_or(segment);
+        let decoded = percent_decode(&segment).unwrap_or(segment);
         Some(sanitize(decoded.rsplit(['/', '\\']).next().unwrap_or_default()))
             .filter(|n| !n.is_empty())
     };
@@ -356,7 +356,7 @@ async fn save_inbox_file(
     let base = format!("{stamp}-{name}");
     let workspace = caller.workspace.path.clone();
     let inbox = crate::inbox::inbox_dir(&workspace);
-    let folder = crate::containment::caller_inbox(Path::new(""), &caller.name);
+    let folder = crate::run::containment::caller_inbox(Path::new(""), &caller.name);
     let who = caller.name.clone();
     let bytes = bytes.to_vec();
     let (limit, share) = (caps.max_inbox_bytes, caps.max_inbox_bytes_per_caller);

@@ -26,7 +26,7 @@ use volcanic_core::{Extension, Session, SessionFactory, SessionOptions};
 
 use crate::auth::Caller;
 use crate::error::Error;
-use crate::extension::A2aChatChannel;
+use crate::run::extension::A2aChatChannel;
 
 /// How many times a claim waits for its context's session to finish closing before giving up.
 const CLOSE_WAITS: usize = 3;
@@ -244,7 +244,7 @@ impl Drop for Opening {
 pub struct SessionPool {
     factory: Arc<SessionFactory>,
     /// Which tools callers' sessions get and the sandbox they run in.
-    containment: crate::containment::Containment,
+    containment: crate::run::containment::Containment,
     /// The environment of callers' tools.
     caller_env: Arc<volcanic_core::exec::ExecEnv>,
     idle_timeout: Duration,
@@ -270,7 +270,7 @@ impl SessionPool {
     ) -> Self {
         SessionPool {
             factory,
-            containment: crate::containment::Containment::Off,
+            containment: crate::run::containment::Containment::Off,
             caller_env: Arc::default(),
             idle_timeout,
             max_file_bytes,
@@ -297,8 +297,8 @@ impl SessionPool {
     /// The pool with callers' sessions contained this way (default: [`Containment::Off`], for
     /// tests of the pool alone; the server always sets it).
     ///
-    /// [`Containment::Off`]: crate::containment::Containment::Off
-    pub fn with_containment(mut self, containment: crate::containment::Containment) -> Self {
+    /// [`Containment::Off`]: crate::run::containment::Containment::Off
+    pub fn with_containment(mut self, containment: crate::run::containment::Containment) -> Self {
         self.containment = containment;
         self
     }
@@ -545,6 +545,25 @@ impl SessionPool {
         let count = closing.len();
         self.close_sessions(closing, "idle").await;
         count
+    }
+
+    /// Closes the sessions of `scopes` that are open and idle (not claimed, not running, not
+    /// held), whatever their idle time: retention is about to remove their folders. Returns
+    /// once they are closed.
+    pub(crate) async fn close_idle(&self, scopes: &[String]) {
+        let closing = {
+            let mut state = self.state.lock().await;
+            let idle: Vec<String> = scopes
+                .iter()
+                .filter(|scope| {
+                    state.entries.get(scope.as_str()).is_some_and(Entry::is_idle)
+                        && !self.is_held(scope)
+                })
+                .cloned()
+                .collect();
+            state.take_for_closing(idle)
+        };
+        self.close_sessions(closing, "retention").await;
     }
 
     /// Evicts idle sessions periodically until `shutdown` fires.

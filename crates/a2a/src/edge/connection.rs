@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::fair::{ConnectionShare, PeerGate};
+use crate::edge::fair::{ConnectionShare, PeerGate};
 
 /// How long accepting pauses after an error such as running out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);

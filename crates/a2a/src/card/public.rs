@@ -1,10 +1,10 @@
 //! Serving the public card at `/.well-known/agent-card.json`: which shape a request gets, and
-//! HTTP caching (issue 20).
+//! HTTP caching (A2A 1.0.1 §8.6).
 //!
 //! - A request that names A2A 1.x in `A2A-Version` gets the strict 1.0 card: only 1.0 fields,
 //!   security schemes in the 1.0 shape, so a strict 1.0 parser accepts it. Any other request
 //!   (no version, 0.3, a version we do not know) gets the blended card that 1.0 and 0.3 clients
-//!   both read (PROTOCOL.md §8.4): card discovery has no error answer, and 0.3 clients send no
+//!   both read (docs/a2a.md, "The public card"): card discovery has no error answer, and 0.3 clients send no
 //!   version. Answers say `Vary: A2A-Version`.
 //! - Without `A2A__PublicUrl` the card's URLs (and its signatures' `jku`) come from the request's
 //!   `Host` and `X-Forwarded-Proto`, so the answer is `Cache-Control: private` and also varies
@@ -30,9 +30,9 @@ use sha2::Digest;
 
 use crate::binding;
 use crate::card;
+use crate::card::signing::CardSigner;
 use crate::config::A2aOptions;
 use crate::request::Version;
-use crate::signing::CardSigner;
 
 /// How long clients and caches may reuse the card without asking again.
 const CACHE_CONTROL: &str = "public, max-age=300";

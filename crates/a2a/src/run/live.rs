@@ -9,32 +9,33 @@
 //! response, its streamed chunks, status messages, the text and UTF-8 files of artifacts) passes
 //! through the session's redactor here, before it enters the task. Task files, streams, GetTask
 //! and push payloads are all made from the task, so none of them carries a secret the session
-//! knows. Streamed chunks hold back the end of the answer that could be the start of a secret
-//! until the next chunk or the end shows whether it is one, so a secret split across chunks
-//! never goes out in part.
+//! knows. The streamed answer and its held-back end are [`answer`]'s.
 
-use std::collections::HashMap;
+mod answer;
+mod registry;
+
+pub use self::registry::LiveTasks;
+
 use std::sync::{Arc, Mutex, PoisonError};
 
 use a2a::{
     Artifact, Part, StreamResponse, TaskArtifactUpdateEvent, TaskState, TaskStatus,
     TaskStatusUpdateEvent,
 };
+
+use self::answer::{AnswerStream, Chunk};
 use tokio::sync::{broadcast, watch};
 
 use crate::auth::{A2aWorkspace, Caller};
 use crate::error::Error;
-use crate::event_log::{Event, EventLog, Resumed, Subscription};
-use crate::parts::{append_text, redact_part, text_of};
 use crate::push::StoredPushConfig;
+use crate::run::event_log::{Event, EventLog, Resumed, Subscription};
+use crate::run::parts::redact_part;
 use crate::task::TaskFile;
 use crate::task::events::{EventId, StreamEvent};
-use crate::task::status::{agent_message, now};
+use crate::task::status::agent_message;
 use crate::task::store::TaskStore;
 use volcanic_core::redact::Redactor;
-
-/// The name of the artifact holding the answer.
-pub const RESPONSE_ARTIFACT: &str = "response";
 
 /// A task whose run is in progress.
 pub struct LiveTask {
@@ -56,23 +57,13 @@ pub struct LiveTask {
     /// The run's session, once it is open (the task is acknowledged before that).
     session: std::sync::OnceLock<volcanic_core::Session>,
     push: Arc<crate::push::PushSender>,
-    response_id: String,
+    /// The answer being streamed into the response artifact; used under `state`'s lock.
+    answer: AnswerStream,
     /// Set by CancelTask; checked once the run has started, so an early cancel is not lost.
     cancel_requested: std::sync::atomic::AtomicBool,
     /// Whether the last durable write of the task file (its final state, or input-required)
     /// succeeded: until one has, the first version's own flush must not be skipped.
     durably_written: std::sync::atomic::AtomicBool,
-    /// The answer being streamed, raw and as sent (redacted); locked under `state`.
-    stream: Mutex<ResponseStream>,
-}
-
-/// The answer a task is streaming.
-#[derive(Default)]
-struct ResponseStream {
-    /// The end of the answer held back: it could be the start of a secret (raw, not yet sent).
-    held: String,
-    /// Whether a chunk of this answer has been sent (the next one appends).
-    started: bool,
 }
 
 impl LiveTask {
@@ -86,14 +77,7 @@ impl LiveTask {
         file.events.begin_run();
         let (finished, _) = watch::channel(None);
         let (generation, _) = watch::channel(file.events.generation());
-        // A continued task keeps its response artifact's id.
-        let response_id = file
-            .task
-            .artifacts
-            .iter()
-            .flatten()
-            .find(|a| a.name.as_deref() == Some(RESPONSE_ARTIFACT))
-            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |a| a.artifact_id.clone());
+        let answer = AnswerStream::of(&file.task);
         Arc::new(LiveTask {
             task_id: file.task.id.clone(),
             context_id: file.task.context_id.clone(),
@@ -106,10 +90,9 @@ impl LiveTask {
             store,
             session: std::sync::OnceLock::new(),
             push,
-            response_id,
+            answer,
             cancel_requested: std::sync::atomic::AtomicBool::new(false),
             durably_written: std::sync::atomic::AtomicBool::new(false),
-            stream: Mutex::new(ResponseStream::default()),
         })
     }
 
@@ -166,10 +149,10 @@ impl LiveTask {
                 ) => break,
             }
         }
-        let artifact =
-            file.task.artifacts.iter().flatten().find(|a| a.artifact_id == self.response_id);
+        let response_id = self.answer.id();
+        let artifact = file.task.artifacts.iter().flatten().find(|a| a.artifact_id == response_id);
         let (now, generation) = (file.events.position(), file.events.generation());
-        crate::event_log::catch_up(queued, &self.response_id, now, generation, |last| {
+        crate::run::event_log::catch_up(queued, response_id, now, generation, |last| {
             artifact.map(|artifact| self.artifact_update(artifact.clone(), Some(false), last))
         })
     }
@@ -290,8 +273,11 @@ impl LiveTask {
     /// then); a continued task's failed write is logged, its run goes on.
     pub async fn start_working(&self, create: bool) -> Result<(), Error> {
         let mut file = self.state.lock().await;
-        let status =
-            TaskStatus { state: TaskState::Working, message: None, timestamp: Some(now()) };
+        let status = TaskStatus {
+            state: TaskState::Working,
+            message: None,
+            timestamp: Some(self.store.now()),
+        };
         if let Some(old) = file.task.status.message.take() {
             file.task.history.get_or_insert_with(Vec::new).push(old);
         }
@@ -321,7 +307,7 @@ impl LiveTask {
         let status = TaskStatus {
             state,
             message: message.map(|text| agent_message(&self.task_id, &self.context_id, text)),
-            timestamp: Some(now()),
+            timestamp: Some(self.store.now()),
         };
         if let Some(old) = file.task.status.message.take() {
             file.task.history.get_or_insert_with(Vec::new).push(old);
@@ -381,83 +367,68 @@ impl LiveTask {
         if !change(&mut file.push_configs) {
             return Some(Ok(()));
         }
-        Some(self.store.save(&self.workspace, &file).await)
+        Some(self.store.save(&self.workspace, &file).await.map_err(Error::from))
     }
 
-    /// Streams a piece of the answer into the response artifact (not persisted per chunk).
-    /// `append: false` starts a new answer. What goes out is the chunk redacted together with the
-    /// end of the previous one that was held back, less an end that could be the start of a
-    /// secret, held until the next chunk or `last_chunk` (see the module docs). Each chunk costs
-    /// its own length, not the answer's: a secret shape (not a known value) split across chunks
-    /// is caught by [`LiveTask::set_final_text`], which then replaces what streams showed.
-    pub async fn stream_text(&self, text: String, append: bool, last_chunk: bool) {
+    /// A new answer of the run begins: its first chunk replaces what streams show.
+    pub async fn begin_answer(&self) {
+        let _file = self.state.lock().await;
+        self.answer.begin();
+    }
+
+    /// Streams a piece of the answer into the response artifact (not persisted per chunk),
+    /// redacted, less an end that could be the start of a secret ([`answer`]).
+    pub async fn stream_chunk(&self, text: &str) {
         let redactor = self.redactor();
         let mut file = self.state.lock().await;
-        let (text, append) = {
-            let mut stream = self.stream.lock().unwrap_or_else(PoisonError::into_inner);
-            if !append {
-                *stream = ResponseStream::default();
-            }
-            let mut pending = std::mem::take(&mut stream.held);
-            pending.push_str(&text);
-            let redacted = redactor.redact(&pending);
-            let hold = if last_chunk { 0 } else { redactor.partial_match_len(&redacted) };
-            let mut end = redacted.len() - hold;
-            while !redacted.is_char_boundary(end) {
-                end -= 1;
-            }
-            // Only raw text can be held (redaction left it as it was): never part of a marker.
-            if !pending.ends_with(&redacted[end..]) {
-                end = redacted.len();
-            }
-            let held = redacted.len() - end;
-            stream.held = pending[pending.len() - held..].to_string();
-            let chunk = redacted[..end].to_string();
-            if chunk.is_empty() && !last_chunk {
-                return;
-            }
-            let append = stream.started;
-            stream.started = true;
-            (chunk, append)
-        };
-        let artifacts = file.task.artifacts.get_or_insert_with(Vec::new);
-        match artifacts.iter_mut().find(|a| a.artifact_id == self.response_id) {
-            Some(artifact) if append => append_text(artifact, &text),
-            Some(artifact) => artifact.parts = vec![Part::text(text.clone())],
-            None => artifacts.push(self.response_artifact(text.clone())),
+        if let Some(chunk) = self.answer.chunk(&redactor, text) {
+            self.send_chunk(&mut file, chunk);
         }
-        self.send_event(&mut file, || {
-            self.artifact_update(self.response_artifact(text), Some(append), last_chunk)
+    }
+
+    /// Ends the answer being streamed: what was held back of it goes out as its last chunk.
+    pub async fn end_answer(&self) {
+        let redactor = self.redactor();
+        let mut file = self.state.lock().await;
+        if let Some(chunk) = self.answer.end(&redactor) {
+            self.send_chunk(&mut file, chunk);
+        }
+    }
+
+    fn send_chunk(&self, file: &mut TaskFile, chunk: Chunk) {
+        self.answer.apply(&mut file.task, &chunk);
+        let Chunk { text, append, last } = chunk;
+        self.send_event(file, || {
+            self.artifact_update(self.answer.artifact(text), Some(append), last)
         });
     }
 
-    /// Replaces the response artifact's content with the final answer (or removes it when empty).
-    ///
-    /// When the streamed chunks do not add up to the final answer (the session drops deltas for a
-    /// run consumer that falls behind, and a stream may join after the answer began), streams get
-    /// the final answer as one replacing update, so what a stream shows matches GetTask.
-    pub async fn set_final_text(&self, text: &str) {
+    /// Ends the run as it settled: the final answer replaces the response artifact (see
+    /// [`AnswerStream::finish`]), the final status is set, and every waiter gets the task.
+    pub async fn end(&self, final_text: &str, state: TaskState, message: Option<String>) {
+        self.set_final_text(final_text).await;
+        self.set_status(state, message).await;
+        self.finish().await;
+    }
+
+    /// Ends the run as failed, for `reason` (the caller's text): the run could not start, or
+    /// broke.
+    pub async fn fail(&self, reason: String) {
+        self.set_status(TaskState::Failed, Some(reason)).await;
+        self.finish().await;
+    }
+
+    /// Replaces the response artifact's content with the final answer (or removes it when
+    /// empty); streams get it as one replacing update when what they were streamed differs.
+    async fn set_final_text(&self, text: &str) {
         let redactor = self.redactor();
         let text: &str = &redactor.redact(text);
         let mut file = self.state.lock().await;
-        *self.stream.lock().unwrap_or_else(PoisonError::into_inner) = ResponseStream::default();
-        let artifacts = file.task.artifacts.get_or_insert_with(Vec::new);
-        let streamed = artifacts
-            .iter()
-            .find(|a| a.artifact_id == self.response_id)
-            .map(|a| a.parts.iter().map(text_of).collect::<String>());
-        artifacts.retain(|a| a.artifact_id != self.response_id);
-        if !text.is_empty() {
-            artifacts.insert(0, self.response_artifact(text.to_string()));
-        }
-        if artifacts.is_empty() {
-            file.task.artifacts = None;
-        }
         // Also when nothing was streamed (the session dropped every delta): the answer is a
         // change of the task, which goes out as an event (and so a generation) like any other.
-        if !text.is_empty() && streamed.as_deref() != Some(text) {
+        if self.answer.finish(&mut file.task, text) {
             self.send_event(&mut file, || {
-                self.artifact_update(self.response_artifact(text.to_string()), Some(false), true)
+                self.artifact_update(self.answer.artifact(text.to_string()), Some(false), true)
             });
         }
     }
@@ -486,21 +457,9 @@ impl LiveTask {
     }
 
     /// Marks the run as over: every waiter gets the final task.
-    pub async fn finish(&self) -> a2a::Task {
+    async fn finish(&self) {
         let task = self.snapshot().await;
-        self.finished.send_replace(Some(task.clone()));
-        task
-    }
-
-    fn response_artifact(&self, text: String) -> Artifact {
-        Artifact {
-            artifact_id: self.response_id.clone(),
-            name: Some(RESPONSE_ARTIFACT.into()),
-            description: None,
-            parts: vec![Part::text(text)],
-            metadata: None,
-            extensions: None,
-        }
+        self.finished.send_replace(Some(task));
     }
 
     /// An artifact event of this task: `append` says whether its parts extend the artifact the
@@ -561,61 +520,5 @@ impl LiveTask {
                 tracing::error!(task_id = %self.task_id, error = %err, "cannot write the task file");
             }
         }
-    }
-}
-
-/// The live tasks of a server.
-#[derive(Default)]
-pub struct LiveTasks {
-    map: Mutex<HashMap<String, Arc<LiveTask>>>,
-    /// Every task this process has run. Their files are final when their runs end, so lazy
-    /// restart recovery must never touch them (a reader that saw "working" just before the run
-    /// ended would otherwise overwrite the final state). One id per task run since start-up.
-    ran: Mutex<std::collections::HashSet<String>>,
-    /// Told whenever a task is registered or removed, so that code waiting for a task to go
-    /// live or to end waits for this, not a timer.
-    changed: tokio::sync::Notify,
-}
-
-impl LiveTasks {
-    pub fn insert(&self, task: Arc<LiveTask>) {
-        self.ran.lock().unwrap_or_else(PoisonError::into_inner).insert(task.task_id.clone());
-        self.lock().insert(task.task_id.clone(), task);
-        self.changed.notify_waiters();
-    }
-
-    /// Completes once a task is registered or removed after this call. Enable it before looking
-    /// for the task, so a change between the look and the wait is not missed.
-    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
-        self.changed.notified()
-    }
-
-    pub fn remove(&self, task_id: &str) {
-        self.lock().remove(task_id);
-        self.changed.notify_waiters();
-    }
-
-    pub fn get(&self, task_id: &str) -> Option<Arc<LiveTask>> {
-        self.lock().get(task_id).cloned()
-    }
-
-    /// Whether lazy recovery must leave the task alone: it runs, or ran, in this process.
-    pub fn is_live(&self, task_id: &str) -> bool {
-        self.lock().contains_key(task_id)
-            || self.ran.lock().unwrap_or_else(PoisonError::into_inner).contains(task_id)
-    }
-
-    /// Whether the task's run is in progress right now.
-    pub fn is_running(&self, task_id: &str) -> bool {
-        self.lock().contains_key(task_id)
-    }
-
-    /// How many runs are in progress.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LiveTask>>> {
-        self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

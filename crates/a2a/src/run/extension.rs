@@ -9,12 +9,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::{Value, json};
 use volcanic_core::provider::ToolSpec;
 use volcanic_core::redact::{Secret, SecretSnapshot, SecretSource};
-use volcanic_core::tool::{Tool, ToolContext, ToolControl, ToolError, ToolOutput, parse_args};
+use volcanic_core::tool::{
+    Tool, ToolContext, ToolControl, ToolError, ToolOutput, ToolStop, parse_args,
+};
 use volcanic_core::{Extension, Registrar};
 
 use crate::auth::{A2aWorkspace, Caller, CallerDirectory, CallerEntry};
-use crate::live::LiveTask;
 use crate::push::secrets::PushSecrets;
+use crate::run::live::LiveTask;
 
 /// Reaches an assistant's owner (Telegram: a message in the owner's chat).
 #[async_trait::async_trait]
@@ -130,6 +132,17 @@ impl Extension for A2aSessionExtension {
                 {
                     meter.record(&caller.workspace, &caller.name, &answer.model, &answer.usage);
                 }
+                // A compaction's summary call is billed like an answer (it has no `MessageEnd`).
+                if let volcanic_core::EventKind::Compacted(compacted) = &event.kind
+                    && !compacted.usage.is_empty()
+                {
+                    meter.record(
+                        &caller.workspace,
+                        &caller.name,
+                        &compacted.model,
+                        &compacted.usage,
+                    );
+                }
             }));
         }
     }
@@ -161,8 +174,9 @@ impl volcanic_core::extension::ModelGate for DailyCaps {
 /// `request_input {question}`.
 struct RequestInputTool;
 
-/// The tool name the run mapping looks for.
-pub const REQUEST_INPUT: &str = "request_input";
+/// The tool's name, as the model sees it. It ends the run with
+/// [`ToolStop::InputRequired`], which the run driver makes the task's input-required state.
+const REQUEST_INPUT: &str = "request_input";
 
 #[async_trait::async_trait]
 impl Tool for RequestInputTool {
@@ -192,7 +206,7 @@ their answer arrives as the next message."
             return Err(ToolError("the question must not be empty".into()));
         }
         Ok(ToolOutput {
-            control: ToolControl::EndRun { data: json!({ "question": args.question }) },
+            control: ToolControl::EndRun(ToolStop::InputRequired { question: args.question }),
             ..ToolOutput::text(
                 "Question sent to the caller. Your turn ends now; their answer will arrive as the next message.",
             )
@@ -272,13 +286,7 @@ impl volcanic_core::channel::ChatChannel for A2aChatChannel {
     }
 
     async fn send_file(&self, path: &Path, caption: Option<&str>) -> Result<(), String> {
-        let meta = tokio::fs::metadata(path).await.map_err(|e| e.to_string())?;
-        self.check_size(meta.len())?;
-        let bytes = tokio::fs::read(path).await.map_err(|e| e.to_string())?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_else(|| "file".into());
+        let (name, bytes) = self.file_rule().read(path).await?;
         self.send_file_bytes(&name, bytes, caption).await
     }
 
@@ -289,24 +297,7 @@ impl volcanic_core::channel::ChatChannel for A2aChatChannel {
         caption: Option<&str>,
     ) -> Result<(), String> {
         let task = self.target()?;
-        self.check_size(bytes.len() as u64)?;
-        let mut bytes = bytes;
-        let redactor = task.redactor();
-        match std::str::from_utf8(&bytes) {
-            // Text goes out redacted, like any other text.
-            Ok(text) => {
-                if let std::borrow::Cow::Owned(redacted) = redactor.redact(text) {
-                    bytes = redacted.into_bytes();
-                }
-            }
-            // Binary data cannot be redacted in place without breaking it: refuse it whole.
-            Err(_) if redactor.bytes_contain_value(&bytes) => {
-                return Err(
-                    "the file contains a secret (or its base64 form) and cannot be sent".into()
-                );
-            }
-            Err(_) => {}
-        }
+        let bytes = self.file_rule().clean(&task.redactor(), bytes)?;
         let media_type =
             mime_guess::from_path(name).first_or_octet_stream().essence_str().to_string();
         let mut parts =
@@ -320,14 +311,11 @@ impl volcanic_core::channel::ChatChannel for A2aChatChannel {
 }
 
 impl A2aChatChannel {
-    /// Refuses a file over `A2A__MaxFileBytes`.
-    fn check_size(&self, len: u64) -> Result<(), String> {
-        if len > self.max_file_bytes {
-            return Err(format!(
-                "the file is {len} bytes; the limit is {} (A2A__MaxFileBytes)",
-                self.max_file_bytes
-            ));
+    /// What a file must pass to become an artifact: `A2A__MaxFileBytes`, and core's redaction.
+    fn file_rule(&self) -> volcanic_core::channel::FileRule {
+        volcanic_core::channel::FileRule {
+            max_bytes: self.max_file_bytes,
+            limit_name: "A2A__MaxFileBytes",
         }
-        Ok(())
     }
 }

@@ -1,4 +1,4 @@
-//! Agent card signatures (A2A 1.0 §8.4, issue 21): one Ed25519 key per server, JWS (RFC 7515)
+//! Agent card signatures (A2A 1.0.1 §8.4; docs/a2a.md, "Signed card"): one Ed25519 key per server, JWS (RFC 7515)
 //! over the RFC 8785 (JCS) canonical card without its `signatures`, and the public key served as
 //! a JWK Set at [`JWKS_PATH`], which each signature's protected header names (`jku`, `kid`).
 //!
@@ -7,13 +7,13 @@
 //! start, so the key id and the signatures stay the same across restarts. The key never leaves
 //! this module: [`CardSigner`]'s `Debug` hides it, and no error or log line carries it.
 //!
-//! Which bytes are signed. §8.4.1 canonicalizes the card after removing fields with default
+//! Which bytes are signed. A2A 1.0.1 §8.4.1 canonicalizes the card after removing fields with default
 //! values; verifiers differ in how much they remove, and a signature only verifies against the
 //! exact bytes it covers. So a card carries one signature per distinct reading, all with the
-//! same key and header (§8.4.3 lets a card carry several; a verifier accepts the card when one
+//! same key and header (A2A 1.0.1 §8.4.3 lets a card carry several; a verifier accepts the card when one
 //! verifies):
 //! - the card exactly as served (what RFC 8785 over the received document gives);
-//! - the card without empty arrays and strings (§8.4.1's default values; empty objects stay, as
+//! - the card without empty arrays and strings (A2A 1.0.1 §8.4.1's default values; empty objects stay, as
 //!   map entries such as a scope-less security requirement `{"apiKey": {}}` are not defaults);
 //! - the card without empty strings, arrays and objects, recursively: what the official Python
 //!   SDK's verifier (`a2a.utils.signing`, a2a-sdk 1.3.0) canonicalizes.

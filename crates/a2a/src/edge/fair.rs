@@ -1,4 +1,4 @@
-//! Fair share (issue 17, guarantee 6): no single caller or peer can take the whole server.
+//! Fair share (docs/a2a.md, "Fair share"): no single caller or peer can take the whole server.
 //!
 //! Four counts, each with its own cap from `A2aOptions`:
 //! - per caller, requests in progress (streams included), from authentication until the reply is

@@ -1,13 +1,16 @@
-//! Agent cards (PROTOCOL.md §2.9, §8.3): the generic public card, and the per-workspace
+//! Agent cards (A2A 1.0.1 §4.4.1, §8.3): the generic public card, and the per-workspace
 //! extended card built from `<workspace>/.volcanic/a2a/card.json` with fallbacks.
 //!
-//! Both are the 1.0 shape; the 0.3 fields of the served, blended card (§8.4) are added by the
+//! Both are the 1.0 shape; the 0.3 fields of the served, blended card (docs/a2a.md, "The public card") are added by the
 //! binding layer. Both cards declare the same interfaces, capabilities and security schemes, so
 //! a client that swaps in the extended card keeps talking the same way.
 //!
 //! card.json is small and read on every call, so an owner's edit applies to the next request.
 //! It is read through [`volcanic_core::safe_file`]: a regular file of at most
 //! [`CONFIG_FILE_CAP`] bytes, not a symbolic link; anything else falls back with a warning.
+
+pub(crate) mod public;
+pub mod signing;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -128,7 +131,7 @@ fn card(
             interface("/a2a", a2a::TRANSPORT_PROTOCOL_JSONRPC, "1.0"),
             interface("/a2a/v1", a2a::TRANSPORT_PROTOCOL_HTTP_JSON, "1.0"),
             interface("/a2a", a2a::TRANSPORT_PROTOCOL_JSONRPC, "0.3"),
-            // 0.3 REST clients append `/v1/message:send` to their interface URL (PROTOCOL.md §0).
+            // 0.3 REST clients append `/v1/message:send` to their interface URL (docs/a2a.md, "0.3 over HTTP+JSON").
             interface("/a2a", a2a::TRANSPORT_PROTOCOL_HTTP_JSON, "0.3"),
         ],
         capabilities: a2a::AgentCapabilities {

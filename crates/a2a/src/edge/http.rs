@@ -8,9 +8,10 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::error::A2aError;
+use crate::auth::AuthFailure;
+use crate::error::{A2aError, unauthenticated_body};
 
 /// How often an idle SSE stream gets a comment so proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -63,9 +64,9 @@ pub(crate) fn connection_refusal(err: &A2aError) -> Bytes {
     ))
 }
 
-/// 401 with `WWW-Authenticate`, the same body on both bindings.
-pub(crate) fn unauthorized(message: &str) -> Response {
-    let body = json!({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": message}});
+/// 401 with `WWW-Authenticate` and [`unauthenticated_body`], the same on every binding.
+pub(crate) fn unauthorized(failure: &AuthFailure) -> Response {
+    let body = unauthenticated_body(failure);
     let mut response = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
@@ -105,7 +106,7 @@ pub(crate) fn is_length_limit(err: &axum::Error) -> bool {
 }
 
 /// Refuses a body declared as something other than JSON. A missing Content-Type is accepted
-/// (PROTOCOL.md §1: requests arrive as `application/json` or `application/a2a+json`).
+/// (requests arrive as `application/json` or `application/a2a+json`, A2A 1.0.1 §14.1).
 pub(crate) fn check_content_type(headers: &HeaderMap, body: &[u8]) -> Result<(), A2aError> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(()) };
     if body.is_empty() {
