@@ -259,8 +259,8 @@ impl Retention {
         .unwrap_or_default()
     }
 
-    /// Removes the session folders of `sessions` in `workspace` that are closed (the pool
-    /// closes those open and idle first) and that `may_go` allows (asked under each context's hold): out of `sessions/` in one rename
+    /// Removes the session folders of `sessions` in `workspace` that are closed (for
+    /// `MayGo::Unused` the pool closes those open and idle first) and that `may_go` allows (asked under each context's hold): out of `sessions/` in one rename
     /// each, then their inbox files and their contents. Returns what went, and the sessions that
     /// were open (in the pool or another process) and so were left.
     async fn remove_sessions(
@@ -274,8 +274,11 @@ impl Retention {
             .iter()
             .map(|session| format!("{prefix}{}_{}", session.caller, session.context_id))
             .collect();
-        // Those open and idle close now rather than at the pool's idle timeout.
-        self.pool.close_idle(&scopes).await;
+        // By age, a conversation whose tasks are all gone goes, open and idle or not: those
+        // close now rather than at the pool's idle timeout. The size cap never takes an open one.
+        if may_go == MayGo::Unused {
+            self.pool.close_idle(&scopes).await;
+        }
         let mut busy = Vec::new();
         let mut held = Vec::new();
         for (session, scope) in sessions.into_iter().zip(scopes) {

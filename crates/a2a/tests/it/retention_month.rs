@@ -119,8 +119,9 @@ async fn retention_month_keeps_the_window_and_the_bounds_and_rss_stays_flat() {
     // task of the window), so the cap prunes too.
     let max_bytes = (tasks as u64) * 250;
     let options = A2aOptions {
-        max_sessions_per_caller: 256,
-        max_open_sessions: 1024,
+        // Few open at once: the size cap never takes an open session.
+        max_sessions_per_caller: 64,
+        max_open_sessions: 64,
         retention: RetentionOptions {
             enabled: true,
             task_age: Some(DAY * KEEP_DAYS as u32),
