@@ -95,7 +95,7 @@ pub struct A2aOptions {
     /// its own share, never the others' room. Default 256 MiB (a quarter of `max_inbox_bytes`).
     pub max_inbox_bytes_per_caller: u64,
     /// Most task files per workspace; beyond it a new task is refused (continuing an existing
-    /// task still works). Terminal tasks are never pruned automatically. Default 100,000.
+    /// task still works). Retention removes old settled tasks (`retention`). Default 100,000.
     pub max_tasks: usize,
     /// Bytes of settled tasks' JSON kept in memory so GetTask and ListTasks answer them without
     /// reading their files (each still costs a `stat`); 0 turns the cache off. Default 12 MiB.
@@ -134,6 +134,10 @@ pub struct A2aOptions {
     /// (`A2A__Limits__*`, `A2A__Prices`; docs/configuration.md). Default: no caps, no prices,
     /// UTC.
     pub usage: crate::usage::UsageOptions,
+    /// What is removed, and when (`A2A__Retention__*`; docs/a2a.md, "Retention"). Default: on,
+    /// settled tasks kept 90 days, callers' sessions and inbox files capped at 2 GiB per
+    /// workspace, a round at start and every hour.
+    pub retention: crate::retention::RetentionOptions,
 }
 
 impl Default for A2aOptions {
@@ -175,6 +179,7 @@ impl Default for A2aOptions {
             approval_timeout: Duration::from_secs(24 * 60 * 60),
             max_pending_approval_bytes: 256 * 1024 * 1024,
             usage: crate::usage::UsageOptions::default(),
+            retention: crate::retention::RetentionOptions::default(),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! - [`binding`]: JSON-RPC and REST envelopes, routes, SSE data, 0.3 ⇄ 1.0 conversion; pure.
 //! - [`request`]: the one internal model of calls and replies, and the [`request::Binding`] and
 //!   [`request::Version`] server and client share.
+//! - [`clock`]: the server's clock (the system's, or a test's), for everything dated or aged.
 //! - [`error`]: the one mapping of failures to JSON-RPC codes, HTTP statuses and reasons.
 //! - [`auth`]: caller directory, callers.json, key checks.
 //! - [`card`]: the public and the extended agent card, how the public card is served
@@ -19,6 +20,8 @@
 //! - [`run`]: a task's run and what it runs in: the live task and its answer stream, its events
 //!   for streams and resumes, the session pool, the caller's session extension and containment,
 //!   the message's parts and files.
+//! - [`retention`]: what is removed in the background (old settled tasks, their sessions and
+//!   inbox files; callers' records over the size cap), and the owner's view of disk use.
 //! - [`inbox`]: the workspace's `inbox/` (safe names, no overwrites), shared with other hosts.
 //! - [`push`]: push configs and the sender, and all outbound HTTP (webhooks, file downloads)
 //!   behind the SSRF guard.
@@ -39,6 +42,7 @@ pub mod auth;
 pub mod binding;
 pub mod card;
 pub mod client;
+pub mod clock;
 pub mod config;
 #[cfg(unix)]
 pub mod control;
@@ -49,6 +53,7 @@ pub mod fuzzing;
 pub mod inbox;
 pub mod push;
 pub mod request;
+pub mod retention;
 pub mod run;
 mod server;
 mod service;

@@ -95,8 +95,9 @@ impl A2aServerBuilder {
         self
     }
 
-    /// The clock the daily caps follow. Default: the system clock; tests set one to cross
-    /// midnight.
+    /// The server's clock (`crate::clock`): what dates task statuses, ages safe-retry records
+    /// and old tasks for retention, and turns the daily caps' days. Default: the system clock;
+    /// tests set one to cross midnight or to simulate a month.
     pub fn clock(mut self, clock: crate::usage::Clock) -> Self {
         self.clock = clock;
         self
@@ -229,18 +230,22 @@ impl A2aServerBuilder {
                 })
             })
             .with_cache_bytes(cache_bytes)
-            .with_file_cap(file_cap),
+            .with_file_cap(file_cap)
+            .with_clock(self.clock.clone()),
         );
         let shares = CallerShares::new(CallerCaps {
             requests: self.options.max_requests_per_caller,
             streams: self.options.max_streams_per_caller,
             connections: self.options.max_connections_per_caller,
         });
-        let accepted = Arc::new(AcceptedMessages::new(
-            self.options.retry_window,
-            self.options.retry_records_per_caller,
-            file_cap,
-        ));
+        let accepted = Arc::new(
+            AcceptedMessages::new(
+                self.options.retry_window,
+                self.options.retry_records_per_caller,
+                file_cap,
+            )
+            .with_clock(self.clock.clone()),
+        );
         let meter = Arc::new(crate::usage::Meter::new(
             self.options.usage.clone(),
             self.clock,
@@ -272,6 +277,7 @@ impl A2aServerBuilder {
                 public_cards: PublicCards::signed_by(signer.map(Arc::new)),
                 control: std::sync::Mutex::new(bind_control(&approvals_dir)),
                 state_dir: approvals_dir.clone(),
+                retention_rounds: crate::retention::RoundRequests::default(),
             }),
         })
     }
@@ -402,6 +408,10 @@ impl A2aServer {
             });
         }
         let eviction = service.tracker.spawn(service.pool.clone().run_eviction(shutdown.clone()));
+        // Off the request path: a round now, then one per interval (or when asked), until the
+        // service stops.
+        let rounds = self.inner.retention_rounds.take_receiver();
+        service.tracker.spawn(self.retention().run(service.shutdown.clone(), rounds));
         let options = &service.options;
         let limits = crate::edge::connection::Limits {
             header_read_timeout: options.header_read_timeout,
@@ -455,6 +465,38 @@ impl A2aServer {
         eviction.abort();
         service.pool.close_all().await;
         Ok(())
+    }
+}
+
+impl A2aServer {
+    /// Runs a retention round now, between the timer's rounds, and waits for it: what it
+    /// removed, or `None` when retention is off or the server is not serving. Tests that move
+    /// the server's clock by hand (a simulated month) use it to have each day's round done
+    /// before they look.
+    pub async fn retention_round(&self) -> Option<crate::retention::Removed> {
+        self.inner.retention_rounds.request().await
+    }
+
+    /// Retention over this server's parts (`crate::retention`).
+    fn retention(&self) -> crate::retention::Retention {
+        let service = &self.inner.service;
+        let running = service.clone();
+        let removed = service.clone();
+        crate::retention::Retention {
+            options: service.options.retention.clone(),
+            inbox_share: service.options.max_inbox_bytes_per_caller,
+            directory: service.directory.clone(),
+            store: service.tasks.store().clone(),
+            pool: service.pool.clone(),
+            accepted: service.accepted.clone(),
+            push: service.push.clone(),
+            state_dir: self.inner.state_dir.clone(),
+            clock: service.meter.clock(),
+            is_running: Arc::new(move |task_id: &str| running.tasks.is_running(task_id)),
+            on_removed: Arc::new(move || removed.tasks.removed()),
+            deferred: std::sync::Mutex::default(),
+            orphans_swept: std::sync::Mutex::default(),
+        }
     }
 }
 

@@ -182,6 +182,12 @@ impl Tasks {
         saved.map_err(Error::from)
     }
 
+    /// Wakes long polls of tasks at rest after retention removed some, so a wait on a removed
+    /// task ends with TaskNotFound rather than at its deadline.
+    pub(crate) fn removed(&self) {
+        self.saved.notify_waiters();
+    }
+
     /// Waits until what was written of task `task_id` is durable (see
     /// [`TaskStore::make_durable`]).
     ///

@@ -832,6 +832,51 @@ mod tests {
     }
 
     #[test]
+    fn a2a_retention_env_names_fill_the_server_options_and_zero_turns_a_limit_off() {
+        use volcanic_a2a::retention::RetentionOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let default = load(None, dir.path(), &[]).unwrap().a2a.to_options().unwrap();
+        assert_eq!(default.retention, RetentionOptions::default());
+        let day = 24 * 60 * 60;
+        let vars = [
+            ("A2A__Retention__TaskDays", "7"),
+            ("A2A__Retention__MaxBytes", "1048576"),
+            ("A2A__Retention__Interval", "10m"),
+        ];
+        let options = load(None, dir.path(), &env(&vars)).unwrap().a2a.to_options().unwrap();
+        let expected = RetentionOptions {
+            enabled: true,
+            task_age: Some(Duration::from_secs(7 * day)),
+            max_bytes: Some(1024 * 1024),
+            interval: Duration::from_secs(600),
+        };
+        assert_eq!(options.retention, expected);
+        let vars = [
+            ("A2A__Retention__Enabled", "false"),
+            ("A2A__Retention__TaskDays", "0"),
+            ("A2A__Retention__MaxBytes", "0"),
+        ];
+        let options = load(None, dir.path(), &env(&vars)).unwrap().a2a.to_options().unwrap();
+        let expected =
+            RetentionOptions { enabled: false, task_age: None, max_bytes: None, ..expected };
+        assert_eq!(
+            options.retention,
+            RetentionOptions { interval: default.retention.interval, ..expected }
+        );
+        for (key, value, message) in [
+            ("A2A__Retention__Interval", "0s", "a2a.retention.interval: must be at least 1s"),
+            (
+                "A2A__Retention__TaskDays",
+                "36501",
+                "a2a.retention.task_days: at most 36500 days (0 keeps tasks forever), got 36501",
+            ),
+        ] {
+            let settings = load(None, dir.path(), &env(&[(key, value)])).unwrap();
+            assert_eq!(settings.a2a.to_options().unwrap_err().0, message);
+        }
+    }
+
+    #[test]
     fn a2a_env_names_fill_the_server_options() {
         let dir = tempfile::tempdir().unwrap();
         let settings = load(

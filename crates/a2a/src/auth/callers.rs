@@ -444,6 +444,10 @@ impl CallerDirectory for WorkspaceCallerDirectory {
         self.cache.entries(&callers_path(&workspace.path))
     }
 
+    fn workspaces(&self) -> Vec<A2aWorkspace> {
+        (self.workspaces)()
+    }
+
     fn caller(&self, path: &Path, name: &str) -> Option<Caller> {
         let workspace = (self.workspaces)().into_iter().find(|w| w.path == path)?;
         let entries = self.cache.entries(&callers_path(&workspace.path));

@@ -325,6 +325,11 @@ pub trait CallerDirectory: Send + Sync {
     fn caller(&self, _workspace: &std::path::Path, _name: &str) -> Option<Caller> {
         None
     }
+
+    /// Every workspace the directory serves now (retention walks them). The default knows none.
+    fn workspaces(&self) -> Vec<A2aWorkspace> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

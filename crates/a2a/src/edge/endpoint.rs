@@ -44,6 +44,8 @@ pub struct ServerInner {
     pub(crate) control: std::sync::Mutex<Option<std::os::unix::net::UnixListener>>,
     /// The sessions' state folder (the owner's control socket lives there).
     pub(crate) state_dir: std::path::PathBuf,
+    /// Asks retention's background loop for a round now ([`A2aServer::retention_round`]).
+    pub(crate) retention_rounds: crate::retention::RoundRequests,
 }
 
 /// The host's handler of pushes to `POST /a2a/push/{watchId}`: `(watch id, the

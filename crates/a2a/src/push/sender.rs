@@ -171,6 +171,18 @@ impl PushSender {
         }
     }
 
+    /// The ids of the tasks with a delivery still pending (recorded or not): retention keeps
+    /// those tasks until their deliveries are done.
+    pub(crate) fn pending_tasks(&self) -> std::collections::HashSet<String> {
+        let state = self.shared.lock();
+        let unwritten = state.unwritten.iter().map(|(_, record)| record.task_id.clone());
+        let queued = state
+            .webhooks
+            .values()
+            .flat_map(|queue| queue.ready.iter().map(|entry| entry.record.task_id.clone()));
+        unwritten.chain(queued).collect()
+    }
+
     /// Queues `task` for each of `configs` and returns at once, without I/O: the 1.0
     /// StreamResponse `{"task": …}`, or the 0.3 task for configs registered through 0.3. Call it
     /// after every state change, in the order of the changes; after [`PushSender::close`] it

@@ -33,8 +33,7 @@ use crate::run::event_log::{Event, EventLog, Resumed, Subscription};
 use crate::run::parts::redact_part;
 use crate::task::TaskFile;
 use crate::task::events::{EventId, StreamEvent};
-use crate::task::status::retire_status_message;
-use crate::task::status::{agent_message, now};
+use crate::task::status::{agent_message, retire_status_message};
 use crate::task::store::TaskStore;
 use volcanic_core::redact::Redactor;
 
@@ -274,8 +273,11 @@ impl LiveTask {
     /// then); a continued task's failed write is logged, its run goes on.
     pub async fn start_working(&self, create: bool) -> Result<(), Error> {
         let mut file = self.state.lock().await;
-        let status =
-            TaskStatus { state: TaskState::Working, message: None, timestamp: Some(now()) };
+        let status = TaskStatus {
+            state: TaskState::Working,
+            message: None,
+            timestamp: Some(self.store.now()),
+        };
         retire_status_message(&mut file.task);
         let changed = file.task.status.state != status.state;
         file.task.status = status.clone();
@@ -303,7 +305,7 @@ impl LiveTask {
         let status = TaskStatus {
             state,
             message: message.map(|text| agent_message(&self.task_id, &self.context_id, text)),
-            timestamp: Some(now()),
+            timestamp: Some(self.store.now()),
         };
         retire_status_message(&mut file.task);
         let changed = file.task.status.state != status.state;

@@ -37,6 +37,12 @@ pub fn scope(caller: &Caller, context_id: &str) -> String {
     format!("{}{}", caller_prefix(caller), context_id)
 }
 
+/// The start of the session scopes of every caller of `workspace`: `<prefix>-a2a-`. The owner's
+/// own sessions never start with it.
+pub(crate) fn callers_scope_prefix(workspace: &crate::auth::A2aWorkspace) -> String {
+    format!("{}-a2a-", workspace.scope_prefix)
+}
+
 /// Logs the end of a session taken out of the pool: a failure as a warning, the routine close
 /// (one per conversation, beside the task-end line) only at debug level.
 fn log_closed(scope: &str, why: &'static str, closed: volcanic_core::Result<()>) {
@@ -124,6 +130,15 @@ struct Closing {
 /// until the hold is released.
 pub struct Hold {
     scope: String,
+}
+
+/// When [`SessionPool::try_hold_scope`] may hold a context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldIf {
+    /// Its session is not claimed or running (it may be open and idle): for a task's file.
+    Idle,
+    /// Its session is not open at all: for the session's own folder.
+    Closed,
 }
 
 /// A claimed session: the holder runs one task on it, then releases it.
@@ -468,6 +483,29 @@ impl SessionPool {
         Some(Hold { scope })
     }
 
+    /// Holds the context of session `scope` for retention: `None` when it is held, or its
+    /// session is open, opening or closing (`HoldIf::Closed`), or claimed or running
+    /// (`HoldIf::Idle`). While held, no task starts in the context.
+    pub(crate) async fn try_hold_scope(&self, scope: &str, when: HoldIf) -> Option<Hold> {
+        let state = self.state.lock().await;
+        let in_use = match when {
+            HoldIf::Idle => state.entries.get(scope).is_some_and(|e| !e.is_idle()),
+            HoldIf::Closed => {
+                state.entries.contains_key(scope)
+                    || state.opening.contains(scope)
+                    || state.closing.contains_key(scope)
+            }
+        };
+        if in_use {
+            return None;
+        }
+        let mut holds = self.holds.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !holds.insert(scope.to_string()) {
+            return None;
+        }
+        Some(Hold { scope: scope.to_string() })
+    }
+
     /// Ends a hold.
     pub async fn release_hold(&self, hold: Hold) {
         // Taken so a claim waiting on the pool's lock sees the release in order.
@@ -507,6 +545,25 @@ impl SessionPool {
         let count = closing.len();
         self.close_sessions(closing, "idle").await;
         count
+    }
+
+    /// Closes the sessions of `scopes` that are open and idle (not claimed, not running, not
+    /// held), whatever their idle time: retention is about to remove their folders. Returns
+    /// once they are closed.
+    pub(crate) async fn close_idle(&self, scopes: &[String]) {
+        let closing = {
+            let mut state = self.state.lock().await;
+            let idle: Vec<String> = scopes
+                .iter()
+                .filter(|scope| {
+                    state.entries.get(scope.as_str()).is_some_and(Entry::is_idle)
+                        && !self.is_held(scope)
+                })
+                .cloned()
+                .collect();
+            state.take_for_closing(idle)
+        };
+        self.close_sessions(closing, "retention").await;
     }
 
     /// Evicts idle sessions periodically until `shutdown` fires.

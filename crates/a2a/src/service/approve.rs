@@ -20,7 +20,7 @@ use crate::approval::{
 use crate::auth::{Caller, CallerApproval};
 use crate::error::{A2aError, Error};
 use crate::run::parts::text_of;
-use crate::task::status::{agent_message, now, retire_status_message};
+use crate::task::status::{agent_message, retire_status_message};
 use crate::task::{AcceptedMessage, TaskFile};
 
 use super::Service;
@@ -67,7 +67,7 @@ pub(super) async fn request(
 ) -> Result<Started, Error> {
     let Request { message, hops, accepted, window } = request;
     check_room(service, caller)?;
-    let mut file = new_task_file(caller, &message);
+    let mut file = new_task_file(caller, &message, service.tasks.store().now());
     // The stored history keeps no file bytes (as for any task); the run gets the message as it
     // came, from the request's own file.
     crate::run::files::strip_bytes(&mut file.task);
@@ -145,7 +145,7 @@ async fn wait_for_owner(
     file.task.status = TaskStatus {
         state: TaskState::AuthRequired,
         message: Some(agent_message(&task_id, &context_id, WAITING_TEXT)),
-        timestamp: Some(now()),
+        timestamp: Some(service.tasks.store().now()),
     };
     file.events.record_status_change();
 
@@ -481,7 +481,7 @@ async fn end_waiting_task(
                 file.task.status = TaskStatus {
                     state: state.clone(),
                     message: Some(agent_message(&record.task_id, &record.context_id, text)),
-                    timestamp: Some(now()),
+                    timestamp: Some(service.tasks.store().now()),
                 };
                 file.events.record_status_change();
                 true

@@ -14,7 +14,7 @@ use crate::error::{A2aError, Error};
 use crate::run::live::LiveTask;
 use crate::task::TaskFile;
 use crate::task::state::state_name;
-use crate::task::status::{now, retire_status_message};
+use crate::task::status::retire_status_message;
 use crate::tasks::Changed;
 
 use super::Service;
@@ -64,8 +64,11 @@ pub(super) async fn cancel(
     };
     let cancel = |file: &mut TaskFile| {
         retire_status_message(&mut file.task);
-        file.task.status =
-            TaskStatus { state: TaskState::Canceled, message: None, timestamp: Some(now()) };
+        file.task.status = TaskStatus {
+            state: TaskState::Canceled,
+            message: None,
+            timestamp: Some(service.tasks.store().now()),
+        };
         file.events.record_status_change();
         true
     };

@@ -17,7 +17,6 @@ use crate::run::live::LiveTask;
 use crate::run::pool::Reservation;
 use crate::task::TaskFile;
 use crate::task::events::EventId;
-use crate::task::status::now;
 
 use super::Service;
 use super::run::{self, UNEXPECTED_FAILURE};
@@ -210,16 +209,16 @@ impl Drop for ClaimGuard {
 }
 
 /// A new task for a message, submitted.
-pub(super) fn new_task_file(caller: &Caller, message: &a2a::Message) -> TaskFile {
+pub(super) fn new_task_file(
+    caller: &Caller,
+    message: &a2a::Message,
+    now: chrono::DateTime<chrono::Utc>,
+) -> TaskFile {
     TaskFile {
         task: a2a::Task {
             id: message.task_id.clone().unwrap_or_default(),
             context_id: message.context_id.clone().unwrap_or_default(),
-            status: TaskStatus {
-                state: TaskState::Submitted,
-                message: None,
-                timestamp: Some(now()),
-            },
+            status: TaskStatus { state: TaskState::Submitted, message: None, timestamp: Some(now) },
             artifacts: None,
             history: Some(vec![message.clone()]),
             metadata: None,

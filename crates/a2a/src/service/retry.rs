@@ -53,7 +53,12 @@ pub(super) async fn admit(
     let records = service.accepted.workspace(&caller.workspace.path).await?;
     let still_accepting = || Error::StillAccepting { message_id: message.message_id.clone() };
     for _ in 0..MAX_LOOKUPS {
-        match records.lookup(&caller.name, &message.message_id, &digest, chrono::Utc::now()) {
+        match records.lookup(
+            &caller.name,
+            &message.message_id,
+            &digest,
+            service.tasks.store().now(),
+        ) {
             Lookup::New(claim) => return Ok(Admission::New(claim)),
             Lookup::Repeat { task_id } => return Ok(Admission::Repeat { task_id }),
             Lookup::Differs => {

@@ -18,7 +18,7 @@ use crate::run::live::LiveTask;
 use crate::task::id::is_valid_id;
 use crate::task::query::{apply_history_length, history_length};
 use crate::task::state::state_name;
-use crate::task::status::{agent_message, now, retire_status_message};
+use crate::task::status::{agent_message, retire_status_message};
 use crate::task::store::Count;
 use crate::task::{AcceptedMessage, TaskFile};
 
@@ -228,12 +228,12 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
                 add_reply(&mut file.task, &message);
                 file
             }
-            None => new_task_file(caller, &message),
+            None => new_task_file(caller, &message, service.tasks.store().now()),
         };
         file.task.status = TaskStatus {
             state: TaskState::Failed,
             message: Some(agent_message(&task_id, &context_id, "hop limit reached")),
-            timestamp: Some(now()),
+            timestamp: Some(service.tasks.store().now()),
         };
         register(&mut file);
         file.events.record_status_change();
@@ -267,7 +267,7 @@ async fn start(service: &Arc<Service>, caller: &Caller, intake: Intake) -> Resul
             add_reply(&mut file.task, &message);
             file
         }
-        None => new_task_file(caller, &message),
+        None => new_task_file(caller, &message, service.tasks.store().now()),
     };
     files::strip_bytes(&mut file.task);
     register(&mut file);

@@ -118,6 +118,10 @@ pub struct AcceptedMessages {
     /// The largest task file read when filling a workspace's records.
     file_cap: u64,
     workspaces: Mutex<HashMap<PathBuf, Arc<WorkspaceRecords>>>,
+    /// The server's clock: a record's age is its time (the files' own times only rule out
+    /// files last changed before the window by the system's clock, which the server's never
+    /// runs behind).
+    clock: crate::clock::Clock,
 }
 
 /// One workspace's records, per caller name.
@@ -172,7 +176,19 @@ impl AcceptedMessages {
     /// Records kept `window` after acceptance, at most `per_caller` per caller; task files of at
     /// most `file_cap` bytes are read when a workspace is filled.
     pub fn new(window: Duration, per_caller: usize, file_cap: u64) -> Self {
-        AcceptedMessages { window, per_caller, file_cap, workspaces: Mutex::default() }
+        AcceptedMessages {
+            window,
+            per_caller,
+            file_cap,
+            workspaces: Mutex::default(),
+            clock: crate::clock::system_clock(),
+        }
+    }
+
+    /// Ages records by `clock` (the server's) instead of the system's.
+    #[must_use]
+    pub fn with_clock(self, clock: crate::clock::Clock) -> Self {
+        AcceptedMessages { clock, ..self }
     }
 
     /// `workspace`'s records, filled from its task folder the first time (on the blocking pool;
@@ -203,11 +219,12 @@ impl AcceptedMessages {
             return Ok(records);
         }
         let (dir, window, cap) = (tasks_dir(workspace), self.window, self.file_cap);
+        let now = (self.clock)();
         records
             .filled
             .get_or_try_init(|| async {
                 let found = tokio::task::spawn_blocking(move || {
-                    read_records(&dir, SystemTime::now(), window, cap)
+                    read_records(&dir, SystemTime::now(), now, window, cap)
                 })
                 .await
                 .map_err(|err| {
@@ -232,6 +249,35 @@ impl AcceptedMessages {
             })
             .await?;
         Ok(records)
+    }
+}
+
+impl AcceptedMessages {
+    /// Forgets the accepted messages of tasks retention removed from `workspace` (`removed`:
+    /// caller name → task ids), so a repeated send is never answered with a task that is gone.
+    pub fn forget_tasks(
+        &self,
+        workspace: &Path,
+        removed: &HashMap<String, std::collections::HashSet<String>>,
+    ) {
+        let records = {
+            let workspaces = self.workspaces.lock().unwrap_or_else(PoisonError::into_inner);
+            match workspaces.get(workspace) {
+                Some(records) => records.clone(),
+                None => return,
+            }
+        };
+        let mut callers = records.lock();
+        for (caller, ids) in removed {
+            if let Some(records) = callers.get_mut(caller) {
+                records.entries.retain(|_, entry| match entry {
+                    Entry::Accepted { task_id, .. } => !ids.contains(task_id),
+                    Entry::Pending { .. } => true,
+                });
+                let entries = &records.entries;
+                records.order.retain(|(_, message_id)| entries.contains_key(message_id));
+            }
+        }
     }
 }
 
@@ -396,19 +442,20 @@ impl Drop for Claim {
     }
 }
 
-/// The fresh records in the task files of `dir`, per caller, with their task ids. Files whose
-/// last change is older than the window cannot hold a fresh record (a record is written with
-/// its file) and are only `stat`ed. Unreadable or malformed files are skipped: they read as
+/// The records in the task files of `dir` fresh at `now_utc` (the server's clock), per caller,
+/// with their task ids. Files whose last change is older than the window by the system's clock
+/// (`now`) cannot hold a fresh record (a record is written with its file, and the server's clock
+/// never runs behind the system's) and are only `stat`ed. Unreadable or malformed files are skipped: they read as
 /// missing everywhere else too.
 fn read_records(
     dir: &Path,
     now: SystemTime,
+    now_utc: DateTime<Utc>,
     window: Duration,
     cap: u64,
 ) -> HashMap<String, Vec<(String, AcceptedMessage)>> {
     let mut found: HashMap<String, Vec<(String, AcceptedMessage)>> = HashMap::new();
     let Ok(listing) = task_files(dir) else { return found };
-    let now_utc = DateTime::<Utc>::from(now);
     for listed in listing {
         let old = listed
             .meta
@@ -551,7 +598,7 @@ mod tests {
                          {"messageId": "m-new", "digest": "sha256:2", "at": fresh}]});
         std::fs::write(dir.path().join("t1.json"), file.to_string()).unwrap();
         std::fs::write(dir.path().join("t2.json"), "not json").unwrap();
-        let found = read_records(dir.path(), now, Duration::from_secs(3600), u64::MAX);
+        let found = read_records(dir.path(), now, now.into(), Duration::from_secs(3600), u64::MAX);
         let ids: Vec<_> =
             found["alice"].iter().map(|(t, m)| (t.as_str(), m.message_id.as_str())).collect();
         assert_eq!(ids, vec![("t1", "m-new")]);

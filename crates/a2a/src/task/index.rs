@@ -457,6 +457,58 @@ impl WorkspaceIndex {
             .collect()
     }
 
+    /// Drops task `id`, whose file retention has just removed (a scan would drop it too, but
+    /// the owner check, the task count and the lists should not wait for one).
+    pub fn forget(&mut self, id: &str) {
+        if let Some(Entry { place: Some((caller, key)), .. }) = self.entries.remove(id) {
+            self.unplace(&caller, &key);
+        }
+    }
+
+    /// Up to `limit` tasks in a state `pick` accepts whose status timestamp is before `cutoff`,
+    /// oldest first, as (id, summary). Each caller's order is newest first, so its oldest tasks
+    /// are walked from the end, and the walk stops at the first task at or after `cutoff`:
+    /// the cost is the old tasks, not the stored ones. Tasks without a timestamp are left out.
+    pub fn older_than(
+        &self,
+        cutoff: DateTime<Utc>,
+        limit: usize,
+        pick: impl Fn(&a2a::TaskState) -> bool,
+    ) -> Vec<(String, Summary)> {
+        let mut found: Vec<(String, Summary)> = Vec::new();
+        for (caller, tasks) in &self.callers {
+            let old = tasks
+                .order
+                .iter()
+                .rev()
+                .skip_while(|(key, _)| key.newest_first.0.is_none())
+                .take_while(|(key, _)| key.newest_first.0.is_some_and(|t| t < cutoff))
+                .filter(|(_, listed)| pick(&listed.state))
+                .take(limit);
+            for (key, listed) in old {
+                let summary = Summary {
+                    caller: caller.clone(),
+                    context_id: listed.context_id.clone(),
+                    state: listed.state.clone(),
+                    timestamp: key.newest_first.0,
+                };
+                found.push((key.id.clone(), summary));
+            }
+        }
+        found.sort_by(|a, b| (a.1.timestamp, &a.0).cmp(&(b.1.timestamp, &b.0)));
+        found.truncate(limit);
+        found
+    }
+
+    /// The states of `caller`'s tasks in context `context_id` (empty: no task uses it).
+    pub fn context_states(&self, caller: &str, context_id: &str) -> Vec<a2a::TaskState> {
+        let Some(tasks) = self.callers.get(caller) else { return Vec::new() };
+        let Some(keys) = tasks.by_context.get(context_id) else { return Vec::new() };
+        keys.range(Bound::Unbounded)
+            .filter_map(|key| tasks.order.get(key).map(|listed| listed.state.clone()))
+            .collect()
+    }
+
     /// The page of `caller`'s tasks matching `filter` that starts after `cursor`.
     ///
     /// Cost: the page itself plus a walk down from the cursor, except that the total of a

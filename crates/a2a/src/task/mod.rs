@@ -17,6 +17,7 @@ mod key;
 pub(crate) mod path;
 pub mod query;
 pub(crate) mod read;
+pub(crate) mod retain;
 mod stamp;
 pub(crate) mod state;
 pub(crate) mod status;

@@ -4,9 +4,12 @@
 
 use chrono::SubsecRound;
 
-/// Now, at the millisecond precision of a status timestamp.
-pub(crate) fn now() -> chrono::DateTime<chrono::Utc> {
-    chrono::Utc::now().trunc_subsecs(3)
+/// `at` at the millisecond precision of a status timestamp ("now" is the store's clock,
+/// `TaskStore::now`).
+pub(crate) fn at_status_precision(
+    at: chrono::DateTime<chrono::Utc>,
+) -> chrono::DateTime<chrono::Utc> {
+    at.trunc_subsecs(3)
 }
 
 /// Moves the task's status message out of the status, before a new status or a caller's message

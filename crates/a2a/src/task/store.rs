@@ -36,7 +36,7 @@ use super::path::task_path;
 pub use super::path::tasks_dir;
 use super::query::{Query, apply_history_length};
 use super::read::{Loaded, Probe, probe, read_and_cache, read_task_file, read_through};
-use super::status::{agent_message, now};
+use super::status::agent_message;
 use super::view::{PageTask, TaskPage, TaskView};
 use crate::auth::{A2aWorkspace, Caller};
 use crate::push::secrets::PushSecrets;
@@ -81,6 +81,8 @@ pub struct TaskStore {
     file_cap: u64,
     /// Every task's push tokens and credentials: told of each write before the file changes.
     push_secrets: Arc<PushSecrets>,
+    /// The server's clock: status timestamps are its time.
+    clock: crate::clock::Clock,
 }
 
 impl Default for TaskStore {
@@ -93,6 +95,7 @@ impl Default for TaskStore {
             swept: Mutex::default(),
             cache: Arc::new(TaskCache::new(defaults.task_cache_bytes)),
             file_cap: defaults.max_task_file_bytes(),
+            clock: crate::clock::system_clock(),
             push_secrets: Arc::new(PushSecrets::new()),
         }
     }
@@ -126,6 +129,17 @@ impl TaskStore {
     #[must_use]
     pub fn with_file_cap(self, bytes: u64) -> Self {
         TaskStore { file_cap: bytes, ..self }
+    }
+
+    /// Dates statuses by `clock` (the server's) instead of the system's.
+    #[must_use]
+    pub fn with_clock(self, clock: crate::clock::Clock) -> Self {
+        TaskStore { clock, ..self }
+    }
+
+    /// Now by the server's clock, at the millisecond precision of a status timestamp.
+    pub(crate) fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        super::status::at_status_precision((self.clock)())
     }
 
     /// Keeps at most `bytes` of settled tasks' JSON in memory (0: none).
@@ -481,7 +495,7 @@ impl TaskStore {
         is_live: &(dyn Fn(&str) -> bool + Sync),
     ) -> Result<(), StoreError> {
         if is_active(&file.task.status.state) && !is_live(&file.task.id) {
-            mark_restarted(&mut file.task);
+            mark_restarted(&mut file.task, self.now());
             // A new run's position: the lost run's last events may have gone out unrecorded.
             file.events.record_status_change();
             self.save(workspace, file).await?;
@@ -568,7 +582,12 @@ impl TaskStore {
         }
     }
 
-    fn index(&self, workspace: &Path) -> Arc<Mutex<WorkspaceIndex>> {
+    /// The settled-task cache and the largest task file read, for retention (`task::retain`).
+    pub(super) fn cache_and_cap(&self) -> (&Arc<TaskCache>, u64) {
+        (&self.cache, self.file_cap)
+    }
+
+    pub(super) fn index(&self, workspace: &Path) -> Arc<Mutex<WorkspaceIndex>> {
         let mut indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(index) = indexes.get(workspace) {
             return index.clone();
@@ -582,12 +601,12 @@ impl TaskStore {
     }
 }
 
-/// Sets a task to failed with the status message "server restarted" and a fresh timestamp.
-fn mark_restarted(task: &mut a2a::Task) {
+/// Sets a task to failed with the status message "server restarted" and timestamp `now`.
+fn mark_restarted(task: &mut a2a::Task, now: chrono::DateTime<chrono::Utc>) {
     task.status = a2a::TaskStatus {
         state: a2a::TaskState::Failed,
         message: Some(agent_message(&task.id, &task.context_id, RESTARTED_TEXT)),
-        timestamp: Some(now()),
+        timestamp: Some(now),
     };
 }
 

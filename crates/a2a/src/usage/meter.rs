@@ -90,6 +90,11 @@ pub struct Exhausted {
 }
 
 impl Meter {
+    /// The clock the day follows (retention takes its "now" from it too).
+    pub(crate) fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+
     /// A meter that continues today's counts from the state folder, first removing the temp
     /// files of day-file writes that a killed process left there (nothing of this meter's own
     /// is in flight yet). Its background work (the flusher, alerts) goes on `tracker` and the

@@ -24,9 +24,7 @@ mod reservation;
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 use volcanic_core::message::Usage;
 
@@ -158,13 +156,8 @@ impl UsageOptions {
     }
 }
 
-/// The clock the caps' days follow (tests set one to cross midnight).
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
-
-/// The system clock.
-pub fn system_clock() -> Clock {
-    Arc::new(Utc::now)
-}
+/// The clock the caps' days follow: the server's (`crate::clock`).
+pub use crate::clock::{Clock, system_clock};
 
 /// Which daily cap an alert is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -24,6 +24,8 @@ mod receiver;
 mod redaction;
 mod rest_v03;
 mod resume;
+mod retention;
+mod retention_month;
 mod retries;
 mod runs;
 mod signed_card;

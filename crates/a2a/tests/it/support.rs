@@ -73,7 +73,7 @@ pub struct Setup {
     pub extra_workspaces: usize,
     /// Install a push handler that knows the watch `known-watch` and records what it gets.
     pub push_receiver: bool,
-    /// The clock of the daily caps (default: the system's).
+    /// The server's clock (default: the system's).
     pub clock: Option<volcanic_a2a::usage::Clock>,
     /// The model backend instead of Faux (a fake API on 127.0.0.1).
     pub provider: Option<Arc<dyn volcanic_core::Provider>>,

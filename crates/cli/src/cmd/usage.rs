@@ -72,13 +72,56 @@ pub fn run(args: UsageArgs) -> Result<Exit, Failure> {
         &callers,
         options.workspace,
     );
+    let disk = volcanic_a2a::retention::disk_use(
+        &workspace,
+        &state_dir,
+        &scope_prefix(&workspace, &settings),
+    );
     if args.json {
-        println!("{}", report.to_json());
+        let mut json = report.to_json();
+        json["disk"] = serde_json::json!({
+            "tasks": disk.tasks,
+            "taskBytes": disk.task_bytes,
+            "sessions": disk.sessions,
+            "sessionBytes": disk.session_bytes,
+            "inboxFiles": disk.inbox_files,
+            "inboxBytes": disk.inbox_bytes,
+        });
+        println!("{json}");
     } else {
         // Caller names come from the state folder's day file: shown, never sent to the terminal.
         for line in report.lines() {
             println!("{}", volcanic_core::escape::one_line(&line));
         }
+        println!(
+            "A2A records: {} tasks ({}), {} caller sessions ({}), {} inbox files ({})",
+            disk.tasks,
+            megabytes(disk.task_bytes),
+            disk.sessions,
+            megabytes(disk.session_bytes),
+            disk.inbox_files,
+            megabytes(disk.inbox_bytes),
+        );
     }
     Ok(Exit::Success)
+}
+
+/// The scope prefix of the workspace's callers' sessions: `telegram-<chatId>` for a chat's
+/// workspace under `Telegram__WorkspaceRoot`, else `serve` (`volcanic serve`'s).
+fn scope_prefix(workspace: &std::path::Path, settings: &config::Settings) -> String {
+    let chat = settings.telegram.workspace_root.as_ref().and_then(|root| {
+        let root = std::fs::canonicalize(root).ok()?;
+        let workspace = std::fs::canonicalize(workspace).ok()?;
+        (workspace.parent()? == root).then_some(())?;
+        workspace.file_name()?.to_str()?.parse::<i64>().ok()
+    });
+    match chat {
+        Some(chat_id) => volcanic_telegram::TelegramConfig::scope(chat_id),
+        None => "serve".to_string(),
+    }
+}
+
+/// Bytes as megabytes with one decimal (`12.3 MB`).
+fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1_000_000.0)
 }

@@ -62,12 +62,67 @@ pub struct A2aSettings {
     pub max_pending_approval_bytes: Option<u64>,
     pub card: CardSettings,
     pub card_signing: CardSigningSettings,
+    /// `[a2a.retention]`, `A2A__Retention__*`: what is removed in the background.
+    pub retention: RetentionSettings,
     pub sandbox: SandboxSettings,
     /// `[a2a.limits]`, `A2A__Limits__*`: caps over all callers of a workspace, the day's zone.
     pub limits: usage::LimitsSettings,
     /// `[a2a.prices]`, `A2A__Prices`: US dollars per million tokens, per model.
     #[serde(deserialize_with = "usage::prices")]
     pub prices: std::collections::BTreeMap<String, usage::PriceSettings>,
+}
+
+/// `[a2a.retention]`, `A2A__Retention__*`: old settled tasks, their sessions and inbox files,
+/// and the size cap of callers' records (docs/a2a.md, "Retention").
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RetentionSettings {
+    /// Whether retention runs; default true.
+    pub enabled: Option<bool>,
+    /// Settled tasks older than this many days are removed; 0 keeps them forever; default 90.
+    pub task_days: Option<u64>,
+    /// Most bytes of callers' session folders and inbox files per workspace; 0 = no cap;
+    /// default 2 GiB.
+    pub max_bytes: Option<u64>,
+    /// Time between rounds; default 1 h.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub interval: Option<Duration>,
+}
+
+impl RetentionSettings {
+    /// Applies these settings to `options`.
+    fn apply(
+        &self,
+        options: &mut volcanic_a2a::retention::RetentionOptions,
+    ) -> Result<(), ConfigError> {
+        /// Longest `TaskDays` taken: about 100 years, far inside what a timestamp can count back.
+        const MAX_DAYS: u64 = 36_500;
+        if let Some(v) = self.enabled {
+            options.enabled = v;
+        }
+        match self.task_days {
+            Some(0) => options.task_age = None,
+            Some(days) if days > MAX_DAYS => {
+                return Err(ConfigError(format!(
+                    "a2a.retention.task_days: at most {MAX_DAYS} days (0 keeps tasks forever), got {days}"
+                )));
+            }
+            Some(days) => options.task_age = Some(Duration::from_secs(days * 24 * 60 * 60)),
+            None => {}
+        }
+        match self.max_bytes {
+            Some(0) => options.max_bytes = None,
+            Some(bytes) => options.max_bytes = Some(bytes),
+            None => {}
+        }
+        if let Some(v) = self.interval {
+            if v < Duration::from_secs(1) {
+                return Err(ConfigError("a2a.retention.interval: must be at least 1s".into()));
+            }
+            options.interval = v;
+        }
+        Ok(())
+    }
 }
 
 /// `[a2a.card_signing]`, `A2A__CardSigning__*`: the signed 1.0 cards (docs/a2a.md, "Signed card").
@@ -294,6 +349,7 @@ impl A2aSettings {
             options.card_description = v.clone();
         }
         options.usage = usage::to_options(&self.limits, &self.prices)?;
+        self.retention.apply(&mut options.retention)?;
         Ok(options)
     }
 }

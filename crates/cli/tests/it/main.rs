@@ -22,6 +22,7 @@ mod messages;
 mod one_server;
 mod push_outbox;
 mod resume;
+mod retention;
 mod retries;
 mod serve;
 mod support;

@@ -85,6 +85,10 @@ fn usage_shows_each_callers_day_against_its_caps_and_a_send_over_a_cap_is_refuse
     assert_eq!(alice["limits"]["tokensPerDay"], 1000, "{report}");
     // Both of alice's sends were requests; the refused one counts too.
     assert_eq!(alice["usage"]["requests"], 2, "{report}");
+    // The workspace's A2A records on disk: one task file each for alice's and mallory's sends.
+    let tasks = std::fs::read_dir(fixture.ws.join(".volcanic/a2a/tasks")).unwrap().count();
+    assert_eq!(report["disk"]["tasks"], json!(tasks), "{report}");
+    assert!(report["disk"]["sessions"].as_u64().unwrap() >= 1, "{report}");
     assert_eq!(server.stop(), Some(0));
 
     // After the server stopped: the same figures, as text.
@@ -93,6 +97,7 @@ fn usage_shows_each_callers_day_against_its_caps_and_a_send_over_a_cap_is_refuse
     assert!(stdout.contains("alice: 2 requests, 1,150 tokens of 1,000 (115%)"), "{stdout}");
     assert!(stdout.contains("at most 100 requests/min"), "{stdout}");
     assert!(stdout.contains("all callers:"), "{stdout}");
+    assert!(stdout.contains(&format!("A2A records: {tasks} tasks (")), "{stdout}");
     // A bad time zone is a configuration error (exit 2) naming the variable.
     let (code, _, stderr) = usage(&fixture, &[], &[("A2A__Limits__TimeZone", "Mars/Base")]);
     assert_eq!(code, 2, "{stderr}");
