@@ -75,7 +75,7 @@ pub struct A2aSettings {
 /// `[a2a.retention]`, `A2A__Retention__*`: old settled tasks, their sessions and inbox files,
 /// and the size cap of callers' records (docs/a2a.md, "Retention").
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct RetentionSettings {
     /// Whether retention runs; default true.
     pub enabled: Option<bool>,
