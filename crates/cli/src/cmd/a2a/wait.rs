@@ -1,8 +1,8 @@
 //! A text-mode `volcanic a2a send` that waits for the task: it follows the task's events to
 //! learn its id as soon as the agent names it, says on stderr how to follow it elsewhere (a
 //! spinner while it waits, on a terminal), and prints the task as it ended, as a blocking send
-//! prints it. An agent whose card does not offer streaming gets a blocking send, with the
-//! spinner but without the id.
+//! prints it. An agent whose card does not offer streaming, and a message that continues a task,
+//! get a blocking send, with the spinner.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::time::Duration;
@@ -32,8 +32,15 @@ pub async fn send(
         .pointer("/capabilities/streaming")
         .and_then(serde_json::Value::as_bool)
         .unwrap_or(false);
-    if !streams {
-        waiting.spin("waiting for the agent's answer…".to_owned());
+    // A message that continues a task names its id already, so there is nothing to learn from
+    // the events; and agents built on the official JS SDK refuse a stream of a continued task
+    // (it opens with the artifact update, not the task), so it goes as a blocking send.
+    let continues = request.message.task_id.as_deref().is_some_and(|id| !id.is_empty());
+    if !streams || continues {
+        waiting.spin(match request.message.task_id.as_deref() {
+            Some(task) if continues => format!("task {task}: waiting for the agent's answer…"),
+            _ => "waiting for the agent's answer…".to_owned(),
+        });
         let response = client.send(request).await;
         waiting.clear();
         return Ok(printer.send_response(&response.map_err(failure)?));
