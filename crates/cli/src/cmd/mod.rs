@@ -6,6 +6,7 @@ pub mod callers;
 pub mod chat;
 pub mod completions;
 pub mod serve;
+mod spinner;
 pub mod telegram;
 pub mod usage;
 

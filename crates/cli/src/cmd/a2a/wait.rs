@@ -5,17 +5,13 @@
 //! get a blocking send, with the spinner.
 
 use std::io::{IsTerminal as _, Write as _};
-use std::time::Duration;
 
 use futures_util::StreamExt;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use volcanic_a2a::client::{AgentCard, Client};
 
 use super::show::{Printer, Verdict};
 use super::{Failure, failure};
-
-/// How often the spinner turns.
-const TICK: Duration = Duration::from_millis(100);
 
 /// Sends `request` and waits for its task to end or to ask something; prints it.
 pub async fn send(
@@ -108,15 +104,7 @@ impl Waiting {
         }
         match &self.bar {
             Some(bar) => bar.set_message(text),
-            None => {
-                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-                let style = ProgressStyle::with_template("{spinner:.cyan} {wide_msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner());
-                bar.set_style(style);
-                bar.set_message(text);
-                bar.enable_steady_tick(TICK);
-                self.bar = Some(bar);
-            }
+            None => self.bar = Some(crate::cmd::spinner::start(text)),
         }
     }
 

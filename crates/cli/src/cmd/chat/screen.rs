@@ -9,13 +9,9 @@
 
 use std::borrow::Cow;
 use std::io::{IsTerminal as _, Write as _};
-use std::time::Duration;
 
 use console::Style;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
-/// How often the spinner turns.
-const TICK: Duration = Duration::from_millis(100);
+use indicatif::ProgressBar;
 
 /// The stderr side of a chat.
 pub struct Screen {
@@ -47,15 +43,7 @@ impl Screen {
         let text = text.into();
         match &self.status {
             Some(bar) => bar.set_message(text),
-            None => {
-                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-                let style = ProgressStyle::with_template("{spinner:.cyan} {wide_msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner());
-                bar.set_style(style);
-                bar.set_message(text);
-                bar.enable_steady_tick(TICK);
-                self.status = Some(bar);
-            }
+            None => self.status = Some(crate::cmd::spinner::start(text)),
         }
     }
 
